@@ -1,0 +1,153 @@
+"""Typed, validated benchmark configurations and their sweeps.
+
+A config names *what* is measured; nothing here touches a device. Errors name the command-line
+flag that set the bad value, so a user knows what to change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Callable, Iterable, Sequence
+
+from dlbench.measure.stopping import StopRule
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+MODES = ("train", "eval")
+OPTIMIZERS = ("sgd", "adamw")
+# "standard": forward, loss, backward, optimizer step (train) or forward under no_grad (eval).
+# "seed002": the method of the seed-002 article's scripts: forward + out.sum().backward(), no loss,
+#            no optimizer (train), forward under no_grad (eval); reported in ms per batch.
+METHODS = ("standard", "seed002")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message says which flag to change."""
+
+
+@dataclass(frozen=True)
+class ThroughputConfig:
+    """One throughput measurement: a model at one batch size, mode, precision and setting.
+
+    Attributes:
+        model: registry name (``dlbench models`` lists them).
+        batch_size: samples per step on one device (``-b``).
+        mode: ``train`` or ``eval`` (``--mode``).
+        precision: fp32 (no TF32), tf32, fp16 (autocast + GradScaler), bf16 (autocast) (``--precision``).
+        compile: None for eager, else a ``torch.compile`` mode (``--compile``).
+        channels_last: NHWC memory format for image models (``--channels-last``).
+        optimizer: ``sgd`` (momentum 0.9, as seed 000) or ``adamw`` (``--optimizer``).
+        method: ``standard`` or ``seed002`` (``--method``).
+        input_size: image side or sequence length; None for the model's default (``--input-size``/``--seq-len``).
+        device: ``auto``, ``cpu`` or ``cuda`` / ``cuda:N`` (``--device``).
+        warmup_steps: untimed steps after the first (``--warmup``); the first step, which holds
+            compilation and autotuning, is always timed apart.
+        warmup_seconds: keep warming up until this much time has passed too (clocks ramp up).
+        stop: when the measured window ends.
+        seed: seed of the synthetic data and the weights.
+    """
+
+    model: str
+    batch_size: int
+    mode: str = "train"
+    precision: str = "fp32"
+    compile: str | None = None
+    channels_last: bool = False
+    optimizer: str = "sgd"
+    method: str = "standard"
+    input_size: int | None = None
+    device: str = "auto"
+    warmup_steps: int = 10
+    warmup_seconds: float = 1.0
+    stop: StopRule = field(default_factory=StopRule)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ConfigError(f"-b/--batch-size must be >= 1, got {self.batch_size}")
+        _choice("--mode", self.mode, MODES)
+        _choice("--precision", self.precision, PRECISIONS)
+        _choice("--optimizer", self.optimizer, OPTIMIZERS)
+        _choice("--method", self.method, METHODS)
+        if self.compile is not None:
+            _choice("--compile", self.compile, COMPILE_MODES)
+        if self.input_size is not None and self.input_size < 1:
+            raise ConfigError(f"--input-size/--seq-len must be >= 1, got {self.input_size}")
+        if not (self.device in DEVICES or self.device.startswith("cuda:")):
+            raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        if self.warmup_steps < 0 or self.warmup_seconds < 0:
+            raise ConfigError("--warmup must be >= 0")
+
+    # Identity: what makes two measurements "the same config" (for --resume and comparisons).
+    # The stopping rule and warm-up change how well a figure is known, not what it measures.
+    _NOT_IDENTITY = ("stop", "warmup_steps", "warmup_seconds", "device")
+
+    def key(self) -> str:
+        ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
+        blob = json.dumps(ident, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ThroughputConfig":
+        d = dict(d)
+        d["stop"] = StopRule(**d.get("stop", {}))
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    @property
+    def label(self) -> str:
+        """Short human name: ``resnet50 b256 bf16 train cl compiled``."""
+        parts = [self.model, f"b{self.batch_size}", self.precision, self.mode]
+        if self.input_size:
+            parts.append(f"@{self.input_size}")
+        if self.channels_last:
+            parts.append("cl")
+        if self.compile:
+            parts.append("compiled" if self.compile == "default" else f"compile={self.compile}")
+        if self.method != "standard":
+            parts.append(self.method)
+        if self.optimizer != "sgd":
+            parts.append(self.optimizer)
+        return " ".join(parts)
+
+
+def _choice(flag: str, value: str, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{flag} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def expand(
+    models: Sequence[str],
+    batch_sizes: Sequence[int | None],
+    modes: Sequence[str] = ("train",),
+    precisions: Sequence[str] = ("fp32",),
+    compiles: Sequence[str | None] = (None,),
+    channels_last: Sequence[bool] = (False,),
+    default_batch: Callable[[str], int] | None = None,
+    **common: Any,
+) -> list[ThroughputConfig]:
+    """The cross product of the listed values, in a stable order (model outermost).
+
+    A batch size of None stands for ``default_batch(model)``: the model's batch for the device.
+    """
+    out = []
+    for model, bs, mode, prec, comp, cl in itertools.product(
+            models, batch_sizes, modes, precisions, compiles, channels_last):
+        if bs is None:
+            if default_batch is None:
+                raise ConfigError("-b/--batch-size: 'default' needs a device to size it for")
+            bs = default_batch(model)
+        out.append(ThroughputConfig(model=model, batch_size=bs, mode=mode, precision=prec,
+                                    compile=comp, channels_last=cl, **common))
+    return out
+
+
+def with_stop(configs: Iterable[ThroughputConfig], stop: StopRule) -> list[ThroughputConfig]:
+    return [replace(c, stop=stop) for c in configs]

@@ -1,0 +1,62 @@
+"""Turning an exception into a result row: failures are data, and the sweep goes on."""
+
+from __future__ import annotations
+
+import gc
+import traceback
+
+import torch
+
+from dlbench.config import ThroughputConfig
+from dlbench.results import ErrorType, ThroughputRecord
+from dlbench.workloads.devices import UnsupportedError
+from dlbench.workloads.throughput import NanLossError
+
+# Errors after which the CUDA context (or a communicator) is broken: nothing more can run in this
+# process. timm's benchmark stops retrying on the same ones.
+FATAL_MARKERS = (
+    "illegal memory access",
+    "device-side assert",
+    "unspecified launch failure",
+    "CUDA error: misaligned address",
+    "an illegal instruction",
+    "NCCL communicator was aborted",
+    "ECC error",
+)
+
+
+def classify(exc: BaseException) -> str:
+    """The :class:`ErrorType` of an exception raised while measuring."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return ErrorType.OOM
+    if isinstance(exc, NanLossError):
+        return ErrorType.NAN
+    if isinstance(exc, UnsupportedError):
+        return ErrorType.UNSUPPORTED
+    text = str(exc)
+    if "out of memory" in text.lower():  # some backends raise a plain RuntimeError on OOM
+        return ErrorType.OOM
+    if any(m in text for m in FATAL_MARKERS):
+        return ErrorType.FATAL
+    return ErrorType.EXCEPTION
+
+
+def describe(exc: BaseException) -> str:
+    """The message a user needs first, then the last frames of the traceback for a bug report."""
+    head = f"{type(exc).__name__}: {exc}".strip()
+    if isinstance(exc, (torch.OutOfMemoryError, NanLossError, UnsupportedError)):
+        return head[:2000]
+    tail = "".join(traceback.format_exception(exc)[-4:])
+    return (head[:1500] + "\n" + tail[-2500:]).strip()
+
+
+def failure_record(cfg: ThroughputConfig, env: dict, exc: BaseException) -> ThroughputRecord:
+    return ThroughputRecord(config=cfg, env=env, status="error", error_type=classify(exc),
+                            error=describe(exc))
+
+
+def release_memory() -> None:
+    """Give back what a failed measurement held, so the next one starts from a clean device."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -1,0 +1,48 @@
+"""Run each benchmark in a fresh Python process (``--isolate``).
+
+A fresh process per benchmark means a fatal CUDA error, a leak or a fragmented allocator cannot
+touch the next benchmark, at the price of the interpreter and CUDA start-up (a few seconds, which
+is outside every measured window). The child gets the config as JSON on stdin and writes the
+record as JSON to a file the parent names; the parent alone talks to the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from dlbench.config import ThroughputConfig
+from dlbench.results import ErrorType, ThroughputRecord
+
+
+class SubprocessLauncher:
+    name = "subprocess"
+    survives_fatal = True
+
+    def __init__(self, timeout_s: float | None = 1800.0) -> None:
+        self.timeout_s = timeout_s
+
+    def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
+        with tempfile.TemporaryDirectory(prefix="dlbench-") as tmp:
+            out_path = os.path.join(tmp, "record.json")
+            payload = json.dumps({"config": cfg.to_dict(), "env": env, "out": out_path})
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "dlbench.launch.worker"], input=payload, text=True,
+                    capture_output=True, timeout=self.timeout_s, env=os.environ.copy())
+            except subprocess.TimeoutExpired:
+                return self._failed(cfg, env, ErrorType.TIMEOUT,
+                                    f"the worker ran past {self.timeout_s:.0f} s and was killed")
+            if os.path.exists(out_path):
+                with open(out_path) as f:
+                    return ThroughputRecord.from_dict(json.load(f))
+            return self._failed(cfg, env, ErrorType.CRASHED,
+                                f"worker exited with code {proc.returncode} and wrote no result; "
+                                f"its stderr ends:\n{proc.stderr[-2000:]}")
+
+    @staticmethod
+    def _failed(cfg: ThroughputConfig, env: dict, kind: str, msg: str) -> ThroughputRecord:
+        return ThroughputRecord(config=cfg, env=env, status="error", error_type=kind, error=msg)

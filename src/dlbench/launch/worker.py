@@ -1,0 +1,22 @@
+"""Child side of the subprocess launcher: read a config on stdin, write one record to a file."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from dlbench.config import ThroughputConfig
+from dlbench.launch.inline import InlineLauncher
+
+
+def main() -> int:
+    job = json.load(sys.stdin)
+    cfg = ThroughputConfig.from_dict(job["config"])
+    record = InlineLauncher().run(cfg, job["env"])
+    with open(job["out"], "w") as f:
+        json.dump(record.to_dict(), f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

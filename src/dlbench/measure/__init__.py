@@ -1,0 +1,1 @@
+"""Measurement: one timer, statistics, stopping rule, memory, FLOPs."""

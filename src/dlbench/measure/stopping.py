@@ -1,0 +1,77 @@
+"""When to stop measuring: adaptive, like pyperf's "enough runs for the interval", with caps.
+
+Measure until the batch-means interval of the mean step time is narrower than a target (1% by
+default) AND a minimum of steps and seconds has passed; stop anyway at a time or step cap. A result
+stopped by a cap before reaching the target is flagged noisy, never dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+from dlbench.measure.stats import mean_interval, mean
+
+
+class StopReason:
+    CONVERGED = "converged"     # the interval reached the target
+    TIME_CAP = "time_cap"       # max_seconds passed first
+    STEP_CAP = "step_cap"       # max_steps reached first
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """How long one measured window lasts.
+
+    Attributes:
+        min_steps: never stop before this many measured steps.
+        min_seconds: never stop before this much wall time in the window.
+        max_seconds: stop at this wall time even if the interval is still wide (flagged noisy).
+        max_steps: stop at this many steps even if the interval is still wide.
+        target_rel_ci: stop once the interval's half-width over the mean step time is below this.
+        confidence: confidence level of the interval.
+    """
+
+    min_steps: int = 20
+    min_seconds: float = 2.0
+    max_seconds: float = 15.0
+    max_steps: int = 100_000
+    target_rel_ci: float = 0.01
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.min_steps < 2:
+            raise ValueError(f"--min-steps must be at least 2 (an interval needs two), got {self.min_steps}")
+        if self.max_steps < self.min_steps:
+            raise ValueError(f"--max-steps ({self.max_steps}) must be >= --min-steps ({self.min_steps})")
+        if self.min_seconds < 0 or self.max_seconds <= 0:
+            raise ValueError("--min-time must be >= 0 and --max-time > 0 (seconds)")
+        if self.max_seconds < self.min_seconds:
+            raise ValueError(f"--max-time ({self.max_seconds}) must be >= --min-time ({self.min_seconds})")
+        if not 0 < self.target_rel_ci < 1:
+            raise ValueError(f"--target-ci must be a fraction in (0, 1), got {self.target_rel_ci}")
+        if not 0.5 <= self.confidence < 1:
+            raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def decide(step_times: Sequence[float], issued_steps: int, elapsed_s: float,
+           rule: StopRule) -> str | None:
+    """The reason to stop now, or None to go on.
+
+    ``step_times`` are the steps whose times are known so far (on a GPU they lag the steps issued
+    by the CPU); ``issued_steps`` counts the steps launched; ``elapsed_s`` is wall time since the
+    window began. Pure: tests drive it with a fake clock.
+    """
+    if issued_steps >= rule.max_steps:
+        return StopReason.STEP_CAP
+    if elapsed_s >= rule.max_seconds:
+        return StopReason.TIME_CAP
+    if len(step_times) < rule.min_steps or elapsed_s < rule.min_seconds:
+        return None
+    h = mean_interval(step_times, rule.confidence)
+    if h / mean(step_times) <= rule.target_rel_ci:
+        return StopReason.CONVERGED
+    return None

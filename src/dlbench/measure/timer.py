@@ -1,0 +1,88 @@
+"""The one timer: CUDA events on a GPU, ``perf_counter`` on the CPU.
+
+On a GPU an event is recorded after every step and read only when the GPU has passed it
+(``Event.query`` does not block), so the measured loop never synchronises: a per-step
+``torch.cuda.synchronize()`` would drain the launch queue and change the figure being measured.
+Step i lasts from boundary event i to boundary event i+1, so the steps tile the window exactly and
+their sum is the window's time.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Protocol
+
+import torch
+
+
+class StepTimer(Protocol):
+    def start(self) -> None: ...
+    def lap(self) -> None: ...
+    def ready(self) -> list[float]: ...
+    def finish(self) -> list[float]: ...
+
+
+class CpuTimer:
+    """Host clock around synchronous work; ``clock`` is injectable for tests."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self._marks: list[float] = []
+
+    def start(self) -> None:
+        self._marks = [self._clock()]
+
+    def lap(self) -> None:
+        self._marks.append(self._clock())
+
+    def ready(self) -> list[float]:
+        m = self._marks
+        return [b - a for a, b in zip(m, m[1:])]
+
+    def finish(self) -> list[float]:
+        return self.ready()
+
+
+class CudaEventTimer:
+    """Boundary events on the current stream, read lazily, never synchronising before ``finish``."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._device = device
+        self._events: list[torch.cuda.Event] = []
+        self._times: list[float] = []
+
+    def _record(self) -> None:
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+        self._events.append(ev)
+
+    def start(self) -> None:
+        self._events, self._times = [], []
+        self._record()
+
+    def lap(self) -> None:
+        self._record()
+
+    def ready(self) -> list[float]:
+        """Times of the steps the GPU has finished; reads each event pair once."""
+        ev = self._events
+        i = len(self._times)
+        while i + 1 < len(ev) and ev[i + 1].query():
+            self._times.append(ev[i].elapsed_time(ev[i + 1]) / 1e3)
+            i += 1
+        return self._times
+
+    def finish(self) -> list[float]:
+        if self._events:
+            self._events[-1].synchronize()  # the only wait: once, after the window
+        return self.ready()
+
+
+def make_timer(device: torch.device) -> StepTimer:
+    return CudaEventTimer(device) if device.type == "cuda" else CpuTimer()
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued device work (a no-op on the CPU, where work is synchronous)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

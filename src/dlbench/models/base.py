@@ -1,0 +1,87 @@
+"""What a benchmarkable model is: a spec that builds the module and its synthetic batch.
+
+Every model, whatever library it comes from, is wrapped so that ``module(inputs)`` returns one
+logits tensor. That keeps the measured loop identical for a CNN, a ViT and a language model, and
+lets ``torch.compile`` see a plain tensor-in, tensor-out function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+Kind = Literal["image", "text"]
+Unit = Literal["images", "sequences", "tokens"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One entry of the registry.
+
+    Attributes:
+        name: registry name used on the command line (``resnet50``, ``gpt2``).
+        source: library that defines the architecture (torchvision, timm, transformers, dlbench).
+        kind: ``image`` (NCHW float input) or ``text`` (token ids, shape ``[batch, seq_len]``).
+        unit: what one throughput figure counts: images, sequences or tokens.
+        input_size: default image side in pixels, or default sequence length.
+        num_classes: classes for image models, vocabulary size for text models.
+        default_batch: batch per GPU in the default GPU suite (fills an 80 GB card in bf16).
+        description: one line shown by ``dlbench models``.
+        factory: ``factory(input_size) -> nn.Module``; builds with random weights, no download.
+        test_only: tiny or fault-injecting models for tests; hidden from ``dlbench models``.
+        notes: caveats a user should know (e.g. how it differs from the seed's model).
+    """
+
+    name: str
+    source: str
+    kind: Kind
+    unit: Unit
+    input_size: int
+    num_classes: int
+    default_batch: int
+    description: str
+    factory: Callable[[int], nn.Module] = field(repr=False, compare=False)
+    test_only: bool = False
+    notes: str = ""
+
+    def build(self, input_size: int | None = None) -> nn.Module:
+        """A fresh module with random weights, on the current default device."""
+        return self.factory(input_size or self.input_size)
+
+    def make_batch(
+        self, batch_size: int, device: torch.device | str, input_size: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Synthetic (inputs, targets) on ``device``: random normal images or random token ids.
+
+        Random, never zeros: zeros can run faster than real data on some kernels.
+        """
+        size = input_size or self.input_size
+        if self.kind == "image":
+            x = torch.randn(batch_size, 3, size, size, generator=generator).to(device)
+            y = torch.randint(0, self.num_classes, (batch_size,), generator=generator).to(device)
+        else:
+            x = torch.randint(0, self.num_classes, (batch_size, size), generator=generator).to(device)
+            y = torch.randint(0, self.num_classes, (batch_size, size), generator=generator).to(device)
+        return x, y
+
+    def loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy; for text, over every position (as a language-model step computes)."""
+        if self.kind == "text":
+            return F.cross_entropy(output.reshape(-1, output.shape[-1]).float(), target.reshape(-1))
+        return F.cross_entropy(output.float(), target)
+
+    def units_per_sample(self, input_size: int | None = None) -> int:
+        """How many units one sample counts: 1 image or sequence, or ``seq_len`` tokens."""
+        return (input_size or self.input_size) if self.unit == "tokens" else 1
+
+
+class UnknownModelError(KeyError):
+    """A model name the registry does not know; the message names the close matches."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0])

@@ -1,0 +1,1 @@
+"""Reports: terminal tables today; HTML and plots build on the same rows."""

@@ -1,0 +1,126 @@
+"""Result records: frozen, with every raw sample, the full config and the environment.
+
+Summaries are computed from the raw samples on demand (``record.summary()``), so a record never
+holds a figure that its samples do not support. Failures are records too (``status="error"``), so
+a sweep that meets an out-of-memory keeps going and the report shows where the boundary was.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, ClassVar
+
+from dlbench.config import ThroughputConfig
+from dlbench.measure.stats import Summary, summarize
+
+SCHEMA_VERSION = 1
+
+
+class ErrorType:
+    OOM = "oom"                   # the batch does not fit; deterministic, skipped by --resume
+    NAN = "nan"                   # the loss was not finite
+    UNSUPPORTED = "unsupported"   # the device or library cannot run this config
+    FATAL = "fatal"               # the process is unusable (illegal memory access, dead NCCL)
+    CRASHED = "crashed"           # the worker process died without a result
+    TIMEOUT = "timeout"           # the worker process ran past its limit
+    EXCEPTION = "exception"       # anything else; the message and traceback tail are kept
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+@dataclass(frozen=True)
+class ThroughputRecord:
+    """One throughput measurement (or its failure).
+
+    Times are in seconds. ``step_times_s`` is the measured window only; the first step (which
+    holds ``torch.compile`` and autotuning) and the warm-up are kept apart and never enter the
+    throughput.
+    """
+
+    kind: ClassVar[str] = "throughput"
+
+    config: ThroughputConfig
+    env: dict[str, Any]
+    status: str = "ok"                           # "ok" or "error"
+    error_type: str | None = None
+    error: str | None = None
+    step_times_s: tuple[float, ...] = ()
+    warmup_times_s: tuple[float, ...] = ()
+    first_step_s: float | None = None            # includes compilation when compiled
+    build_s: float | None = None                 # model build + move to device
+    window_wall_s: float | None = None           # host clock across the window, one sync at its end
+    stop_reason: str | None = None
+    samples_per_step: int = 0
+    unit: str = "samples"
+    units_per_sample: int = 1
+    flops_per_sample: int | None = None          # counted for this mode; optimizer not included
+    memory: dict[str, int | None] = field(default_factory=dict)
+    final_loss: float | None = None
+    run_id: str | None = None
+    id: str = field(default_factory=new_id)
+    created_at: str = field(default_factory=utc_now)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def summary(self) -> Summary | None:
+        """Figures from the raw step times; None for a failed result."""
+        if not self.ok or not self.step_times_s:
+            return None
+        return summarize(self.step_times_s, self.samples_per_step, self.config.stop.confidence)
+
+    def units_per_s(self) -> float | None:
+        s = self.summary()
+        return None if s is None else s.throughput * self.units_per_sample
+
+    def achieved_tflops(self) -> float | None:
+        """Model FLOPs per second actually done (counted FLOPs x samples / time), in TFLOP/s."""
+        s = self.summary()
+        if s is None or not self.flops_per_sample:
+            return None
+        return self.flops_per_sample * s.throughput / 1e12
+
+    def converged(self) -> bool:
+        """Whether the interval reached its target (a capped window is flagged noisy)."""
+        s = self.summary()
+        return s is not None and s.rel_halfwidth <= self.config.stop.target_rel_ci
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kind"] = self.kind
+        d["config"] = self.config.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ThroughputRecord":
+        d = dict(d)
+        d.pop("kind", None)
+        d["config"] = ThroughputConfig.from_dict(d["config"])
+        for k in ("step_times_s", "warmup_times_s"):
+            d[k] = tuple(d.get(k) or ())
+        return cls(**d)
+
+    def with_run(self, run_id: str) -> "ThroughputRecord":
+        return replace(self, run_id=run_id)
+
+
+RECORD_TYPES: dict[str, type] = {ThroughputRecord.kind: ThroughputRecord}
+
+
+def record_from_dict(d: dict[str, Any]):
+    """Rebuild a record of whatever kind ``d`` says it is."""
+    kind = d.get("kind", "throughput")
+    try:
+        return RECORD_TYPES[kind].from_dict(d)
+    except KeyError:
+        raise ValueError(f"unknown record kind {kind!r}; is this dlbench older than the file?") from None

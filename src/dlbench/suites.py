@@ -1,0 +1,147 @@
+"""Named suites: the sets of configs that ``dlbench run --suite NAME`` measures.
+
+A suite is built for the device that is there (bf16 where the GPU has it, else fp16; a CPU-sized
+set on a machine without a GPU), so ``dlbench run`` needs no flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from dlbench.config import ThroughputConfig, expand
+from dlbench.measure.stopping import StopRule
+from dlbench.models import get_model
+
+SEED000_MODELS = ("resnet50", "inception_v3", "nasnet", "vgg16", "resnet152", "inception_v4")
+MODERN_MODELS = ("vit_b_16", "bert-base", "gpt2")
+SEED002_MODELS = ("vgg16", "resnet152", "densenet161")
+
+# Per-GPU batch sizes for the seed-000 table. The article's fp16 runs used 1024 for ResNet-50
+# and 512 for the rest on 48 GB cards (TensorFlow); with PyTorch on an 80 GB card these are the
+# sizes that fit with room to spare. fp32 runs use half, as the article's fp32 table did.
+SEED000_FP16_BATCH = {"resnet50": 512, "inception_v3": 256, "nasnet": 32, "vgg16": 256,
+                      "resnet152": 256, "inception_v4": 256}
+
+# GPU windows: long enough for a 1% interval on a steady GPU, short enough that the default
+# suite (10 configs) finishes in a few minutes.
+GPU_STOP = StopRule(min_steps=20, min_seconds=2.0, max_seconds=12.0, target_rel_ci=0.01)
+# Sweeps with many configs (seed 000: 24) trade a little precision for time.
+SWEEP_STOP = StopRule(min_steps=10, min_seconds=1.5, max_seconds=8.0, target_rel_ci=0.01)
+# CPU windows: a ResNet-50 step takes seconds on two cores.
+CPU_STOP = StopRule(min_steps=5, min_seconds=3.0, max_seconds=12.0, target_rel_ci=0.02)
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What a suite needs to know about the device it is built for."""
+
+    cuda: bool
+    bf16: bool
+
+    @property
+    def mixed(self) -> str:
+        """The mixed precision this device does best: bf16 where it has it, else fp16."""
+        return "bf16" if self.bf16 else "fp16"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    build: Callable[[DeviceFacts], list[ThroughputConfig]]
+    view: str = "throughput"   # which table the terminal prints: throughput | seed000 | seed002
+    gpu_only: bool = False
+
+
+def gpu_batch(model: str) -> int:
+    return get_model(model).default_batch
+
+
+def _default_gpu(dev: DeviceFacts) -> list[ThroughputConfig]:
+    common = dict(precision=dev.mixed, warmup_steps=10, warmup_seconds=1.0, stop=GPU_STOP)
+    configs = [ThroughputConfig(model=m, batch_size=gpu_batch(m), channels_last=_is_image(m), **common)
+               for m in SEED000_MODELS + MODERN_MODELS]
+    configs.append(ThroughputConfig(model="resnet50", batch_size=2 * gpu_batch("resnet50"),
+                                    mode="eval", channels_last=True, **common))
+    return configs
+
+
+def _cpu(dev: DeviceFacts) -> list[ThroughputConfig]:
+    # Sized for ~2 minutes on 2 cores; fp32 (the CPU's own precision; bf16 autocast is slower
+    # than fp32 on most CPUs without AMX).
+    common = dict(precision="fp32", warmup_steps=1, warmup_seconds=0.0, stop=CPU_STOP)
+    return [
+        ThroughputConfig(model="resnet50", batch_size=8, mode="train", channels_last=True, **common),
+        ThroughputConfig(model="resnet50", batch_size=16, mode="eval", channels_last=True, **common),
+        ThroughputConfig(model="vit_b_16", batch_size=8, mode="eval", **common),
+        ThroughputConfig(model="bert-base", batch_size=4, mode="train", input_size=128, **common),
+        ThroughputConfig(model="gpt2", batch_size=4, mode="train", input_size=128, **common),
+    ]
+
+
+def _seed000(dev: DeviceFacts) -> list[ThroughputConfig]:
+    """Seed 000's single-GPU column: train, fp16 and fp32, eager and compiled (the XLA counterpart)."""
+    configs = []
+    for m in SEED000_MODELS:
+        for prec in ("fp16", "fp32"):
+            bs = SEED000_FP16_BATCH[m] // (1 if prec == "fp16" else 2)
+            for comp in (None, "default"):
+                configs.append(ThroughputConfig(model=m, batch_size=bs, precision=prec, compile=comp,
+                                                channels_last=True, warmup_steps=5,
+                                                warmup_seconds=1.0, stop=SWEEP_STOP))
+    return configs
+
+
+def _seed002(dev: DeviceFacts) -> list[ThroughputConfig]:
+    """Seed 002's table: batch 16, fp32 and fp16, eval and train (forward + sum().backward())."""
+    return expand(SEED002_MODELS, [16], modes=("eval", "train"), precisions=("fp32", "fp16"),
+                  method="seed002", warmup_steps=10, warmup_seconds=1.0, stop=GPU_STOP)
+
+
+def _smoke(dev: DeviceFacts) -> list[ThroughputConfig]:
+    """Seconds on any machine: the tiny test models through every path."""
+    stop = StopRule(min_steps=5, min_seconds=0.2, max_seconds=2.0, target_rel_ci=0.05)
+    common = dict(warmup_steps=2, warmup_seconds=0.0, stop=stop)
+    return [ThroughputConfig(model="tiny_cnn", batch_size=16, **common),
+            ThroughputConfig(model="tiny_cnn", batch_size=16, mode="eval", **common),
+            ThroughputConfig(model="tiny_gpt", batch_size=4, precision="bf16", **common)]
+
+
+def _is_image(model: str) -> bool:
+    return get_model(model).kind == "image"
+
+
+SUITES: dict[str, Suite] = {s.name: s for s in (
+    Suite("default", "the six seed-000 models + vit_b_16, bert-base, gpt2: train, bf16 (else fp16), "
+          "channels_last, batches that fill an 80 GB GPU; plus ResNet-50 eval", _default_gpu,
+          gpu_only=True),
+    Suite("cpu", "a CPU-sized set (ResNet-50, ViT-B/16, BERT, GPT-2), about two minutes on 2 cores",
+          _cpu),
+    Suite("seed000", "seed 000's 1-GPU column: six CNNs, train, fp16 and fp32, eager and compiled",
+          _seed000, view="seed000", gpu_only=True),
+    Suite("seed002", "seed 002's table: vgg16, resnet152, densenet161, batch 16, fp32/fp16, eval/train, "
+          "in ms per batch", _seed002, view="seed002"),
+    Suite("smoke", "tiny test models through every path, in seconds", _smoke),
+)}
+
+
+def suite_for(name: str | None, dev: DeviceFacts) -> tuple[Suite, list[ThroughputConfig]]:
+    """The named suite (or the default one for this device) and its configs.
+
+    A GPU-only suite asked for on a machine without a GPU is an error that names the CPU suite.
+    """
+    from dlbench.config import ConfigError
+
+    if name is None:
+        name = "default" if dev.cuda else "cpu"
+    if name not in SUITES:
+        raise ConfigError(f"--suite {name!r} is unknown; choose one of {', '.join(SUITES)}")
+    suite = SUITES[name]
+    if suite.gpu_only and not dev.cuda:
+        raise ConfigError(f"--suite {name} needs a CUDA GPU and none is visible; "
+                          "'dlbench run' picks the 'cpu' suite on this machine")
+    configs = suite.build(dev)
+    if not dev.cuda:
+        configs = [replace(c, device="cpu") for c in configs]
+    return suite, configs

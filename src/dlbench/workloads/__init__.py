@@ -1,0 +1,1 @@
+"""Workloads: what is run and timed (throughput today; scaling, comm, peak, tta later)."""

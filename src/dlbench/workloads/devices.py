@@ -1,0 +1,62 @@
+"""Which device a config runs on, and whether that device can run it at all.
+
+Checked before anything is built, so a precision the GPU lacks fails in a second with a message
+that says what to use instead, not after minutes of a sweep.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.models.base import ModelSpec
+
+
+class UnsupportedError(ConfigError):
+    """This device (or this dlbench) cannot run the config; the message says what would."""
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` is the first CUDA GPU when there is one, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UnsupportedError("--device cuda: no CUDA GPU is visible (torch.cuda.is_available() is "
+                               "False); use --device cpu, or check the driver and CUDA_VISIBLE_DEVICES")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise UnsupportedError(f"--device {name}: only {torch.cuda.device_count()} GPU(s) are visible")
+    return dev
+
+
+def check_supported(cfg: ThroughputConfig, spec: ModelSpec, device: torch.device) -> None:
+    """Raise :class:`UnsupportedError` if ``cfg`` cannot run on ``device``."""
+    p = cfg.precision
+    if p == "fp8":
+        raise UnsupportedError("--precision fp8 is not implemented in dlbench yet; use bf16 or fp16")
+    if device.type == "cpu":
+        if p == "tf32":
+            raise UnsupportedError("--precision tf32 is a mode of NVIDIA GPUs (Ampere and newer); "
+                                   "on the CPU use fp32 or bf16")
+    elif device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        name = torch.cuda.get_device_name(device)
+        if p == "tf32" and major < 8:
+            raise UnsupportedError(f"--precision tf32 needs an Ampere or newer GPU; {name} is "
+                                   f"sm_{major}{minor}: use fp32 or fp16")
+        if p == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
+            raise UnsupportedError(f"--precision bf16: {name} (sm_{major}{minor}) has no native "
+                                   "bf16; use fp16")
+    if cfg.channels_last and spec.kind != "image":
+        raise UnsupportedError(f"--channels-last applies to image models; {spec.name} is a "
+                               f"{spec.kind} model")
+    if cfg.method == "seed002" and spec.kind != "image":
+        raise UnsupportedError("--method seed002 reproduces an image-model table; use it with "
+                               "image models")
+
+
+def bf16_available() -> bool:
+    """Whether the default device does bf16 natively (the CPU always can, through autocast)."""
+    if not torch.cuda.is_available():
+        return True
+    return torch.cuda.is_bf16_supported(including_emulation=False)

@@ -1,0 +1,193 @@
+"""Throughput of one model on one device with synthetic data kept on the device.
+
+The data stays on the device, as in tf_cnn_benchmarks' synthetic mode, so the figure is the
+model's speed, not the input pipeline's. The measured loop is ``step(); timer.lap()`` and a cheap
+clock read; the stopping rule is consulted at most every ``CHECK_INTERVAL_S`` and reads only
+events the GPU has already passed, so nothing in the loop synchronises.
+
+Measurement code prints nothing and writes nothing: it returns a record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Callable, Iterator
+
+import torch
+
+from dlbench.config import ThroughputConfig
+from dlbench.measure.memory import peak_memory, reset_peak_memory
+from dlbench.measure.stopping import decide
+from dlbench.measure.timer import make_timer, synchronize
+from dlbench.models import get_model
+from dlbench.models.base import ModelSpec
+from dlbench.results import ThroughputRecord
+from dlbench.workloads.devices import check_supported, resolve_device
+
+# How often the loop asks the stopping rule (host seconds). Reading a few events and computing
+# batch means costs ~0.1 ms; at 10 Hz that is under 0.1% of the window.
+CHECK_INTERVAL_S = 0.1
+
+AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+class NanLossError(RuntimeError):
+    """The loss was NaN or infinite: the figure would describe a broken training run."""
+
+
+@contextlib.contextmanager
+def precision_flags(precision: str, device: torch.device) -> Iterator[None]:
+    """Set TF32 and cuDNN autotuning for the run and restore the process's settings after.
+
+    ``fp32`` means true IEEE fp32: PyTorch lets cuDNN use TF32 for convolutions by default, which
+    would make an "fp32" figure a TF32 one on Ampere and newer GPUs.
+    """
+    saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32,
+             torch.backends.cudnn.benchmark)
+    tf32 = precision == "tf32"
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
+    # Autotune convolution algorithms for the fixed input shape, as every serious CNN benchmark does.
+    torch.backends.cudnn.benchmark = device.type == "cuda"
+    try:
+        yield
+    finally:
+        (matmul, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark) = saved
+        torch.set_float32_matmul_precision(matmul)
+
+
+def build_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
+               x: torch.Tensor, y: torch.Tensor, device: torch.device) -> Callable[[], torch.Tensor]:
+    """The function one step calls: returns the loss (train) or the output (eval), unsynchronised."""
+    dtype = AUTOCAST_DTYPES.get(cfg.precision)
+    autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if dtype else contextlib.nullcontext
+
+    if cfg.mode == "eval":
+        def eval_step() -> torch.Tensor:
+            with torch.no_grad(), autocast():
+                return model(x)
+        return eval_step
+
+    if cfg.method == "seed002":
+        # The seed-002 scripts time forward + out.sum().backward(): no loss, no optimizer.
+        def seed002_step() -> torch.Tensor:
+            model.zero_grad(set_to_none=True)
+            with autocast():
+                out = model(x).float().sum()
+            out.backward()
+            return out
+        return seed002_step
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.optimizer == "sgd":
+        opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9)  # seed 000: --optimizer=momentum
+    else:
+        opt = torch.optim.AdamW(params, lr=1e-4)
+    # fp16 needs loss scaling; GradScaler.step reads found_inf on the host, a sync point per step
+    # that every eager fp16 PyTorch training loop has, so it stays in the measured figure.
+    scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
+
+    def train_step() -> torch.Tensor:
+        with autocast():
+            loss = spec.loss(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        return loss
+    return train_step
+
+
+def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.perf_counter,
+            flops: Callable[[ModelSpec, str, int | None], int | None] | None = None) -> ThroughputRecord:
+    """Run one config and return its record. Raises on failure; :func:`run_one` turns that into a row."""
+    device = resolve_device(cfg.device)
+    spec = get_model(cfg.model)
+    check_supported(cfg, spec, device)
+    torch.manual_seed(cfg.seed)
+    size = cfg.input_size or spec.input_size
+
+    with precision_flags(cfg.precision, device):
+        t = clock()
+        model = spec.build(size).to(device)
+        x, y = spec.make_batch(cfg.batch_size, device, size)
+        if cfg.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+            x = x.contiguous(memory_format=torch.channels_last)
+        model.train(cfg.mode == "train")
+        if cfg.compile:
+            model = torch.compile(model, mode=cfg.compile)
+        synchronize(device)
+        build_s = clock() - t
+        reset_peak_memory(device)
+
+        step = build_step(cfg, spec, model, x, y, device)
+
+        # First step apart: it holds compilation, cuDNN autotuning and lazy initialisation.
+        t = clock()
+        out = step()
+        synchronize(device)
+        first_step_s = clock() - t
+        _check_finite(cfg, out)
+
+        timer = make_timer(device)
+        timer.start()
+        t = clock()
+        n = 0
+        while n < cfg.warmup_steps or clock() - t < cfg.warmup_seconds:
+            step()
+            timer.lap()
+            n += 1
+        warmup = tuple(timer.finish())  # note: a sync point, before the window
+
+        # The measured window: no synchronisation until it ends.
+        timer.start()
+        t0 = last_check = clock()
+        issued, reason = 0, None
+        while reason is None:
+            out = step()
+            timer.lap()
+            issued += 1
+            now = clock()
+            if now - last_check >= CHECK_INTERVAL_S or issued >= cfg.stop.max_steps:
+                reason = decide(timer.ready(), issued, now - t0, cfg.stop)
+                last_check = now
+        times = tuple(timer.finish())  # note: the one CPU-GPU sync point of the window
+        window_wall_s = clock() - t0
+        final = _check_finite(cfg, out)
+        memory = peak_memory(device)
+
+    if cfg.compile:
+        torch._dynamo.reset()  # free compiled graphs; later models would count as recompiles
+    return ThroughputRecord(
+        config=cfg, env=env, step_times_s=times, warmup_times_s=warmup,
+        first_step_s=first_step_s, build_s=build_s, window_wall_s=window_wall_s,
+        stop_reason=reason, samples_per_step=cfg.batch_size, unit=spec.unit,
+        units_per_sample=spec.units_per_sample(size),
+        flops_per_sample=(flops or _count_flops)(spec, cfg.mode, size),
+        memory=memory, final_loss=final,
+    )
+
+
+def _check_finite(cfg: ThroughputConfig, out: torch.Tensor) -> float | None:
+    """The loss as a float (train), raising on NaN/inf; None in eval mode, whose output is logits."""
+    if cfg.mode == "eval":
+        return None
+    value = float(out.detach().float())  # note: a sync point, outside the window
+    if value != value or value in (float("inf"), float("-inf")):
+        raise NanLossError(f"loss is {value} ({cfg.label}); with fp16, try bf16 or a smaller learning rate")
+    return value
+
+
+def _count_flops(spec: ModelSpec, mode: str, size: int | None) -> int | None:
+    """Counted FLOPs per sample, or None if the counter cannot trace this model (never fatal)."""
+    try:
+        from dlbench.measure.flops import count_flops
+        return count_flops(spec, "train" if mode == "train" else "eval", size)
+    except Exception:  # a FLOP count is an annotation; its failure must not lose a measurement
+        return None

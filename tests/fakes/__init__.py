@@ -1,0 +1,1 @@
+"""Stand-ins for hardware libraries so GPU code paths run on CPU-only machines."""
