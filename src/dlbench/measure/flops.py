@@ -9,8 +9,9 @@ Attention is counted in full (a causal mask does not halve it), as in the usual 
 from __future__ import annotations
 
 import functools
+import math
 import warnings
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -57,12 +58,33 @@ def _count_flops_cached(spec: ModelSpec, mode: Mode, input_size: int) -> int:
         return _count(spec, mode, input_size, torch.device("cpu"), 1)
 
 
+def _conv_backward_flop(
+    grad_out_shape: list[int], x_shape: list[int], w_shape: list[int], _bias: Any, _stride: Any,
+    _padding: Any, _dilation: Any, transposed: bool, _output_padding: Any, _groups: int,
+    output_mask: list[bool], out_shape: Any = None, **kwargs: Any,
+) -> int:
+    """FLOPs of ``aten.convolution_backward``, correct for grouped convolutions.
+
+    PyTorch's own formula (torch 2.9 to 2.14 at least) counts the weight gradient of a grouped
+    convolution ``groups`` times over: for NASNet's depthwise convolutions that made a training
+    step count 11x its forward. Each of the two gradients costs what the forward costs:
+    2 x batch x (spatial size on the weight's output side) x (weight elements), where the
+    weight already holds ``in_channels / groups`` per output channel.
+    """
+    spatial = x_shape[2:] if transposed else grad_out_shape[2:]
+    per_gradient = 2 * x_shape[0] * math.prod(spatial) * math.prod(w_shape)
+    return per_gradient * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
+
+
+_FLOP_OVERRIDES = {torch.ops.aten.convolution_backward: _conv_backward_flop}
+
+
 def _count(spec: ModelSpec, mode: Mode, input_size: int, device: torch.device, batch: int) -> int:
     with device:
         model = spec.build(input_size)
     inputs, targets = spec.make_batch(batch, device, input_size)
     model.train(mode == "train")
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False, custom_mapping=_FLOP_OVERRIDES) as counter:
         if mode == "train":
             spec.loss(model(inputs), targets).backward()
         else:

@@ -78,8 +78,9 @@ class CudaEventTimer:
         return self.ready()
 
 
-def make_timer(device: torch.device) -> StepTimer:
-    return CudaEventTimer(device) if device.type == "cuda" else CpuTimer()
+def make_timer(device: torch.device, clock: Callable[[], float] = time.perf_counter) -> StepTimer:
+    """CUDA events on a GPU; on the CPU, ``clock`` (injectable, so tests can drive it)."""
+    return CudaEventTimer(device) if device.type == "cuda" else CpuTimer(clock)
 
 
 def synchronize(device: torch.device) -> None:

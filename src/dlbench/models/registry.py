@@ -35,7 +35,7 @@ SEED_MODELS: tuple[ModelSpec, ...] = (
         description="Inception v3 (torchvision, no auxiliary head), 23.8M params",
         factory=vision.inception_v3,
         notes="Built with aux_logits=False so the forward returns one tensor; the auxiliary "
-              "classifier (3.4M params) is not trained.",
+              "classifier (3.3M params) is not trained.",
     ),
     ModelSpec(
         name="inception_v4", source="timm", kind="image", unit="images", input_size=299,

@@ -72,7 +72,7 @@ def flags(r: ThroughputRecord) -> list[str]:
         return []
     out = []
     if not r.converged():
-        out.append(f"noisy: ±{s.rel_halfwidth:.1%} after {r.stop_reason}")
+        out.append(f"noisy ({r.stop_reason})")
     elif s.noisy:
         out.append(f"cv {s.cv:.0%}")
     return out
@@ -80,8 +80,8 @@ def flags(r: ThroughputRecord) -> list[str]:
 
 def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughput") -> Table:
     """One row per result, successes and failures alike."""
-    cols = ("model", "mode", "batch", "precision", "layout", "compile", "throughput", "±95%",
-            "ms/step (p5-p95)", "steps", "TFLOP/s", "1st step s", "peak GiB", "note")
+    cols = ("model", "mode", "batch", "prec", "layout", "compile", "throughput", "±95%",
+            "ms/step p50 (p5-p95)", "steps", "TFLOP/s", "1st s", "GiB", "note")
     rows = []
     for r in records:
         c = r.config

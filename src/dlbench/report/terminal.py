@@ -14,8 +14,9 @@ from dlbench.config import ThroughputConfig
 from dlbench.report.tables import Table, fmt_num
 from dlbench.results import ThroughputRecord
 
-stdout = Console(soft_wrap=False)
-stderr = Console(stderr=True)
+# Piped or redirected output gets a wide page, so tables are not folded into an 80-column file.
+stdout = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+stderr = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
 def print_table(table: Table, console: Console | None = None) -> None:

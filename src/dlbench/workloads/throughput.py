@@ -135,7 +135,7 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         first_step_s = clock() - t
         _check_finite(cfg, out)
 
-        timer = make_timer(device)
+        timer = make_timer(device, clock)
         timer.start()
         t = clock()
         n = 0

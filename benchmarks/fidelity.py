@@ -1,0 +1,126 @@
+"""Fidelity: does dlbench change what it measures?
+
+In one process, alternately, the same config runs through dlbench (``workloads.throughput.measure``,
+with its timer, stopping rule and records) and through a bare training loop of about twenty lines
+timed with ``perf_counter`` around one synchronize. The bare loop runs as many steps as dlbench's
+window took. The ratio dlbench / bare must sit within 0.98-1.02: outside it, dlbench's own
+overhead (or its timing) shows in its figures.
+
+    python benchmarks/fidelity.py                      # GPU: ResNet-50, batch 256, bf16, NHWC, train
+    python benchmarks/fidelity.py --device cpu         # CPU: tiny_cnn, batch 64, fp32
+    python benchmarks/fidelity.py --out results/fidelity-....json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from dlbench import env as envmod
+from dlbench.config import ThroughputConfig
+from dlbench.measure.stopping import StopRule
+from dlbench.models import get_model
+from dlbench.workloads.throughput import measure
+
+LOW, HIGH = 0.98, 1.02
+
+
+def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool,
+              device: torch.device, warmup: int, steps: int) -> float:
+    """The loop a careful user would write by hand; returns samples/s."""
+    spec = get_model(model_name)
+    torch.manual_seed(0)
+    model = spec.build().to(device)
+    x, y = spec.make_batch(batch, device)
+    if channels_last:
+        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    dtype = {"bf16": torch.bfloat16}.get(precision)
+
+    def step() -> None:
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = F.cross_entropy(model(x).float(), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return steps * batch / (time.perf_counter() - t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--model")
+    ap.add_argument("--batch", type=int)
+    ap.add_argument("--precision", choices=("fp32", "bf16"))
+    ap.add_argument("--channels-last", choices=("on", "off"))
+    ap.add_argument("--rounds", type=int, default=4, help="pairs of runs (default 4)")
+    ap.add_argument("--out", help="write the full result as JSON here")
+    a = ap.parse_args(argv)
+    gpu = a.device.startswith("cuda")
+    model = a.model or ("resnet50" if gpu else "tiny_cnn")
+    batch = a.batch or (256 if gpu else 64)
+    precision = a.precision or ("bf16" if gpu else "fp32")
+    cl = (a.channels_last or ("on" if gpu else "off")) == "on"
+    device = torch.device(a.device)
+    # Both sides get the same global settings: cuDNN autotuning, and no TF32 (bf16 does not use it).
+    torch.backends.cudnn.benchmark = gpu
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+    stop = StopRule(min_steps=30, min_seconds=3.0, max_seconds=15.0) if gpu else \
+        StopRule(min_steps=30, min_seconds=2.0, max_seconds=8.0, target_rel_ci=0.02)
+    cfg = ThroughputConfig(model=model, batch_size=batch, precision=precision, channels_last=cl,
+                           device=a.device, warmup_steps=10, warmup_seconds=1.0, stop=stop)
+    env = envmod.capture_environment(include_topology=False)
+    rounds = []
+    steps = 0
+    for i in range(a.rounds):
+        # Alternate which side goes first, so a slow drift (clocks, heat) favours neither. Round 1
+        # runs dlbench first, so the bare loop always knows how many steps a window takes.
+        dlbench_first = i % 2 == 0
+        if dlbench_first:
+            rec = measure(cfg, env, flops=lambda *_: None)
+            steps = rec.summary().steps
+            bare = bare_loop(model, batch, precision, cl, device, 10, steps)
+        else:
+            bare = bare_loop(model, batch, precision, cl, device, 10, steps)
+            rec = measure(cfg, env, flops=lambda *_: None)
+        ours = rec.summary().throughput
+        ratio = ours / bare
+        rounds.append({"dlbench_first": dlbench_first, "steps": rec.summary().steps,
+                       "bare_steps": steps, "dlbench": ours, "bare": bare, "ratio": ratio})
+        print(f"round {i + 1}: dlbench {ours:.1f}/s  bare {bare:.1f}/s  ratio {ratio:.4f}  "
+              f"({rec.summary().steps} vs {steps} steps, {'dlbench' if dlbench_first else 'bare'} "
+              "first)", flush=True)
+    ratios = [r["ratio"] for r in rounds]
+    med = statistics.median(ratios)
+    ok = LOW <= med <= HIGH
+    result = {"config": cfg.to_dict(), "env": env, "rounds": rounds, "median_ratio": med,
+              "min_ratio": min(ratios), "max_ratio": max(ratios), "band": [LOW, HIGH], "pass": ok}
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(result, indent=1))
+    print(f"fidelity {cfg.label} on {envmod.device_label(env)}: median ratio dlbench/bare = "
+          f"{med:.4f} (min {min(ratios):.4f}, max {max(ratios):.4f}) -> "
+          f"{'PASS' if ok else 'FAIL'} [{LOW}, {HIGH}]")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Statistics on known numbers."""
+
+import math
+
+import pytest
+
+from dlbench.measure import stats
+
+
+@pytest.mark.parametrize("df, expected", [(1, 12.7062047), (2, 4.3026527), (5, 2.5705818),
+                                          (10, 2.2281389), (30, 2.0422725), (1000, 1.9623391)])
+def test_t_quantile_matches_tables(df, expected):
+    assert stats.t_quantile(0.975, df) == pytest.approx(expected, abs=1e-6)
+
+
+def test_t_quantile_is_symmetric_and_inverts_cdf():
+    assert stats.t_quantile(0.025, 7) == pytest.approx(-stats.t_quantile(0.975, 7))
+    assert stats.t_cdf(stats.t_quantile(0.9, 4), 4) == pytest.approx(0.9, abs=1e-9)
+    with pytest.raises(ValueError):
+        stats.t_quantile(1.0, 3)
+
+
+def test_percentile_interpolates_like_numpy():
+    xs = [4.0, 1.0, 3.0, 2.0]
+    assert stats.percentile(xs, 50) == 2.5
+    assert stats.percentile(xs, 0) == 1.0
+    assert stats.percentile(xs, 100) == 4.0
+    assert stats.percentile(xs, 25) == pytest.approx(1.75)
+
+
+def test_stdev_sample():
+    assert stats.stdev([2, 4, 4, 4, 5, 5, 7, 9]) == pytest.approx(2.138089935)
+    assert stats.stdev([1.0]) == 0.0
+
+
+def test_block_means_drop_leading_remainder():
+    # 23 values, 20 blocks of 1 after dropping the first 3
+    xs = list(range(23))
+    assert stats.block_means(xs) == [float(x) for x in range(3, 23)]
+    # 40 values: 20 blocks of 2
+    assert stats.block_means(list(range(40)))[:2] == [0.5, 2.5]
+
+
+def test_mean_interval_known_value():
+    # Five blocks of one value each: the plain t interval of the mean.
+    xs = [1.0, 2.0, 3.0, 4.0, 5.0]
+    h = stats.mean_interval(xs)
+    assert h == pytest.approx(2.7764451 * stats.stdev(xs) / math.sqrt(5), rel=1e-6)
+    assert stats.mean_interval([1.0]) == math.inf
+
+
+def test_summarize_throughput_is_total_samples_over_total_time():
+    # Steps of 0.1 s and 0.3 s: mean of per-step rates would be (320+106.7)/2 = 213; truth is 160.
+    s = stats.summarize([0.1, 0.3], samples_per_step=32)
+    assert s.throughput == pytest.approx(64 / 0.4)
+    assert s.samples == 64 and s.steps == 2
+    assert s.median_s == pytest.approx(0.2)
+
+
+def test_summarize_interval_brackets_the_throughput():
+    xs = [0.0100, 0.0102, 0.0098, 0.0100, 0.0101, 0.0099, 0.0100, 0.0103, 0.0097, 0.0100] * 3
+    s = stats.summarize(xs, samples_per_step=100)
+    assert s.throughput_low < s.throughput < s.throughput_high
+    assert 0 < s.rel_halfwidth < 0.05
+    assert not s.noisy
+
+
+def test_noisy_flag_at_ten_percent_cv():
+    s = stats.summarize([1.0, 1.5] * 10, samples_per_step=1)
+    assert s.cv > 0.1 and s.noisy
+
+
+def test_constant_series_has_zero_width_interval():
+    s = stats.summarize([0.5] * 10, samples_per_step=4)
+    assert s.rel_halfwidth == 0.0
+    assert s.throughput == pytest.approx(8.0)
+    assert s.throughput_low == pytest.approx(8.0) and s.throughput_high == pytest.approx(8.0)

@@ -1,0 +1,118 @@
+"""The throughput workload on the CPU with the tiny models: real forward/backward, real timing."""
+
+import pytest
+import torch
+
+from conftest import FAST_STOP
+from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.launch.inline import InlineLauncher
+from dlbench.results import ErrorType, ThroughputRecord
+from dlbench.workloads import throughput
+from dlbench.workloads.devices import UnsupportedError, check_supported
+from dlbench.models import get_model
+
+
+def cfg(**kw) -> ThroughputConfig:
+    base = dict(model="tiny_cnn", batch_size=8, device="cpu", warmup_steps=2, warmup_seconds=0.0,
+                stop=FAST_STOP)
+    base.update(kw)
+    return ThroughputConfig(**base)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(mode="train"), dict(mode="eval"), dict(precision="bf16"), dict(precision="fp16"),
+    dict(optimizer="adamw"), dict(method="seed002"), dict(channels_last=True),
+    dict(model="tiny_gpt", batch_size=2), dict(model="tiny_mlp"),
+])
+def test_measure_real_tiny_models(kw, cpu_env):
+    rec = throughput.measure(cfg(**kw), cpu_env)
+    s = rec.summary()
+    assert rec.ok and s is not None
+    assert s.steps >= FAST_STOP.min_steps
+    assert s.throughput > 0 and s.total_s > 0
+    # the window's steps tile it: their sum matches the host clock across it (no gaps)
+    assert s.total_s == pytest.approx(rec.window_wall_s, rel=0.05, abs=2e-3)
+    assert len(rec.warmup_times_s) >= 2 and rec.first_step_s > 0
+    assert rec.stop_reason in ("converged", "time_cap", "step_cap")
+    if rec.config.mode == "train":
+        assert rec.final_loss is not None and rec.final_loss == rec.final_loss
+    assert rec.flops_per_sample and rec.flops_per_sample > 0
+
+
+def test_tokens_unit_counts_sequence_length(cpu_env):
+    rec = throughput.measure(cfg(model="tiny_gpt", batch_size=2, input_size=16), cpu_env)
+    assert rec.unit == "tokens" and rec.units_per_sample == 16
+    assert rec.units_per_s() == pytest.approx(rec.summary().throughput * 16)
+
+
+def test_fake_clock_makes_the_window_deterministic(cpu_env):
+    t = [0.0]
+
+    def clock():  # every read advances 1/64 s (binary-exact)
+        t[0] += 1 / 64
+        return t[0]
+
+    rec = throughput.measure(cfg(warmup_steps=1), cpu_env, clock=clock)
+    s = rec.summary()
+    assert rec.stop_reason == "converged"
+    assert set(rec.step_times_s) == {1 / 32}  # two clock reads per measured step
+    assert s.throughput == pytest.approx(8 * 32)
+
+
+def test_oom_becomes_a_row(cpu_env):
+    rec = InlineLauncher().run(cfg(model="test_oom", batch_size=64), cpu_env)
+    assert rec.status == "error" and rec.error_type == ErrorType.OOM
+    assert "OutOfMemoryError" in rec.error and rec.summary() is None
+    ok = InlineLauncher().run(cfg(model="test_oom", batch_size=16), cpu_env)
+    assert ok.ok
+
+
+def test_nan_loss_becomes_a_row(cpu_env):
+    rec = InlineLauncher().run(cfg(model="test_nan"), cpu_env)
+    assert rec.error_type == ErrorType.NAN and "nan" in rec.error.lower()
+
+
+def test_unsupported_precision_is_refused_before_building():
+    spec = get_model("tiny_cnn")
+    for prec, words in (("tf32", "NVIDIA GPUs"), ("fp8", "not implemented")):
+        with pytest.raises(UnsupportedError, match=words):
+            check_supported(cfg(precision=prec), spec, torch.device("cpu"))
+    with pytest.raises(UnsupportedError, match="image models"):
+        check_supported(cfg(model="tiny_gpt", channels_last=True), get_model("tiny_gpt"),
+                        torch.device("cpu"))
+
+
+def test_cuda_requested_without_gpu_is_a_clear_error(cpu_env):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    rec = InlineLauncher().run(cfg(device="cuda"), cpu_env)
+    assert rec.error_type == ErrorType.UNSUPPORTED and "--device cpu" in rec.error
+
+
+def test_config_validation_names_the_flag():
+    with pytest.raises(ConfigError, match="--precision"):
+        cfg(precision="fp64")
+    with pytest.raises(ConfigError, match="--batch-size"):
+        cfg(batch_size=0)
+    with pytest.raises(ConfigError, match="--compile"):
+        cfg(compile="fast")
+
+
+def test_config_key_ignores_how_long_it_was_measured():
+    a, b = cfg(), cfg(warmup_steps=50, stop=FAST_STOP.__class__())
+    assert a.key() == b.key()
+    assert cfg(batch_size=9).key() != a.key()
+
+
+def test_record_round_trip(cpu_env):
+    rec = throughput.measure(cfg(), cpu_env)
+    back = ThroughputRecord.from_dict(rec.to_dict())
+    assert back == rec
+    assert back.summary() == rec.summary()
+
+
+def test_precision_flags_are_restored():
+    before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+    with throughput.precision_flags("tf32", torch.device("cpu")):
+        assert torch.get_float32_matmul_precision() == "high"
+    assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
