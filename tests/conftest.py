@@ -18,3 +18,14 @@ def pytest_configure(config):
     # OpenMP's spinning threads fight any other process for the cores.
     import torch
     torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(config, items):
+    # GPU tests are skipped, not faked, where there is no CUDA.
+    import torch
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,65 @@
+"""The CUDA paths, run for real on a GPU (skipped without one)."""
+
+import time
+
+import pytest
+import torch
+
+from conftest import FAST_STOP
+from dlbench.config import ThroughputConfig
+from dlbench.measure.timer import CudaEventTimer
+from dlbench.workloads import throughput
+
+pytestmark = pytest.mark.gpu
+
+
+def test_event_timer_matches_host_clock_around_a_sync():
+    timer = CudaEventTimer(torch.device("cuda"))
+    a = torch.randn(4096, 4096, device="cuda")
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    timer.start()
+    for _ in range(20):
+        a = a @ a / 64
+        timer.lap()
+    times = timer.finish()
+    host = time.perf_counter() - t
+    assert len(times) == 20 and all(x > 0 for x in times)
+    assert sum(times) == pytest.approx(host, rel=0.1)
+
+
+def test_ready_never_blocks_and_lags_issued_steps():
+    timer = CudaEventTimer(torch.device("cuda"))
+    timer.start()
+    torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU spin: the event after it is not reached yet
+    timer.lap()
+    t = time.perf_counter()
+    early = list(timer.ready())
+    assert time.perf_counter() - t < 0.05 and early == []
+    assert len(timer.finish()) == 1
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16"])
+def test_measure_on_gpu(precision):
+    cfg = ThroughputConfig(model="tiny_cnn", batch_size=32, precision=precision, device="cuda",
+                           channels_last=True, warmup_steps=3, warmup_seconds=0.0, stop=FAST_STOP)
+    rec = throughput.measure(cfg, {})
+    assert rec.ok and rec.summary().throughput > 0
+    assert rec.memory["allocated_peak_bytes"] > 0
+    assert rec.memory["device_total_bytes"] > rec.memory["reserved_peak_bytes"]
+    assert rec.summary().total_s == pytest.approx(rec.window_wall_s, rel=0.2, abs=0.005)
+
+
+def test_real_cuda_oom_is_a_row_and_the_next_config_runs():
+    from dlbench.launch.inline import InlineLauncher
+    free, _ = torch.cuda.mem_get_info()
+    # An image batch far larger than the card: float32 3x224x224 is 602 KB per image.
+    too_big = int(free / (3 * 224 * 224 * 4)) * 2
+    launcher = InlineLauncher()
+    cfg = ThroughputConfig(model="resnet50", batch_size=too_big, device="cuda", warmup_steps=1,
+                           warmup_seconds=0.0, stop=FAST_STOP)
+    rec = launcher.run(cfg, {})
+    assert rec.error_type == "oom"
+    ok = launcher.run(ThroughputConfig(model="tiny_cnn", batch_size=8, device="cuda",
+                                       warmup_steps=1, warmup_seconds=0.0, stop=FAST_STOP), {})
+    assert ok.ok

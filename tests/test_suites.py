@@ -1,0 +1,59 @@
+"""Suites are built for the device that is there."""
+
+import pytest
+
+from dlbench.config import ConfigError
+from dlbench.suites import SUITES, DeviceFacts, suite_for
+
+GPU_BF16 = DeviceFacts(cuda=True, bf16=True)
+GPU_FP16 = DeviceFacts(cuda=True, bf16=False)
+CPU = DeviceFacts(cuda=False, bf16=True)
+
+
+def test_default_is_cpu_suite_without_gpu():
+    suite, configs = suite_for(None, CPU)
+    assert suite.name == "cpu"
+    assert all(c.device == "cpu" for c in configs)
+
+
+def test_default_gpu_suite_contents():
+    suite, configs = suite_for(None, GPU_BF16)
+    assert suite.name == "default"
+    train = [c for c in configs if c.mode == "train"]
+    assert [c.model for c in train] == ["resnet50", "inception_v3", "nasnet", "vgg16", "resnet152",
+                                        "inception_v4", "vit_b_16", "bert-base", "gpt2"]
+    assert {c.precision for c in configs} == {"bf16"}
+    assert [(c.model, c.mode) for c in configs if c.mode == "eval"] == [("resnet50", "eval")]
+    assert all(c.channels_last for c in configs if c.model not in ("bert-base", "gpt2"))
+    assert not any(c.channels_last for c in configs if c.model in ("bert-base", "gpt2"))
+
+
+def test_fp16_where_the_gpu_has_no_bf16():
+    _, configs = suite_for("default", GPU_FP16)
+    assert {c.precision for c in configs} == {"fp16"}
+
+
+def test_seed_suites():
+    _, s0 = suite_for("seed000", GPU_BF16)
+    assert len(s0) == 24
+    assert {(c.precision, c.compile) for c in s0} == {("fp16", None), ("fp16", "default"),
+                                                       ("fp32", None), ("fp32", "default")}
+    r50 = {c.precision: c.batch_size for c in s0 if c.model == "resnet50"}
+    assert r50 == {"fp16": 512, "fp32": 256}
+    _, s2 = suite_for("seed002", GPU_BF16)
+    assert len(s2) == 12 and {c.batch_size for c in s2} == {16}
+    assert {c.method for c in s2} == {"seed002"}
+
+
+def test_gpu_only_suite_on_cpu_names_the_cpu_suite():
+    with pytest.raises(ConfigError, match="'cpu' suite"):
+        suite_for("default", CPU)
+    with pytest.raises(ConfigError, match="unknown"):
+        suite_for("nope", CPU)
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_every_suite_has_unique_configs(name):
+    dev = GPU_BF16 if SUITES[name].gpu_only else CPU
+    _, configs = suite_for(name, dev)
+    assert len({c.key() for c in configs}) == len(configs)

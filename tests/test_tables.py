@@ -1,0 +1,66 @@
+"""Seed-style tables from records with known step times."""
+
+from dlbench.config import ThroughputConfig
+from dlbench.report import tables
+from dlbench.report.export import CSV_COLUMNS, to_csv
+from dlbench.results import ThroughputRecord
+
+
+def rec(model, precision="fp16", compile=None, mode="train", step=0.5, batch=100, method="standard",
+        **kw):
+    c = ThroughputConfig(model=model, batch_size=batch, precision=precision, compile=compile,
+                         mode=mode, method=method)
+    return ThroughputRecord(config=c, env={}, step_times_s=(step,) * 10, samples_per_step=batch,
+                            unit="images", stop_reason="converged", first_step_s=1.0, **kw)
+
+
+def test_fmt_num():
+    assert tables.fmt_num(1046.94) == "1,047"
+    assert tables.fmt_num(3.14159) == "3.142"
+    assert tables.fmt_num(0.012345) == "0.01235"
+    assert tables.fmt_num(None) == "-"
+
+
+def test_seed000_table_gives_factor_over_eager():
+    recs = [rec("resnet50", step=0.5), rec("resnet50", compile="default", step=0.4),
+            rec("vgg16", step=1.0)]
+    t = tables.seed000_table(recs)
+    assert t.columns == ("model", "fp16 batch", "fp16 eager", "fp16 default (x eager)")
+    assert t.rows[0] == ("resnet50", "100", "200.0", "250.0 (1.25)")
+    assert t.rows[1] == ("vgg16", "100", "100.0", "-")
+
+
+def test_seed002_table_in_ms():
+    recs = [rec("vgg16", "fp32", mode="eval", step=0.0313, batch=16, method="seed002"),
+            rec("vgg16", "fp32", mode="train", step=0.1088, batch=16, method="seed002"),
+            ThroughputRecord(config=ThroughputConfig(model="vgg16", batch_size=16, precision="fp16",
+                                                     mode="train", method="seed002"),
+                             env={}, status="error", error_type="oom", error="OOM")]
+    t = tables.seed002_table(recs, "H100")
+    assert t.columns == ("device", "setup", "vgg16 eval", "vgg16 train")
+    assert t.rows[0] == ("H100", "FP32", "31.3", "108.8")
+    assert t.rows[1] == ("H100", "FP16", "-", "oom")
+
+
+def test_throughput_table_shows_failures_as_rows():
+    bad = ThroughputRecord(config=ThroughputConfig(model="vgg16", batch_size=4096), env={},
+                           status="error", error_type="oom", error="OutOfMemoryError: CUDA out of memory")
+    t = tables.throughput_table([rec("resnet50"), bad])
+    assert len(t.rows) == 2
+    assert t.rows[0][6] == "200.0 img/s"
+    assert t.rows[1][-1].startswith("oom: OutOfMemoryError")
+
+
+def test_noisy_result_is_flagged():
+    c = ThroughputConfig(model="resnet50", batch_size=8)
+    r = ThroughputRecord(config=c, env={}, step_times_s=(0.1, 0.3) * 3 + (0.9,), samples_per_step=8,
+                         stop_reason="time_cap")
+    assert tables.flags(r) == ["noisy (time_cap)"]
+
+
+def test_csv_has_every_column_and_one_row_per_record():
+    text = to_csv([rec("resnet50"), rec("vgg16")])
+    lines = text.splitlines()
+    assert lines[0].split(",") == list(CSV_COLUMNS)
+    assert len(lines) == 3
+    assert ",200.0," in lines[1]
