@@ -2,8 +2,10 @@
 # The runs that prove dlbench's GPU paths, in stages that each fit a 10-minute slot.
 #   benchmarks/gpu_proofs.sh STAGE OUTDIR [DB]
 # STAGE: spine   GPU tests, the default suite, the fidelity check
-#        seeds   seed 002's table, then seed 000 (eager column first) until the slot ends
+#        suites  GPU tests, the default suite, seed 002's table, then seed 000 (eager column
+#                first) until the slot ends
 #        seed000 seed 000 resumed where the last stage stopped (rerun until complete)
+# SLOT_SECONDS (default 570) bounds the whole stage; a sweep cut by it stops cleanly (SIGINT).
 # Everything dlbench writes goes to OUTDIR; DB (default OUTDIR/dlbench.db) may be an earlier
 # stage's store, so --resume skips what it holds.
 set -uo pipefail
@@ -15,6 +17,8 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}src
 # Multicast off in every process (the GPU hosts' rule).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 log=$out/$stage.log
+end=$((SECONDS + ${SLOT_SECONDS:-570}))
+left() { echo $((end - SECONDS > 10 ? end - SECONDS : 10)); }
 py=python3
 export_run() {  # name: export the latest run as JSON and CSV
   $py -m dlbench results export --db "$db" --run latest --format json -o "$out/$1.json"
@@ -28,16 +32,17 @@ export_run() {  # name: export the latest run as JSON and CSV
       $py -m dlbench run --db "$db" --tag default-suite; export_run default
       $py benchmarks/fidelity.py --out "$out/fidelity.json"
       ;;
-    seeds)
+    suites)
+      $py -m pytest -q tests/test_gpu.py -p no:cacheprovider 2>&1 | tail -5
+      $py -m dlbench run --db "$db" --tag default-suite; export_run default
       $py -m dlbench run --suite seed002 --db "$db" --tag seed002; export_run seed002
-      # Seed 000: eager column first; SIGINT before the slot ends stops the sweep cleanly.
-      timeout -s INT "${STAGE_SECONDS:-360}" $py -m dlbench run --suite seed000 --db "$db" \
-          --resume --tag seed000
+      # Seed 000, eager column first, until the slot ends; the next stage resumes it.
+      timeout -s INT "$(left)" $py -m dlbench run --suite seed000 --db "$db" --resume --tag seed000
       ;;
     seed000)
-      # Go on with seed 000 (the compiled column) where the last stage stopped.
-      timeout -s INT "${STAGE_SECONDS:-540}" $py -m dlbench run --suite seed000 --db "$db" \
-          --resume --tag seed000
+      timeout -s INT "$(left)" $py -m dlbench run --suite seed000 --db "$db" --resume --tag seed000
+      $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
+      $py -m dlbench results export --db "$db" --run all --format csv -o "$out/all.csv"
       ;;
   esac
 } 2>&1 | tee "$log"

@@ -57,3 +57,13 @@ def test_every_suite_has_unique_configs(name):
     dev = GPU_BF16 if SUITES[name].gpu_only else CPU
     _, configs = suite_for(name, dev)
     assert len({c.key() for c in configs}) == len(configs)
+
+
+def test_batches_scale_down_on_smaller_cards():
+    from dlbench.suites import gpu_batch
+    assert gpu_batch("resnet50") == 1024
+    assert gpu_batch("resnet50", 81_559 * 2**20) == 1024
+    assert gpu_batch("resnet50", 24 * 2**30) == 256      # 1024 * 24/79.6 = 308 -> 256
+    assert gpu_batch("gpt2", 16 * 2**30) == 4            # 32 * 16/79.6 = 6.4 -> 4
+    _, configs = suite_for("default", DeviceFacts(cuda=True, bf16=True, memory_bytes=24 * 2**30))
+    assert {c.model: c.batch_size for c in configs}["resnet50"] == 256

@@ -22,14 +22,16 @@ from dlbench.models import get_model, list_models
 from dlbench.report import export, tables, terminal
 from dlbench.results import ThroughputRecord
 from dlbench.store import Store
-from dlbench.suites import SUITES, DeviceFacts, suite_for
+from dlbench.suites import SUITES, DeviceFacts, gpu_batch, suite_for
 from dlbench.sweep import NullProgress, SweepOutcome, run_sweep
 from dlbench.workloads.devices import bf16_available, check_supported, resolve_device
 
 
 def device_facts() -> DeviceFacts:
     import torch
-    return DeviceFacts(cuda=torch.cuda.is_available(), bf16=bf16_available())
+    cuda = torch.cuda.is_available()
+    mem = torch.cuda.get_device_properties(0).total_memory if cuda else None
+    return DeviceFacts(cuda=cuda, bf16=bf16_available(), memory_bytes=mem)
 
 
 def preflight(configs: Sequence[ThroughputConfig]) -> None:
@@ -63,7 +65,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         precisions=cli._flatten(args.precision, ["fp32"]),
         compiles=cli._flatten(args.compile, [None]),
         channels_last=cli._flatten(args.channels_last, [False]),
-        default_batch=lambda m: get_model(m).default_batch if on_gpu else _cpu_batch(m),
+        default_batch=lambda m: gpu_batch(m, facts.memory_bytes) if on_gpu else _cpu_batch(m),
         optimizer=args.optimizer, method=args.method, input_size=args.input_size,
         device=args.device, warmup_steps=args.warmup, warmup_seconds=args.warmup_time,
         stop=stop, seed=args.seed)

@@ -6,6 +6,7 @@ set on a machine without a GPU), so ``dlbench run`` needs no flags.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -38,6 +39,7 @@ class DeviceFacts:
 
     cuda: bool
     bf16: bool
+    memory_bytes: int | None = None   # device memory of the GPU, for sizing batches
 
     @property
     def mixed(self) -> str:
@@ -54,15 +56,25 @@ class Suite:
     gpu_only: bool = False
 
 
-def gpu_batch(model: str) -> int:
-    return get_model(model).default_batch
+# The card the models' default batches were sized on (H100 80GB HBM3: 81,559 MiB).
+REFERENCE_MEMORY_BYTES = 81_559 * 2**20
+
+
+def gpu_batch(model: str, memory_bytes: int | None = None) -> int:
+    """The model's default batch, scaled down to a power of two on a card with less memory."""
+    b = get_model(model).default_batch
+    if not memory_bytes or memory_bytes >= REFERENCE_MEMORY_BYTES:
+        return b
+    scaled = b * memory_bytes / REFERENCE_MEMORY_BYTES
+    return max(1, 2 ** int(math.log2(scaled))) if scaled >= 1 else 1
 
 
 def _default_gpu(dev: DeviceFacts) -> list[ThroughputConfig]:
     common = dict(precision=dev.mixed, warmup_steps=10, warmup_seconds=1.0, stop=GPU_STOP)
-    configs = [ThroughputConfig(model=m, batch_size=gpu_batch(m), channels_last=_is_image(m), **common)
-               for m in SEED000_MODELS + MODERN_MODELS]
-    configs.append(ThroughputConfig(model="resnet50", batch_size=2 * gpu_batch("resnet50"),
+    mem = dev.memory_bytes
+    configs = [ThroughputConfig(model=m, batch_size=gpu_batch(m, mem), channels_last=_is_image(m),
+                                **common) for m in SEED000_MODELS + MODERN_MODELS]
+    configs.append(ThroughputConfig(model="resnet50", batch_size=gpu_batch("resnet50", mem),
                                     mode="eval", channels_last=True, **common))
     return configs
 

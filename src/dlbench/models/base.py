@@ -61,12 +61,17 @@ class ModelSpec:
         Random, never zeros: zeros can run faster than real data on some kernels.
         """
         size = input_size or self.input_size
+        # Made on the device itself: a batch sized for a GPU must never pass through host memory.
+        # The meta device (FLOP counting) has no random generator, so it gets empty tensors.
+        kw = dict(device=device, generator=generator)
+        if torch.device(device).type == "meta":
+            kw = dict(device=device)
         if self.kind == "image":
-            x = torch.randn(batch_size, 3, size, size, generator=generator).to(device)
-            y = torch.randint(0, self.num_classes, (batch_size,), generator=generator).to(device)
+            x = torch.randn(batch_size, 3, size, size, **kw)
+            y = torch.randint(0, self.num_classes, (batch_size,), **kw)
         else:
-            x = torch.randint(0, self.num_classes, (batch_size, size), generator=generator).to(device)
-            y = torch.randint(0, self.num_classes, (batch_size, size), generator=generator).to(device)
+            x = torch.randint(0, self.num_classes, (batch_size, size), **kw)
+            y = torch.randint(0, self.num_classes, (batch_size, size), **kw)
         return x, y
 
     def loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -8,15 +8,16 @@ from functools import partial
 from dlbench.models.base import ModelSpec, UnknownModelError
 from dlbench.models.zoo import text, tiny, vision
 
-# default_batch: per GPU in the default GPU suite (bf16, channels_last, SGD with momentum) on an
-# 80 GB H100, chosen to use about 50-70% of memory so that other cards and allocator
-# fragmentation leave headroom.
+# default_batch: per GPU in the default GPU suite (bf16, channels_last, SGD with momentum), sized
+# to fill an 80 GB H100: peak allocated memory measured there (torch 2.11, eager, bf16) is about
+# 40-65% of the card at these sizes, and about half that at half the batch. Suites scale the
+# batch down in proportion on cards with less memory (see dlbench.suites.gpu_batch).
 
 #: Models of the seed article (tf_cnn_benchmarks era), in its order.
 SEED_MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(
         name="resnet50", source="torchvision", kind="image", unit="images", input_size=224,
-        num_classes=1000, default_batch=256,
+        num_classes=1000, default_batch=1024,
         description="ResNet-50 v1.5 (torchvision), 25.6M params",
         factory=partial(vision.torchvision_model, "resnet50"),
         notes="v1.5 puts the downsampling stride on the 3x3 conv; tf_cnn_benchmarks' resnet50 "
@@ -24,14 +25,14 @@ SEED_MODELS: tuple[ModelSpec, ...] = (
     ),
     ModelSpec(
         name="resnet152", source="torchvision", kind="image", unit="images", input_size=224,
-        num_classes=1000, default_batch=128,
+        num_classes=1000, default_batch=512,
         description="ResNet-152 v1.5 (torchvision), 60.2M params",
         factory=partial(vision.torchvision_model, "resnet152"),
         notes="v1.5 (stride on the 3x3 conv), as for resnet50.",
     ),
     ModelSpec(
         name="inception_v3", source="torchvision", kind="image", unit="images", input_size=299,
-        num_classes=1000, default_batch=256,
+        num_classes=1000, default_batch=512,
         description="Inception v3 (torchvision, no auxiliary head), 23.8M params",
         factory=vision.inception_v3,
         notes="Built with aux_logits=False so the forward returns one tensor; the auxiliary "
@@ -39,19 +40,19 @@ SEED_MODELS: tuple[ModelSpec, ...] = (
     ),
     ModelSpec(
         name="inception_v4", source="timm", kind="image", unit="images", input_size=299,
-        num_classes=1000, default_batch=128,
+        num_classes=1000, default_batch=512,
         description="Inception v4 (timm), 42.7M params",
         factory=partial(vision.timm_model, "inception_v4"),
     ),
     ModelSpec(
         name="vgg16", source="torchvision", kind="image", unit="images", input_size=224,
-        num_classes=1000, default_batch=128,
+        num_classes=1000, default_batch=512,
         description="VGG-16 (torchvision, no batch norm), 138.4M params",
         factory=partial(vision.torchvision_model, "vgg16"),
     ),
     ModelSpec(
         name="nasnet", source="timm", kind="image", unit="images", input_size=331,
-        num_classes=1000, default_batch=32,
+        num_classes=1000, default_batch=64,
         description="NASNet-A large (timm nasnetalarge, 331 px), 88.8M params",
         factory=partial(vision.timm_model, "nasnetalarge"),
         notes="This is NASNet-A large at 331 px. tf_cnn_benchmarks' \"nasnet\" in the seed "
@@ -60,7 +61,7 @@ SEED_MODELS: tuple[ModelSpec, ...] = (
     ),
     ModelSpec(
         name="densenet161", source="torchvision", kind="image", unit="images", input_size=224,
-        num_classes=1000, default_batch=128,
+        num_classes=1000, default_batch=256,
         description="DenseNet-161 (torchvision), 28.7M params",
         factory=partial(vision.torchvision_model, "densenet161"),
     ),
@@ -70,14 +71,14 @@ SEED_MODELS: tuple[ModelSpec, ...] = (
 MODERN_MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(
         name="vit_b_16", source="torchvision", kind="image", unit="images", input_size=224,
-        num_classes=1000, default_batch=128,
+        num_classes=1000, default_batch=512,
         description="ViT-B/16 (torchvision), 86.6M params",
         factory=partial(vision.vit, "vit_b_16"),
         notes="The input size must be a multiple of the 16-pixel patch.",
     ),
     ModelSpec(
         name="bert-base", source="transformers", kind="text", unit="sequences", input_size=512,
-        num_classes=30522, default_batch=32,
+        num_classes=30522, default_batch=128,
         description="BERT-base masked LM (transformers, BertConfig defaults), 109.5M params",
         factory=text.bert_base,
         notes="Input size is the sequence length. Masked-LM head only (no next-sentence head); "
@@ -85,7 +86,7 @@ MODERN_MODELS: tuple[ModelSpec, ...] = (
     ),
     ModelSpec(
         name="gpt2", source="transformers", kind="text", unit="tokens", input_size=1024,
-        num_classes=50257, default_batch=16,
+        num_classes=50257, default_batch=32,
         description="GPT-2 small causal LM (transformers, GPT2Config defaults), 124.4M params",
         factory=text.gpt2,
         notes="Input size is the sequence length. Causal SDPA attention (is_causal), no KV cache.",

@@ -44,6 +44,13 @@ def fmt_num(x: float | None, digits: int = 4) -> str:
     return f"{x:,.{decimals}f}"
 
 
+def fmt_pct(x: float) -> str:
+    """A relative width as a percentage, with enough digits that a tight interval is not "0.0%"."""
+    if not math.isfinite(x):
+        return "inf"
+    return f"{x:.2%}" if x < 0.1 else f"{x:.1%}"
+
+
 def fmt_ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f}"
 
@@ -96,7 +103,7 @@ def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughp
         mem = r.memory.get("allocated_peak_bytes")
         rows.append(head + (
             f"{fmt_num(per_s)} {unit}",
-            f"{s.rel_halfwidth:.1%}",
+            fmt_pct(s.rel_halfwidth),
             f"{fmt_ms(s.median_s)} ({fmt_ms(s.p5_s)}-{fmt_ms(s.p95_s)})",
             str(s.steps),
             fmt_num(r.achieved_tflops(), 3),

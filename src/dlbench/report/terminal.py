@@ -11,7 +11,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 from rich.table import Table as RichTable
 
 from dlbench.config import ThroughputConfig
-from dlbench.report.tables import Table, fmt_num
+from dlbench.report.tables import Table, fmt_num, fmt_pct
 from dlbench.results import ThroughputRecord
 
 # Piped or redirected output gets a wide page, so tables are not folded into an 80-column file.
@@ -66,7 +66,7 @@ class RichProgress:
             unit = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}.get(record.unit, "/s")
             line = (f"[green]✓[/green] {record.config.label}: "
                     f"{fmt_num(s.throughput * record.units_per_sample)} {unit} "
-                    f"±{s.rel_halfwidth:.1%} ({s.steps} steps)")
+                    f"±{fmt_pct(s.rel_halfwidth)} ({s.steps} steps)")
         self._progress.console.print(line)
         self._progress.advance(self._task)
 
