@@ -4,6 +4,7 @@
 # STAGE: spine   GPU tests, the default suite, the fidelity check
 #        suites  GPU tests, the default suite, seed 002's table, then seed 000 (eager column
 #                first) until the slot ends
+#        final   the default suite, then seed 000 resumed until the slot ends
 #        seed000 seed 000 resumed where the last stage stopped (rerun until complete)
 # SLOT_SECONDS (default 570) bounds the whole stage; a sweep cut by it stops cleanly (SIGINT).
 # Everything dlbench writes goes to OUTDIR; DB (default OUTDIR/dlbench.db) may be an earlier
@@ -38,6 +39,12 @@ export_run() {  # name: export the latest run as JSON and CSV
       $py -m dlbench run --suite seed002 --db "$db" --tag seed002; export_run seed002
       # Seed 000, eager column first, until the slot ends; the next stage resumes it.
       timeout -s INT "$(left)" $py -m dlbench run --suite seed000 --db "$db" --resume --tag seed000
+      ;;
+    final)
+      $py -m dlbench run --db "$db" --tag default-suite; export_run default
+      timeout -s INT "$(left)" $py -m dlbench run --suite seed000 --db "$db" --resume --tag seed000
+      $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
+      $py -m dlbench results export --db "$db" --run all --format csv -o "$out/all.csv"
       ;;
     seed000)
       timeout -s INT "$(left)" $py -m dlbench run --suite seed000 --db "$db" --resume --tag seed000

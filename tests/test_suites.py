@@ -63,6 +63,7 @@ def test_batches_scale_down_on_smaller_cards():
     from dlbench.suites import gpu_batch
     assert gpu_batch("resnet50") == 1024
     assert gpu_batch("resnet50", 81_559 * 2**20) == 1024
+    assert gpu_batch("resnet50", 85_031_714_816) == 1024   # what torch reports for an H100 80GB
     assert gpu_batch("resnet50", 24 * 2**30) == 256      # 1024 * 24/79.6 = 308 -> 256
     assert gpu_batch("gpt2", 16 * 2**30) == 4            # 32 * 16/79.6 = 6.4 -> 4
     _, configs = suite_for("default", DeviceFacts(cuda=True, bf16=True, memory_bytes=24 * 2**30))
