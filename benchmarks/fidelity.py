@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int)
     ap.add_argument("--precision", choices=("fp32", "bf16"))
     ap.add_argument("--channels-last", choices=("on", "off"))
-    ap.add_argument("--rounds", type=int, default=4, help="pairs of runs (default 4)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="pairs of runs (default 4 on a GPU, 10 on the CPU, which is noisier)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="CPU threads for torch (default 1 on the CPU: a shared machine's "
+                         "second core makes OpenMP timings jump by tens of percent)")
     ap.add_argument("--out", help="write the full result as JSON here")
     a = ap.parse_args(argv)
     gpu = a.device.startswith("cuda")
@@ -78,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     precision = a.precision or ("bf16" if gpu else "fp32")
     cl = (a.channels_last or ("on" if gpu else "off")) == "on"
     device = torch.device(a.device)
+    rounds_n = a.rounds or (4 if gpu else 10)
+    if a.threads or not gpu:
+        torch.set_num_threads(a.threads or 1)
     # Both sides get the same global settings: cuDNN autotuning, and no TF32 (bf16 does not use it).
     torch.backends.cudnn.benchmark = gpu
     torch.backends.cudnn.allow_tf32 = False
@@ -90,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     env = envmod.capture_environment(include_topology=False)
     rounds = []
     steps = 0
-    for i in range(a.rounds):
+    for i in range(rounds_n):
         # Alternate which side goes first, so a slow drift (clocks, heat) favours neither. Round 1
         # runs dlbench first, so the bare loop always knows how many steps a window takes.
         dlbench_first = i % 2 == 0

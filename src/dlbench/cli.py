@@ -156,11 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(id prefix) with its summary, environment and raw step times.")
     _add_store_flags(q)
     q.add_argument("ref", nargs="?", default="latest", help="run id, result id, or 'latest'")
+    q.add_argument("--tag", help="instead of one run, every run with this tag (e.g. a resumed sweep)")
     q.add_argument("--view", choices=("throughput", "seed000", "seed002"), help="table layout")
     q.add_argument("--json", action="store_true")
     q = rsub.add_parser("export", help="write results as JSON (full records) or CSV (one row each)")
     _add_store_flags(q)
     q.add_argument("--run", default="all", help="run id prefix, 'latest' or 'all' (default)")
+    q.add_argument("--tag", help="only runs with this tag")
     q.add_argument("--format", choices=("json", "csv"), default="json")
     q.add_argument("-o", "--output", help="file to write (default: stdout)")
 

@@ -174,6 +174,18 @@ def _results_ls(args: argparse.Namespace, store: Store) -> int:
 
 def _results_show(args: argparse.Namespace, store: Store) -> int:
     from dlbench.store import StoreError
+    if args.tag:
+        recs = store.results(tag=args.tag)
+        if args.json:
+            sys.stdout.write(export.to_json(recs) + "\n")
+            return cli.EXIT_OK
+        runs = [r for r in store.runs(tag=args.tag)]
+        if not runs:
+            raise StoreError(f"no run is tagged {args.tag!r} in {args.db}")
+        view = args.view or (SUITES[runs[0].suite].view if runs[0].suite in SUITES else "throughput")
+        terminal.stdout.print(f"tag {args.tag}: {len(runs)} run(s), {len(recs)} result(s)")
+        show_tables(recs, view, runs[0].device or "?")
+        return cli.EXIT_OK
     try:
         run_id = store.resolve_run(args.ref)
     except StoreError:
@@ -216,7 +228,7 @@ def _print_record(r: ThroughputRecord) -> None:
 
 def _results_export(args: argparse.Namespace, store: Store) -> int:
     run_id = None if args.run == "all" else store.resolve_run(args.run)
-    recs = store.results(run_id=run_id)
+    recs = store.results(run_id=run_id, tag=args.tag)
     text = export.to_csv(recs) if args.format == "csv" else export.to_json(recs) + "\n"
     if args.output:
         Path(args.output).write_text(text)

@@ -159,16 +159,23 @@ class Store:
                  record.error_type, s.throughput if s else None, json.dumps(record.to_dict())))
 
     def results(self, run_id: str | None = None, kind: str | None = None,
-                status: str | None = None, model: str | None = None) -> list[Any]:
-        return list(self.iter_results(run_id=run_id, kind=kind, status=status, model=model))
+                status: str | None = None, model: str | None = None,
+                tag: str | None = None) -> list[Any]:
+        return list(self.iter_results(run_id=run_id, kind=kind, status=status, model=model,
+                                      tag=tag))
 
     def iter_results(self, run_id: str | None = None, kind: str | None = None,
-                     status: str | None = None, model: str | None = None) -> Iterator[Any]:
+                     status: str | None = None, model: str | None = None,
+                     tag: str | None = None) -> Iterator[Any]:
+        """Records in the order they were stored; ``tag`` selects every run with that tag."""
         where, args = [], []
         for col, val in (("run_id", run_id), ("kind", kind), ("status", status), ("model", model)):
             if val is not None:
                 where.append(f"{col}=?")
                 args.append(val)
+        if tag is not None:
+            where.append("run_id IN (SELECT run_id FROM runs WHERE tag=?)")
+            args.append(tag)
         sql = "SELECT record_json FROM results"
         if where:
             sql += " WHERE " + " AND ".join(where)

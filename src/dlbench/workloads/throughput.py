@@ -57,6 +57,17 @@ def precision_flags(precision: str, device: torch.device) -> Iterator[None]:
         torch.set_float32_matmul_precision(matmul)
 
 
+@contextlib.contextmanager
+def _compiled_graphs_freed(cfg: ThroughputConfig) -> Iterator[None]:
+    """Drop compiled graphs after a compiled run, failed or not: they hold device memory, and the
+    next model with the same forward code would count against dynamo's recompile limit."""
+    try:
+        yield
+    finally:
+        if cfg.compile:
+            torch._dynamo.reset()
+
+
 def build_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
                x: torch.Tensor, y: torch.Tensor, device: torch.device) -> Callable[[], torch.Tensor]:
     """The function one step calls: returns the loss (train) or the output (eval), unsynchronised."""
@@ -112,7 +123,7 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
     torch.manual_seed(cfg.seed)
     size = cfg.input_size or spec.input_size
 
-    with precision_flags(cfg.precision, device):
+    with precision_flags(cfg.precision, device), _compiled_graphs_freed(cfg):
         t = clock()
         model = spec.build(size).to(device)
         x, y = spec.make_batch(cfg.batch_size, device, size)
@@ -162,8 +173,6 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         final = _check_finite(cfg, out)
         memory = peak_memory(device)
 
-    if cfg.compile:
-        torch._dynamo.reset()  # free compiled graphs; later models would count as recompiles
     return ThroughputRecord(
         config=cfg, env=env, step_times_s=times, warmup_times_s=warmup,
         first_step_s=first_step_s, build_s=build_s, window_wall_s=window_wall_s,
