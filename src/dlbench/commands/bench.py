@@ -1,0 +1,176 @@
+"""``dlbench run`` and ``dlbench throughput``: configs -> pre-flight -> sweep -> tables."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from typing import Sequence
+
+from dlbench import env as envmod
+from dlbench.commands.common import (EPILOG, EXIT_FAILED_RESULTS, EXIT_FATAL, EXIT_INTERRUPTED,
+                                     EXIT_OK, add_sweep_flags, batch_size, compile_mode, csv_list,
+                                     device_facts, flatten, on_off, preflight)
+from dlbench.config import ThroughputConfig, expand
+from dlbench.measure.stopping import StopRule
+from dlbench.models import get_model
+from dlbench.report import export, tables, terminal
+from dlbench.results import ThroughputRecord
+from dlbench.store import Store
+from dlbench.suites import SUITES, gpu_batch, suite_for
+from dlbench.sweep import NullProgress, SweepOutcome, run_sweep
+
+ORDER = 10
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a named suite (default: the one for this machine)",
+                       description="Run a named suite. With no --suite: 'default' on a GPU "
+                       "(seed-000 CNNs + ViT, BERT, GPT-2, train, bf16/fp16, under 5 minutes on "
+                       "an H100), 'cpu' on a machine without one (about 2 minutes on 2 cores).",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", help="suite name; --list-suites shows them")
+    p.add_argument("--list-suites", action="store_true", help="list the suites and exit")
+    add_sweep_flags(p)
+    p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser(
+        "throughput", help="measure models x batch sizes x precisions x modes (a sweep)",
+        description="Measure training or inference throughput with synthetic data on the device. "
+                    "Every list flag takes comma-separated values; the sweep is their product.",
+        epilog="examples:\n"
+               "  dlbench throughput -m resnet50 -b 128,256 --precision bf16 --channels-last on\n"
+               "  dlbench throughput -m vgg16,resnet152 -b 16 --precision fp32,fp16 "
+               "--mode eval,train --method seed002\n"
+               "  dlbench throughput -m gpt2 --seq-len 1024 -b 8 --precision bf16 --compile default\n\n"
+               + EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-m", "--model", action="append", type=csv_list(), required=True,
+                   help="model name(s); 'dlbench models' lists them")
+    p.add_argument("-b", "--batch-size", action="append", type=csv_list(batch_size),
+                   help="batch size(s) per device; 'default' = the model's GPU default (default)")
+    p.add_argument("--mode", action="append", type=csv_list(), help="train and/or eval (default: train)")
+    p.add_argument("--precision", action="append", type=csv_list(),
+                   help="fp32 (true fp32, TF32 off), tf32, fp16 (autocast+GradScaler), bf16 "
+                        "(autocast) (default: fp32)")
+    p.add_argument("--compile", action="append", type=csv_list(compile_mode),
+                   help="none (eager, default) and/or a torch.compile mode: default, "
+                        "reduce-overhead, max-autotune-no-cudagraphs, max-autotune")
+    p.add_argument("--channels-last", action="append", type=csv_list(on_off),
+                   help="on/off: NHWC memory format for image models (default: off)")
+    p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd",
+                   help="sgd = SGD with momentum 0.9, as seed 000 (default)")
+    p.add_argument("--method", choices=("standard", "seed002"), default="standard",
+                   help="seed002: train = forward + out.sum().backward(), no optimizer, as the "
+                        "seed-002 article's scripts")
+    p.add_argument("--seq-len", "--input-size", dest="input_size", type=int,
+                   help="sequence length (text models) or image side in px (default: the model's)")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+    p.add_argument("--warmup", type=int, default=10, help="warm-up steps after the first (default 10)")
+    p.add_argument("--warmup-time", type=float, default=1.0,
+                   help="also warm up for at least this many seconds (default 1)")
+    p.add_argument("--min-steps", type=int, default=20, help="measured steps at least (default 20)")
+    p.add_argument("--min-time", type=float, default=2.0, help="measured seconds at least (default 2)")
+    p.add_argument("--max-time", type=float, default=15.0,
+                   help="stop a window after this many seconds even if noisy (default 15)")
+    p.add_argument("--max-steps", type=int, default=100_000, help="stop after this many steps")
+    p.add_argument("--target-ci", type=float, default=0.01,
+                   help="stop once the 95%% interval half-width is below this fraction (default 0.01)")
+    p.add_argument("--seed", type=int, default=0, help="seed of weights and synthetic data")
+    add_sweep_flags(p)
+    p.set_defaults(handler=cmd_throughput)
+
+
+# -- run / throughput -------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.list_suites:
+        for s in SUITES.values():
+            terminal.stdout.print(f"[bold]{s.name:8}[/bold] {s.description}"
+                                  + (" [dim](GPU only)[/dim]" if s.gpu_only else ""))
+        return EXIT_OK
+    suite, configs = suite_for(args.suite, device_facts())
+    return _sweep(args, configs, suite.name, suite.view)
+
+
+def cmd_throughput(args: argparse.Namespace) -> int:
+    models = [get_model(m).name for m in flatten(args.model, [])]
+    stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,
+                    max_seconds=args.max_time, max_steps=args.max_steps,
+                    target_rel_ci=args.target_ci)
+    facts = device_facts()
+    on_gpu = args.device != "cpu" and facts.cuda
+    configs = expand(
+        models, flatten(args.batch_size, [None]),
+        modes=flatten(args.mode, ["train"]),
+        precisions=flatten(args.precision, ["fp32"]),
+        compiles=flatten(args.compile, [None]),
+        channels_last=flatten(args.channels_last, [False]),
+        default_batch=lambda m: gpu_batch(m, facts.memory_bytes) if on_gpu else _cpu_batch(m),
+        optimizer=args.optimizer, method=args.method, input_size=args.input_size,
+        device=args.device, warmup_steps=args.warmup, warmup_seconds=args.warmup_time,
+        stop=stop, seed=args.seed)
+    # channels_last means nothing for a text model: measure it once, in its own layout.
+    configs = list({c.key(): c for c in (
+        replace(c, channels_last=False) if get_model(c.model).kind != "image" else c
+        for c in configs)}.values())
+    view = "seed002" if args.method == "seed002" else "throughput"
+    return _sweep(args, configs, None, view)
+
+
+def _cpu_batch(model: str) -> int:
+    """A CPU-sized default batch: a quarter of the GPU default, at most 16."""
+    return max(1, min(16, get_model(model).default_batch // 4))
+
+
+def _sweep(args: argparse.Namespace, configs: list[ThroughputConfig], suite: str | None,
+           view: str) -> int:
+    preflight(configs)
+    env = envmod.capture_environment()
+    label = envmod.device_label(env)
+    from dlbench.launch.inline import InlineLauncher
+    from dlbench.launch.subprocess_launcher import SubprocessLauncher
+    launcher = SubprocessLauncher() if args.isolate else InlineLauncher()
+    if not args.quiet:
+        terminal.stderr.print(
+            f"[bold]dlbench[/bold] {len(configs)} benchmark(s)"
+            + (f" (suite {suite})" if suite else "") + f" on {label}; torch "
+            f"{(env.get('packages') or {}).get('torch')}; results -> {args.db}")
+    progress = NullProgress() if args.quiet else terminal.RichProgress()
+    t0 = time.perf_counter()
+    with Store(args.db) as store:
+        outcome = run_sweep(configs, store, launcher, env, command=args.command_line,
+                            suite=suite, tag=args.tag, resume=args.resume, progress=progress)
+    wall = time.perf_counter() - t0
+    _print_outcome(args, outcome, view, label, wall)
+    if outcome.status == "interrupted":
+        return EXIT_INTERRUPTED
+    if outcome.status == "fatal":
+        return EXIT_FATAL
+    return EXIT_FAILED_RESULTS if any(not r.ok for r in outcome.records) else EXIT_OK
+
+
+def _print_outcome(args: argparse.Namespace, outcome: SweepOutcome, view: str, label: str,
+                   wall: float) -> None:
+    if args.json:
+        sys.stdout.write(export.to_json(outcome.records) + "\n")
+    else:
+        show_tables(outcome.records, view, label)
+    out = terminal.stderr
+    if outcome.message:
+        terminal.error(outcome.message)
+    out.print(f"wall time {wall:.1f} s; {len(outcome.records)} result(s) stored in {args.db} "
+              f"(run {outcome.run_id})" + (f", {outcome.skipped} skipped by --resume"
+                                           if outcome.skipped else ""))
+
+
+def show_tables(records: Sequence[ThroughputRecord], view: str, label: str) -> None:
+    if not records:
+        terminal.stdout.print("no results")
+        return
+    terminal.print_table(tables.throughput_table(records, f"Throughput on {label}"))
+    if view == "seed000":
+        terminal.print_table(tables.seed000_table(records))
+    elif view == "seed002":
+        terminal.print_table(tables.seed002_table(records, label))
+
+

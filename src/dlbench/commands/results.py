@@ -1,0 +1,149 @@
+"""``dlbench results ls|show|export``: what the store holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from dlbench import env as envmod
+from dlbench.commands.bench import show_tables
+from dlbench.commands.common import EXIT_OK, add_store_flags
+from dlbench.report import export, tables, terminal
+from dlbench.results import ThroughputRecord
+from dlbench.store import Store, StoreError
+from dlbench.suites import SUITES
+
+ORDER = 20
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("results", help="list, show and export stored results")
+    p.set_defaults(handler=cmd_results)
+    rsub = p.add_subparsers(dest="rcmd", required=True, metavar="ACTION")
+    q = rsub.add_parser("ls", help="list runs (or, with --results, every result)")
+    add_store_flags(q)
+    q.add_argument("--results", action="store_true", help="list results, not runs")
+    q.add_argument("--run", help="only this run (id prefix or 'latest')")
+    q.add_argument("--tag", help="only runs with this tag")
+    q.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
+    q.add_argument("--json", action="store_true")
+    q = rsub.add_parser("show", help="a run's tables, or one result in full",
+                        description="Show a run (id prefix or 'latest') as tables, or one result "
+                                    "(id prefix) with its summary, environment and raw step times.")
+    add_store_flags(q)
+    q.add_argument("ref", nargs="?", default="latest", help="run id, result id, or 'latest'")
+    q.add_argument("--tag", help="instead of one run, every run with this tag (e.g. a resumed sweep)")
+    q.add_argument("--view", choices=("throughput", "seed000", "seed002"), help="table layout")
+    q.add_argument("--json", action="store_true")
+    q = rsub.add_parser("export", help="write results as JSON (full records) or CSV (one row each)")
+    add_store_flags(q)
+    q.add_argument("--run", default="all", help="run id prefix, 'latest' or 'all' (default)")
+    q.add_argument("--tag", help="only runs with this tag")
+    q.add_argument("--format", choices=("json", "csv"), default="json")
+    q.add_argument("-o", "--output", help="file to write (default: stdout)")
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    if not Path(args.db).exists():
+        raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
+    with Store(args.db) as store:
+        return {"ls": _results_ls, "show": _results_show, "export": _results_export}[args.rcmd](
+            args, store)
+
+
+def _results_ls(args: argparse.Namespace, store: Store) -> int:
+    if args.results:
+        run_id = store.resolve_run(args.run) if args.run else None
+        recs = store.results(run_id=run_id)[-args.limit:]
+        if args.json:
+            sys.stdout.write(export.to_json(recs) + "\n")
+            return EXIT_OK
+        rows = []
+        for r in recs:
+            s = r.summary()
+            rows.append((r.id, r.run_id or "-", r.created_at, r.config.label, r.status,
+                         tables.fmt_num(s.throughput * r.units_per_sample) if s else
+                         (r.error_type or "-")))
+        terminal.print_table(tables.Table("Results", ("id", "run", "created", "config", "status",
+                                                      "per s"), tuple(rows)))
+        return EXIT_OK
+    runs = store.runs(limit=args.limit, tag=args.tag)
+    if args.json:
+        sys.stdout.write(json.dumps([r.__dict__ for r in runs], indent=1) + "\n")
+        return EXIT_OK
+    rows = tuple((r.run_id, r.started_at, r.status, r.suite or "-", r.tag or "-", r.device or "-",
+                  str(r.results), str(r.errors), r.command) for r in runs)
+    terminal.print_table(tables.Table(f"Runs in {args.db}", ("run", "started", "status", "suite",
+                                                             "tag", "device", "results", "errors",
+                                                             "command"), rows))
+    return EXIT_OK
+
+
+def _results_show(args: argparse.Namespace, store: Store) -> int:
+    from dlbench.store import StoreError
+    if args.tag:
+        recs = store.results(tag=args.tag)
+        if args.json:
+            sys.stdout.write(export.to_json(recs) + "\n")
+            return EXIT_OK
+        runs = [r for r in store.runs(tag=args.tag)]
+        if not runs:
+            raise StoreError(f"no run is tagged {args.tag!r} in {args.db}")
+        view = args.view or (SUITES[runs[0].suite].view if runs[0].suite in SUITES else "throughput")
+        terminal.stdout.print(f"tag {args.tag}: {len(runs)} run(s), {len(recs)} result(s)")
+        show_tables(recs, view, runs[0].device or "?")
+        return EXIT_OK
+    try:
+        run_id = store.resolve_run(args.ref)
+    except StoreError:
+        record = store.get(args.ref)  # not a run: maybe a result id
+        if args.json:
+            sys.stdout.write(export.to_json([record]) + "\n")
+        else:
+            _print_record(record)
+        return EXIT_OK
+    recs = store.results(run_id=run_id)
+    if args.json:
+        sys.stdout.write(export.to_json(recs) + "\n")
+        return EXIT_OK
+    info = next(r for r in store.runs() if r.run_id == run_id)
+    view = args.view or (SUITES[info.suite].view if info.suite in SUITES else
+                         ("seed002" if any(r.config.method == "seed002" for r in recs)
+                          else "throughput"))
+    terminal.stdout.print(f"run {run_id} ({info.status}) {info.started_at}: {info.command}")
+    show_tables(recs, view, info.device or "?")
+    return EXIT_OK
+
+
+def _print_record(r: ThroughputRecord) -> None:
+    out = terminal.stdout
+    terminal.print_table(tables.throughput_table([r], f"Result {r.id} (run {r.run_id})"))
+    s = r.summary()
+    if s is not None:
+        out.print(f"window: {s.steps} steps, {s.total_s:.3f} s (host clock {r.window_wall_s:.3f} s),"
+                  f" stopped by {r.stop_reason}; first step {r.first_step_s:.3f} s; "
+                  f"warm-up {len(r.warmup_times_s)} steps")
+        out.print(f"interval ({s.confidence:.0%}): {tables.fmt_num(s.throughput_low)} - "
+                  f"{tables.fmt_num(s.throughput_high)} samples/s; cv {s.cv:.1%}")
+        out.print("step times (ms): " + " ".join(f"{t * 1e3:.2f}" for t in r.step_times_s[:50])
+                  + (" ..." if len(r.step_times_s) > 50 else ""))
+    if r.error:
+        out.print(f"[red]{r.error_type}[/red]: {r.error}", highlight=False)
+    out.print_json(json.dumps({"config": r.config.to_dict(), "memory": r.memory,
+                               "environment": envmod.identity(r.env)}))
+
+
+def _results_export(args: argparse.Namespace, store: Store) -> int:
+    run_id = None if args.run == "all" else store.resolve_run(args.run)
+    recs = store.results(run_id=run_id, tag=args.tag)
+    text = export.to_csv(recs) if args.format == "csv" else export.to_json(recs) + "\n"
+    if args.output:
+        Path(args.output).write_text(text)
+        terminal.stderr.print(f"wrote {len(recs)} result(s) to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
