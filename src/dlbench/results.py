@@ -3,6 +3,11 @@
 Summaries are computed from the raw samples on demand (``record.summary()``), so a record never
 holds a figure that its samples do not support. Failures are records too (``status="error"``), so
 a sweep that meets an out-of-memory keeps going and the report shows where the boundary was.
+
+Every record kind provides what the store needs: ``kind`` (a class variable), ``id``, ``run_id``,
+``created_at``, ``status``, ``error_type``, ``config`` (with ``key()``, ``label`` and, where it
+applies, ``model``), ``headline()`` (the one figure stored in the index column, or None),
+``to_dict()``, ``from_dict()`` and ``with_run()``. A new kind is registered in ``RECORD_TYPES``.
 """
 
 from __future__ import annotations
@@ -79,6 +84,11 @@ class ThroughputRecord:
             return None
         return summarize(self.step_times_s, self.samples_per_step, self.config.stop.confidence)
 
+    def headline(self) -> float | None:
+        """Samples per second, the figure the store indexes."""
+        s = self.summary()
+        return None if s is None else s.throughput
+
     def units_per_s(self) -> float | None:
         s = self.summary()
         return None if s is None else s.throughput * self.units_per_sample
@@ -114,13 +124,19 @@ class ThroughputRecord:
         return replace(self, run_id=run_id)
 
 
-RECORD_TYPES: dict[str, type] = {ThroughputRecord.kind: ThroughputRecord}
+# kind -> "module:Class"; imported when a record of that kind is read, so the store can hold
+# kinds whose modules a given command never imports.
+RECORD_TYPES: dict[str, str] = {
+    "throughput": "dlbench.results:ThroughputRecord",
+}
 
 
 def record_from_dict(d: dict[str, Any]):
     """Rebuild a record of whatever kind ``d`` says it is."""
+    import importlib
+
     kind = d.get("kind", "throughput")
-    try:
-        return RECORD_TYPES[kind].from_dict(d)
-    except KeyError:
-        raise ValueError(f"unknown record kind {kind!r}; is this dlbench older than the file?") from None
+    if kind not in RECORD_TYPES:
+        raise ValueError(f"unknown record kind {kind!r}; is this dlbench older than the file?")
+    module, name = RECORD_TYPES[kind].split(":")
+    return getattr(importlib.import_module(module), name).from_dict(d)

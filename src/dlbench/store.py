@@ -149,14 +149,14 @@ class Store:
     # -- results ------------------------------------------------------------------------------
     def add(self, record: Any, env_key: str | None = None) -> None:
         """Store one record in its own transaction (committed before this returns)."""
-        s = record.summary() if hasattr(record, "summary") else None
         with self._db:
             self._db.execute(
                 "INSERT INTO results (id, run_id, kind, created_at, config_key, env_key, model, label,"
                 " status, error_type, value, record_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (record.id, record.run_id, record.kind, record.created_at, record.config.key(),
-                 env_key, record.config.model, record.config.label, record.status,
-                 record.error_type, s.throughput if s else None, json.dumps(record.to_dict())))
+                 env_key, getattr(record.config, "model", None), record.config.label,
+                 record.status, record.error_type, record.headline(),
+                 json.dumps(record.to_dict())))
 
     def results(self, run_id: str | None = None, kind: str | None = None,
                 status: str | None = None, model: str | None = None,
