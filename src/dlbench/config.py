@@ -49,6 +49,12 @@ class ThroughputConfig:
         warmup_seconds: keep warming up until this much time has passed too (clocks ramp up).
         stop: when the measured window ends.
         seed: seed of the synthetic data and the weights.
+        telemetry_interval_s: seconds between GPU/host telemetry samples taken on a thread beside
+            the run (power, energy, clocks, throttling); None switches telemetry off. It does
+            not change what is measured, so it is not part of the config's identity.
+        checkpointing: activation checkpointing (``--checkpointing``): blocks keep only their
+            inputs and recompute their activations in the backward pass, trading compute for
+            memory (train only; models without a supported block structure are refused).
     """
 
     model: str
@@ -65,6 +71,8 @@ class ThroughputConfig:
     warmup_seconds: float = 1.0
     stop: StopRule = field(default_factory=StopRule)
     seed: int = 0
+    telemetry_interval_s: float | None = 0.1
+    checkpointing: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -81,13 +89,21 @@ class ThroughputConfig:
             raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if self.warmup_steps < 0 or self.warmup_seconds < 0:
             raise ConfigError("--warmup must be >= 0")
+        if self.telemetry_interval_s is not None and not self.telemetry_interval_s > 0:
+            raise ConfigError("the telemetry interval must be > 0 s (None switches it off); "
+                              f"got {self.telemetry_interval_s}")
+        if self.checkpointing and self.mode != "train":
+            raise ConfigError("--checkpointing needs --mode train: eval keeps no activations "
+                              "for a backward pass")
 
     # Identity: what makes two measurements "the same config" (for --resume and comparisons).
     # The stopping rule and warm-up change how well a figure is known, not what it measures.
-    _NOT_IDENTITY = ("stop", "warmup_steps", "warmup_seconds", "device")
+    _NOT_IDENTITY = ("stop", "warmup_steps", "warmup_seconds", "device", "telemetry_interval_s")
 
     def key(self) -> str:
         ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
+        if not self.checkpointing:  # off: the key of a result stored before the field existed
+            del ident["checkpointing"]
         blob = json.dumps(ident, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -115,6 +131,8 @@ class ThroughputConfig:
             parts.append(self.method)
         if self.optimizer != "sgd":
             parts.append(self.optimizer)
+        if self.checkpointing:
+            parts.append("ckpt")
         return " ".join(parts)
 
 

@@ -69,6 +69,9 @@ class ThroughputRecord:
     flops_per_sample: int | None = None          # counted for this mode; optimizer not included
     memory: dict[str, int | None] = field(default_factory=dict)
     final_loss: float | None = None
+    # GPU/host series over the run and their summary (dlbench.telemetry); None when off, and in
+    # records stored before telemetry existed.
+    telemetry: dict[str, Any] | None = None
     run_id: str | None = None
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)
@@ -128,6 +131,10 @@ class ThroughputRecord:
 # kinds whose modules a given command never imports.
 RECORD_TYPES: dict[str, str] = {
     "throughput": "dlbench.results:ThroughputRecord",
+    "scaling": "dlbench.results_dist:ScalingRecord",
+    "comm": "dlbench.results_dist:CommRecord",
+    "maxbatch": "dlbench.results_memory:MaxBatchRecord",
+    "peak": "dlbench.results_peak:PeakRecord",
 }
 
 

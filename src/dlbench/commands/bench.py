@@ -47,8 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                + EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-m", "--model", action="append", type=csv_list(), required=True,
                    help="model name(s); 'dlbench models' lists them")
-    p.add_argument("-b", "--batch-size", action="append", type=csv_list(batch_size),
-                   help="batch size(s) per device; 'default' = the model's GPU default (default)")
+    p.add_argument("-b", "--batch-size", action="append", type=csv_list(_batch_or_auto),
+                   help="batch size(s) per device; 'default' = the model's GPU default (default);"
+                        " 'auto' = the largest that fits (a stored 'dlbench maxbatch' result, "
+                        "or a search now)")
     p.add_argument("--mode", action="append", type=csv_list(), help="train and/or eval (default: train)")
     p.add_argument("--precision", action="append", type=csv_list(),
                    help="fp32 (true fp32, TF32 off), tf32, fp16 (autocast+GradScaler), bf16 "
@@ -99,8 +101,11 @@ def cmd_throughput(args: argparse.Namespace) -> int:
                     target_rel_ci=args.target_ci)
     facts = device_facts()
     on_gpu = args.device != "cpu" and facts.cuda
+    batches = flatten(args.batch_size, [None])
+    fixed = [b for b in batches if b != AUTO]
+    auto = len(fixed) < len(batches)
     configs = expand(
-        models, flatten(args.batch_size, [None]),
+        models, fixed or [1],
         modes=flatten(args.mode, ["train"]),
         precisions=flatten(args.precision, ["fp32"]),
         compiles=flatten(args.compile, [None]),
@@ -113,8 +118,22 @@ def cmd_throughput(args: argparse.Namespace) -> int:
     configs = list({c.key(): c for c in (
         replace(c, channels_last=False) if get_model(c.model).kind != "image" else c
         for c in configs)}.values())
+    if auto:  # size each setup now, before the sweep: the largest batch that fits it
+        setups = list({c.key(): c for c in (replace(c, batch_size=1) for c in configs)}.values())
+        preflight(setups)
+        from dlbench.commands.maxbatch import resolve_auto
+        sized = resolve_auto(setups, args.db, args.command_line, tag=args.tag, quiet=args.quiet)
+        configs = list({c.key(): c for c in (configs if fixed else []) + sized}.values())
     view = "seed002" if args.method == "seed002" else "throughput"
     return _sweep(args, configs, None, view)
+
+
+AUTO = "auto"
+
+
+def _batch_or_auto(text: str) -> int | str | None:
+    """``-b``: a number, ``default`` (None) or ``auto`` (the largest batch that fits)."""
+    return AUTO if text.strip().lower() == AUTO else batch_size(text)
 
 
 def _cpu_batch(model: str) -> int:

@@ -24,6 +24,11 @@ FATAL_MARKERS = (
     "ECC error",
 )
 
+#: Appended to a fatal error's message: what a user does next.
+FATAL_HINT = ("This process can no longer use the device, so an inline sweep stops here; rerun "
+              "with --resume --isolate to run each benchmark in a fresh process, which ends with "
+              "the error while the sweep goes on in the next one.")
+
 
 def classify(exc: BaseException) -> str:
     """The :class:`ErrorType` of an exception raised while measuring."""

@@ -7,9 +7,11 @@ sweep stops; ``--isolate`` runs each benchmark in a fresh process instead.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dlbench.config import ThroughputConfig
-from dlbench.launch.failures import failure_record, release_memory
-from dlbench.results import ThroughputRecord
+from dlbench.launch.failures import FATAL_HINT, failure_record, release_memory
+from dlbench.results import ErrorType, ThroughputRecord
 from dlbench.workloads import throughput
 
 
@@ -23,6 +25,10 @@ class InlineLauncher:
             return throughput.measure(cfg, env)
         except Exception as exc:  # failures are data (KeyboardInterrupt is not an Exception)
             record = failure_record(cfg, env, exc)
+        if record.error_type == ErrorType.FATAL:
+            # Nothing can be released from a broken context (empty_cache would raise again);
+            # this process must not measure any more, and the record says how to go on.
+            return replace(record, error=f"{record.error}\n{FATAL_HINT}")
         # Outside the except block the traceback, and the tensors its frames hold, are gone.
         release_memory()
         return record

@@ -8,7 +8,7 @@ seed 002: ms per batch, eval and train per model).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
 from dlbench.results import ThroughputRecord
@@ -73,7 +73,8 @@ def _short_error(r: ThroughputRecord) -> str:
 
 
 def flags(r: ThroughputRecord) -> list[str]:
-    """Why a figure deserves care: a window that never reached its interval target, high spread."""
+    """Why a figure deserves care: a window that never reached its interval target, high spread,
+    a GPU that throttled (power, thermal, clocks) during the window."""
     s = r.summary()
     if s is None:
         return []
@@ -82,13 +83,16 @@ def flags(r: ThroughputRecord) -> list[str]:
         out.append(f"noisy ({r.stop_reason})")
     elif s.noisy:
         out.append(f"cv {s.cv:.0%}")
+    throttled = ((getattr(r, "telemetry", None) or {}).get("summary") or {}).get("throttled")
+    if throttled:
+        out.append(f"throttled ({', '.join(throttled)})")
     return out
 
 
 def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughput") -> Table:
     """One row per result, successes and failures alike."""
     cols = ("model", "mode", "batch", "prec", "layout", "compile", "throughput", "±95%",
-            "ms/step p50 (p5-p95)", "steps", "TFLOP/s", "1st s", "GiB", "note")
+            "ms/step p50 (p5-p95)", "steps", "TFLOP/s", "MFU", "1st s", "GiB", "note")
     rows = []
     for r in records:
         c = r.config
@@ -96,7 +100,7 @@ def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughp
         head = (c.model, c.mode + ("/" + c.method if c.method != "standard" else ""),
                 str(c.batch_size), c.precision, _layout(r), _compile(r))
         if s is None:
-            rows.append(head + ("-",) * 7 + (_short_error(r),))
+            rows.append(head + ("-",) * 8 + (_short_error(r),))
             continue
         per_s = s.throughput * r.units_per_sample
         unit = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}.get(r.unit, "/s")
@@ -107,12 +111,14 @@ def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughp
             f"{fmt_ms(s.median_s)} ({fmt_ms(s.p5_s)}-{fmt_ms(s.p95_s)})",
             str(s.steps),
             fmt_num(r.achieved_tflops(), 3),
+            _mfu_cell(r),
             f"{r.first_step_s:.2f}" if r.first_step_s is not None else "-",
             f"{mem / GIB:.1f}" if mem else "-",
             "; ".join(flags(r)),
         ))
     notes = ("throughput = samples over the measured window's time; ±95% is the batch-means "
-             "interval; TFLOP/s counts model FLOPs (optimizer excluded)",)
+             "interval; TFLOP/s counts model FLOPs (optimizer excluded); MFU is against the "
+             "datasheet dense peak of that precision ('dlbench roofline' adds the measured one)",)
     return Table(title, cols, tuple(rows), notes)
 
 
@@ -185,3 +191,290 @@ def _img_s(r: ThroughputRecord | None) -> str:
         return "-"
     s = r.summary()
     return fmt_num(s.throughput) if s else (r.error_type or "error")
+
+
+def _gib(n: int | None) -> str:
+    return "-" if not n else f"{n / GIB:.2f}"
+
+
+def batch_sweep_table(records: Sequence[ThroughputRecord],
+                      title: str = "Memory and throughput against batch size") -> Table:
+    """A batch-size sweep: per setup, one row per batch, in batch order, OOM points marked.
+
+    Memory columns: the allocated and reserved peaks, the peak as a share of the device, and
+    what it is made of where it can be told apart (parameters, gradients, optimizer state,
+    activations = peak minus those and the input batch). ``x b0`` is the throughput over the
+    setup's smallest batch that ran: where it stops growing, a larger batch buys nothing.
+    """
+    def setup(r: ThroughputRecord) -> tuple:
+        c = r.config
+        return (c.model, c.mode, c.precision, _layout(r), _compile(r), c.optimizer,
+                getattr(c, "checkpointing", False))
+
+    groups: dict[tuple, list[ThroughputRecord]] = {}
+    for r in records:
+        groups.setdefault(setup(r), []).append(r)
+    cols = ("model", "mode", "prec", "layout", "compile", "batch", "throughput", "x b0",
+            "alloc GiB", "reserved GiB", "% device", "params", "grads", "optim", "activ",
+            "status")
+    rows = []
+    for key, recs in groups.items():
+        base = None
+        for r in sorted(recs, key=lambda r: r.config.batch_size):
+            head = tuple(str(k) for k in key[:5]) + (str(r.config.batch_size),)
+            s = r.summary()
+            if s is None:
+                mark = "OOM" if r.error_type == "oom" else (r.error_type or "error")
+                rows.append(head + ("-",) * 9 + (mark,))
+                continue
+            base = base or s.throughput
+            m = r.memory
+            alloc, total = m.get("allocated_peak_bytes"), m.get("device_total_bytes")
+            unit = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}.get(r.unit, "/s")
+            rows.append(head + (
+                f"{fmt_num(s.throughput * r.units_per_sample)} {unit}",
+                f"{s.throughput / base:.2f}",
+                _gib(alloc), _gib(m.get("reserved_peak_bytes")),
+                f"{alloc / total:.0%}" if alloc and total else "-",
+                _gib(m.get("params_bytes")), _gib(m.get("grads_bytes")),
+                _gib(m.get("optimizer_state_bytes")), _gib(m.get("activations_bytes")),
+                "ok" + (f" ({'; '.join(flags(r))})" if flags(r) else ""),
+            ))
+    notes = ("OOM: the batch did not fit (stored as a row); activations = allocated peak minus "
+             "parameters, gradients, optimizer state and the input batch",)
+    return Table(title, cols, tuple(rows), notes)
+
+
+def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
+                   title: str = "Largest batch that fits") -> Table:
+    """One row per ``maxbatch`` search: the batch found, the bracket, its memory and throughput.
+
+    ``found`` holds :class:`~dlbench.results_memory.MaxBatchRecord`; ``measured`` throughput
+    records, matched to a search by setup and batch. The probes column lists every probe.
+    """
+    by_key = {r.config.key(): r for r in measured if r.ok}
+    cols = ("model", "mode", "prec", "options", "largest batch", "first OOM", "peak GiB",
+            "% device", "throughput", "±95%", "probes")
+    rows = []
+    for rec in found:
+        c = rec.config.base
+        opts = [o for o, on in (("NHWC", c.channels_last), (f"compile={c.compile}", c.compile),
+                                (c.optimizer, True), ("ckpt", getattr(c, "checkpointing", False)))
+                if on]
+        probes = ", ".join(f"{p.batch} {'ok' if p.fits else p.outcome.upper()}"
+                           for p in rec.probes)
+        best = rec.best_probe()
+        peak = best.allocated_peak_bytes if best else None
+        total = best.device_total_bytes if best else None
+        t = by_key.get(replace(c, batch_size=rec.best_batch).key()) if rec.ok else None
+        s = t.summary() if t is not None else None
+        unit = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}.get(
+            t.unit if t is not None else "", "/s")
+        rows.append((
+            c.model, c.mode, c.precision, " ".join(opts),
+            str(rec.best_batch) if rec.ok else f"{rec.error_type}: {(rec.error or '')[:60]}",
+            str(rec.first_oom_batch) if rec.first_oom_batch else "-",
+            _gib(peak), f"{peak / total:.0%}" if peak and total else "-",
+            f"{fmt_num(s.throughput * t.units_per_sample)} {unit}" if s else "-",
+            fmt_pct(s.rel_halfwidth) if s else "-",
+            probes,
+        ))
+    notes = ("each probe is three training steps in a fresh process; the largest batch fits and "
+             "the first OOM does not, so the boundary lies between them; peak = allocated peak "
+             "of the probe at the largest batch",)
+    return Table(title, cols, tuple(rows), notes)
+
+
+def energy_table(records: Sequence[ThroughputRecord], title: str = "Energy and telemetry") -> Table:
+    """Power, energy per sample and what the GPU did during each measured window (from the
+    record's telemetry; results without GPU telemetry show "-")."""
+    cols = ("model", "mode", "batch", "prec", "mean W", "max W", "idle W", "energy J", "J/sample",
+            "samples/J", "SM MHz", "max °C", "util %", "NVML GiB", "throttled", "energy from")
+    rows = []
+    for r in records:
+        c = r.config
+        tele = getattr(r, "telemetry", None) or {}
+        summ = tele.get("summary") or {}
+        tot = summ.get("total") or {}
+        gpus = summ.get("gpus") or []
+
+        def mean_of(key: str) -> float | None:
+            vals = [g[key] for g in gpus if g.get(key) is not None]
+            return sum(vals) / len(vals) if vals else None
+
+        mem = [g["max_mem_used_bytes"] for g in gpus if g.get("max_mem_used_bytes") is not None]
+        temps = [g["max_temp_c"] for g in gpus if g.get("max_temp_c") is not None]
+        rows.append((
+            c.model, c.mode, str(c.batch_size), c.precision,
+            fmt_num(tot.get("mean_power_w"), 3), fmt_num(tot.get("max_power_w"), 3),
+            fmt_num(tot.get("idle_power_w"), 3), fmt_num(tot.get("energy_j"), 4),
+            fmt_num(tot.get("j_per_sample"), 3), fmt_num(tot.get("samples_per_j"), 3),
+            fmt_num(mean_of("mean_sm_clock_mhz"), 4), fmt_num(max(temps) if temps else None, 3),
+            fmt_num(mean_of("mean_util_gpu_pct"), 3),
+            f"{sum(mem) / GIB:.1f}" if mem else "-",
+            ", ".join(summ.get("throttled") or []) or ("-" if not gpus else "no"),
+            "+".join(tot.get("methods") or []) or "-",
+        ))
+    notes = ("over the measured window, summed over GPUs; energy from the NVML energy counter "
+             "('counter') or integrated power ('power'); idle W is the mean power before the "
+             "benchmark started; NVML GiB is the device's used memory, all processes",)
+    return Table(title, cols, tuple(rows), notes)
+
+
+# -- MFU and device ceilings ---------------------------------------------------------------------
+def _mfu_cell(r: ThroughputRecord) -> str:
+    """Datasheet MFU as a percentage, or "-" where it would mislead (reasons: mfu_table)."""
+    from dlbench.measure.mfu import mfu
+    m = mfu(r)
+    return "-" if m.datasheet is None else f"{m.datasheet:.1%}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def mfu_table(records: Sequence[ThroughputRecord], peaks: dict | None = None,
+              roofs: object | None = None, title: str = "MFU") -> Table:
+    """Achieved TFLOP/s and MFU against the datasheet and the measured ceiling, with reasons;
+    with ``roofs`` (measure.roofline.Roofs) the arithmetic intensity and the bound too."""
+    from dlbench.measure.mfu import mfu
+    from dlbench.measure.roofline import point_for
+    cols = ("model", "mode", "batch", "prec", "TFLOP/s", "datasheet peak", "MFU (datasheet)",
+            "measured peak", "MFU (measured)", "FLOP/byte", "bound", "why no MFU")
+    rows = []
+    for r in records:
+        m = mfu(r, peaks)
+        pt = point_for(r, roofs) if m.achieved_tflops is not None else None
+        why = "; ".join(dict.fromkeys(w for w in (m.datasheet_reason, m.measured_reason) if w))
+        c = r.config
+        rows.append((c.model, c.mode, str(c.batch_size), c.precision, fmt_num(m.achieved_tflops, 3),
+                     fmt_num(m.datasheet_peak_tflops, 4), _pct(m.datasheet),
+                     fmt_num(m.measured_peak_tflops, 4), _pct(m.measured),
+                     fmt_num(pt.intensity, 3) if pt else "-", (pt.bound or "-") if pt else "-", why))
+    notes = ("MFU = model TFLOP/s (counted FLOPs, optimizer excluded) / peak; datasheet peaks are "
+             "dense (fp32 = non-tensor, tf32/fp16/bf16 = tensor cores); the measured peak is the "
+             "best median matmul rate of the latest 'dlbench peak' run on this device",
+             "FLOP/byte uses the byte model of dlbench.measure.roofline (an upper bound of the "
+             "intensity); bound = which roof is lower at that intensity")
+    return Table(title, cols, tuple(rows), notes)
+
+
+def peak_table(records: Sequence, title: str = "Device ceilings") -> Table:
+    """``dlbench peak``: one row per precision or verb, the ceiling and the point that set it,
+    then every point (failures with their reason)."""
+    from dlbench.results_peak import ceilings
+    rows = [(key, f"{fmt_num(c['median'])} {c['unit']}", f"{fmt_num(c['best'])} {c['unit']}",
+             c["label"], str(c["iterations"])) for key, c in ceilings(list(records)).items()]
+    for r in records:
+        if not r.ok:
+            rows.append((r.config.label, "-", "-", f"{r.error_type}: "
+                         f"{(r.error or '').splitlines()[0][:80]}", "-"))
+    return Table(title, ("ceiling", "median", "best", "set by", "iters"), tuple(rows),
+                 ("median / best = rate of the median / fastest iteration of the best point; "
+                  "copy counts read + write bytes; transfers count the buffer once",))
+
+
+# -- scaling and collectives (seed 000's multi-GPU and NVLink layouts; nccl-tests' columns) -----
+def _scale_row_key(r) -> str:
+    c = r.config
+    return f"{c.model}|{c.base.precision}|{c.strategy}|{c.base.batch_size}"
+
+
+def scaling_table(records: Sequence, interconnect: str = "default") -> Table:
+    """Seed 000's layout: img/s at each GPU count, the factor over 1 GPU in parentheses, and the
+    scaling efficiency (factor / GPUs) at the largest count. One row per model, precision and
+    strategy; records of other interconnect profiles are left to :func:`interconnect_table`."""
+    recs = [r for r in records if getattr(r, "kind", "") == "scaling"
+            and r.config.interconnect == interconnect]
+    rows, _, cells = _pivot(recs, _scale_row_key, lambda r: str(r.config.gpus))
+    counts = sorted({r.config.gpus for r in recs})
+    cols = ["model", "precision", "strategy", "batch/GPU"] + \
+        [f"{n} GPU" if n == 1 else f"{n} GPUs" for n in counts] + ["efficiency"]
+    out = []
+    for key in rows:
+        model, prec, strat, batch = key.split("|")
+        line = [model, prec, strat, batch]
+        base = cells.get((key, "1"))
+        base_s = base.summary() if base else None
+        eff = "-"
+        for n in counts:
+            rec = cells.get((key, str(n)))
+            text = _img_s(rec)
+            s = rec.summary() if rec else None
+            if s and base_s and n != 1:
+                from dlbench.results_dist import scaling_efficiency, scaling_factor
+                f = scaling_factor(s.throughput, base_s.throughput)
+                text += f" ({f:.2f})"
+                eff = f"{scaling_efficiency(f, n):.1%} at {n}"
+            line.append(text)
+        line.append(eff)
+        out.append(tuple(line))
+    return Table(f"Training throughput, images/s, by GPU count ({interconnect}; factor over 1 GPU "
+                 "in parentheses, seed 000 layout)", tuple(cols), tuple(out),
+                 ("throughput = all ranks' samples over the slowest rank's window; batch is per "
+                  "GPU (weak scaling); efficiency = factor / GPUs",))
+
+
+def interconnect_table(records: Sequence, baseline: str = "default") -> Table:
+    """Seed 000's NVLink layout: each profile's img/s with its factor over ``baseline`` in
+    parentheses, per model / precision / strategy and GPU count."""
+    recs = [r for r in records if getattr(r, "kind", "") == "scaling"]
+    rows, _, cells = _pivot(recs, _scale_row_key,
+                            lambda r: f"{r.config.interconnect}|{r.config.gpus}")
+    profiles = list(dict.fromkeys(r.config.interconnect for r in recs))
+    profiles = [baseline] * (baseline in profiles) + [p for p in profiles if p != baseline]
+    counts = sorted({r.config.gpus for r in recs})
+    cols = ["model", "precision", "strategy"] + [f"{p} {n}G" for p in profiles for n in counts]
+    out = []
+    for key in rows:
+        model, prec, strat, _ = key.split("|")
+        line = [model, prec, strat]
+        for p in profiles:
+            for n in counts:
+                rec = cells.get((key, f"{p}|{n}"))
+                ref = cells.get((key, f"{baseline}|{n}"))
+                text = _img_s(rec)
+                s, rs = (rec.summary() if rec else None), (ref.summary() if ref else None)
+                if s and rs and p != baseline:
+                    text += f" ({s.throughput / rs.throughput:.3f})"
+                line.append(text)
+        out.append(tuple(line))
+    return Table(f"Interconnect A/B, images/s (factor over {baseline} in parentheses, seed 000's "
+                 "NVLink layout)", tuple(cols), tuple(out),
+                 ("no-p2p = NCCL_P2P_DISABLE=1 (no NVLink / PCIe peer-to-peer); no-shm = "
+                  "NCCL_SHM_DISABLE=1; no-ib = NCCL_IB_DISABLE=1",))
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def comm_table(records: Sequence, title: str = "Collectives") -> Table:
+    """nccl-tests' columns: per op and size, out-of-place then in-place time (us), algbw and busbw
+    (GB/s) and #wrong."""
+    recs = [r for r in records if getattr(r, "kind", "") == "comm"]
+    rows, _, cells = _pivot(recs, lambda r: f"{r.config.op}|{r.config.size_bytes}",
+                            lambda r: "in" if r.config.inplace else "out")
+    cols = ("op", "size", "count", "type", "out time us", "out algbw", "out busbw", "out #wrong",
+            "in time us", "in algbw", "in busbw", "in #wrong")
+    out = []
+    for key in rows:
+        op, size = key.split("|")
+        any_rec = cells.get((key, "out")) or cells.get((key, "in"))
+        line = [op, _size(int(size)), str(any_rec.count), any_rec.config.dtype]
+        for place in ("out", "in"):
+            r = cells.get((key, place))
+            if r is None or r.time_s is None:
+                line += ["-", "-", "-", (r.error_type or "-") if r else "n/a"]
+                continue
+            line += [f"{r.time_s * 1e6:.1f}", f"{r.algbw() / 1e9:.2f}", f"{r.busbw() / 1e9:.2f}",
+                     str(r.wrong)]
+        out.append(tuple(line))
+    return Table(title, cols, tuple(out),
+                 ("algbw = size / time; busbw = algbw x factor (nccl-tests doc/PERFORMANCE.md: "
+                  "all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n, broadcast 1, "
+                  "all_to_all (n-1)/n); time = each rank's mean, averaged over ranks (nccl-tests "
+                  "-a 1); GB/s = 1e9 B/s",))

@@ -16,14 +16,15 @@ from typing import Callable, Iterator
 
 import torch
 
+from dlbench import telemetry
 from dlbench.config import ThroughputConfig
-from dlbench.measure.memory import peak_memory, reset_peak_memory
+from dlbench.measure.memory import memory_breakdown, peak_memory, reset_peak_memory
 from dlbench.measure.stopping import decide
 from dlbench.measure.timer import make_timer, synchronize
 from dlbench.models import get_model
 from dlbench.models.base import ModelSpec
 from dlbench.results import ThroughputRecord
-from dlbench.workloads.devices import check_supported, resolve_device
+from dlbench.workloads.devices import UnsupportedError, check_supported, resolve_device
 
 # How often the loop asks the stopping rule (host seconds). Reading a few events and computing
 # batch means costs ~0.1 ms; at 10 Hz that is under 0.1% of the window.
@@ -58,7 +59,7 @@ def precision_flags(precision: str, device: torch.device) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _compiled_graphs_freed(cfg: ThroughputConfig) -> Iterator[None]:
+def compiled_graphs_freed(cfg: ThroughputConfig) -> Iterator[None]:
     """Drop compiled graphs after a compiled run, failed or not: they hold device memory, and the
     next model with the same forward code would count against dynamo's recompile limit."""
     try:
@@ -68,11 +69,23 @@ def _compiled_graphs_freed(cfg: ThroughputConfig) -> Iterator[None]:
             torch._dynamo.reset()
 
 
+def autocast_factory(precision: str, device: torch.device) -> Callable[[], contextlib.AbstractContextManager]:
+    """A factory of the autocast context for ``precision`` (a null context for fp32 and tf32)."""
+    dtype = AUTOCAST_DTYPES.get(precision)
+    return (lambda: torch.autocast(device.type, dtype=dtype)) if dtype else contextlib.nullcontext
+
+
+def make_optimizer(name: str, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """The optimizer of a training step: ``sgd`` (momentum 0.9, as seed 000) or ``adamw``."""
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)  # seed 000: --optimizer=momentum
+    return torch.optim.AdamW(params, lr=1e-4)
+
+
 def build_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
                x: torch.Tensor, y: torch.Tensor, device: torch.device) -> Callable[[], torch.Tensor]:
     """The function one step calls: returns the loss (train) or the output (eval), unsynchronised."""
-    dtype = AUTOCAST_DTYPES.get(cfg.precision)
-    autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if dtype else contextlib.nullcontext
+    autocast = autocast_factory(cfg.precision, device)
 
     if cfg.mode == "eval":
         def eval_step() -> torch.Tensor:
@@ -90,11 +103,7 @@ def build_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
             return out
         return seed002_step
 
-    params = [p for p in model.parameters() if p.requires_grad]
-    if cfg.optimizer == "sgd":
-        opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9)  # seed 000: --optimizer=momentum
-    else:
-        opt = torch.optim.AdamW(params, lr=1e-4)
+    opt = make_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad])
     # fp16 needs loss scaling; GradScaler.step reads found_inf on the host, a sync point per step
     # that every eager fp16 PyTorch training loop has, so it stays in the measured figure.
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
@@ -111,19 +120,101 @@ def build_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
             scaler.step(opt)
             scaler.update()
         return loss
+    train_step.optimizer = opt  # read once after the window, to count its state's bytes
     return train_step
+
+
+class CheckpointedBlock(torch.nn.Module):
+    """Runs ``inner`` under activation checkpointing: only its input is kept for backward.
+
+    Non-reentrant checkpointing (``use_reentrant=False``), the form PyTorch recommends and
+    ``torch.compile`` traces. BatchNorm layers inside see their forward twice per step, so their
+    running statistics move twice as fast; with random weights and synthetic data that changes
+    no figure this benchmark reports.
+    """
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+        return checkpoint(self.inner, *args, use_reentrant=False)
+
+
+def enable_checkpointing(model: torch.nn.Module) -> str:
+    """Turn on activation checkpointing with the model library's own switch, or by blocks.
+
+    transformers models use ``gradient_checkpointing_enable``, timm models
+    ``set_grad_checkpointing``; anything else (torchvision) gets each block of its
+    ``nn.Sequential`` stages wrapped in :class:`CheckpointedBlock` (ResNet's bottlenecks, ViT's
+    encoder blocks, DenseNet's dense blocks), or, for a stage of single layers (VGG), segments
+    that each start at a layer with weights, so no segment begins with an in-place ReLU that
+    would overwrite the input it keeps. Returns how it was done; raises
+    :class:`UnsupportedError` for a model with no such structure.
+    """
+    inner = getattr(model, "model", model)  # text models are wrapped to return logits only
+    if hasattr(inner, "gradient_checkpointing_enable"):
+        inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return "transformers"
+    if hasattr(model, "set_grad_checkpointing"):
+        try:
+            model.set_grad_checkpointing(True)
+            return "timm"
+        except (AssertionError, NotImplementedError):  # timm models that lack it say so this way
+            pass
+    if _wrap_blocks(model) == 0:
+        raise UnsupportedError(f"--checkpointing: {type(model).__name__} has no sequential stages "
+                               "of blocks that dlbench knows how to checkpoint")
+    return "blocks"
+
+
+def _wrap_blocks(module: torch.nn.Module) -> int:
+    """Wrap the blocks of every ``nn.Sequential`` stage under ``module``; the number wrapped."""
+    wrapped = 0
+    for name, child in list(module.named_children()):
+        if isinstance(child, torch.nn.Sequential):
+            blocks = [m for m in child if len(list(m.children())) > 0]
+            if len(blocks) >= 2:
+                for i, m in enumerate(child):
+                    if len(list(m.children())) > 0:
+                        child[i] = CheckpointedBlock(m)
+                        wrapped += 1
+                continue
+            if len(child) >= 4 and not blocks:
+                segments = _segments(list(child))
+                if len(segments) >= 2:
+                    setattr(module, name, torch.nn.Sequential(
+                        *(CheckpointedBlock(torch.nn.Sequential(*seg)) for seg in segments)))
+                    wrapped += len(segments)
+                    continue
+        wrapped += _wrap_blocks(child)
+    return wrapped
+
+
+def _segments(layers: list[torch.nn.Module]) -> list[list[torch.nn.Module]]:
+    """About sqrt(n) runs of layers, each starting at a layer with parameters."""
+    starts = [i for i, m in enumerate(layers) if any(True for _ in m.parameters(recurse=False))]
+    if not starts:
+        return [layers]
+    every = max(1, round(len(starts) ** 0.5))
+    cuts = [0] + starts[every::every] + [len(layers)]
+    return [layers[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
 def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.perf_counter,
             flops: Callable[[ModelSpec, str, int | None], int | None] | None = None) -> ThroughputRecord:
-    """Run one config and return its record. Raises on failure; :func:`run_one` turns that into a row."""
+    """Run one config and return its record. Raises on failure; the launchers turn that into a row."""
     device = resolve_device(cfg.device)
     spec = get_model(cfg.model)
     check_supported(cfg, spec, device)
     torch.manual_seed(cfg.seed)
     size = cfg.input_size or spec.input_size
 
-    with precision_flags(cfg.precision, device), _compiled_graphs_freed(cfg):
+    # Telemetry samples on its own thread; the loop only marks the window (see dlbench.telemetry).
+    with precision_flags(cfg.precision, device), compiled_graphs_freed(cfg), \
+            telemetry.for_benchmark(cfg.telemetry_interval_s, device, env) as sampler:
+        sampler.idle(telemetry.IDLE_BASELINE_S)  # GPU power before anything runs: the baseline
         t = clock()
         model = spec.build(size).to(device)
         x, y = spec.make_batch(cfg.batch_size, device, size)
@@ -131,6 +222,8 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
             model = model.to(memory_format=torch.channels_last)
             x = x.contiguous(memory_format=torch.channels_last)
         model.train(cfg.mode == "train")
+        if cfg.checkpointing:
+            enable_checkpointing(model)
         if cfg.compile:
             model = torch.compile(model, mode=cfg.compile)
         synchronize(device)
@@ -144,11 +237,12 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         out = step()
         synchronize(device)
         first_step_s = clock() - t
-        _check_finite(cfg, out)
+        check_finite(cfg, out)
 
         timer = make_timer(device, clock)
         timer.start()
         t = clock()
+        sampler.mark("warmup_start", t)
         n = 0
         while n < cfg.warmup_steps or clock() - t < cfg.warmup_seconds:
             step()
@@ -159,6 +253,7 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         # The measured window: no synchronisation until it ends.
         timer.start()
         t0 = last_check = clock()
+        sampler.mark("window_start", t0)
         issued, reason = 0, None
         while reason is None:
             out = step()
@@ -170,20 +265,23 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
                 last_check = now
         times = tuple(timer.finish())  # note: the one CPU-GPU sync point of the window
         window_wall_s = clock() - t0
-        final = _check_finite(cfg, out)
+        sampler.mark("window_end", t0 + window_wall_s)
+        final = check_finite(cfg, out)
         memory = peak_memory(device)
+        memory.update(memory_breakdown(model, getattr(step, "optimizer", None), (x, y), memory))
 
     return ThroughputRecord(
         config=cfg, env=env, step_times_s=times, warmup_times_s=warmup,
         first_step_s=first_step_s, build_s=build_s, window_wall_s=window_wall_s,
         stop_reason=reason, samples_per_step=cfg.batch_size, unit=spec.unit,
         units_per_sample=spec.units_per_sample(size),
-        flops_per_sample=(flops or _count_flops)(spec, cfg.mode, size),
+        flops_per_sample=(flops or count_flops_safe)(spec, cfg.mode, size),
         memory=memory, final_loss=final,
+        telemetry=telemetry.finish(sampler.stop(), len(times) * cfg.batch_size),
     )
 
 
-def _check_finite(cfg: ThroughputConfig, out: torch.Tensor) -> float | None:
+def check_finite(cfg: ThroughputConfig, out: torch.Tensor) -> float | None:
     """The loss as a float (train), raising on NaN/inf; None in eval mode, whose output is logits."""
     if cfg.mode == "eval":
         return None
@@ -193,7 +291,7 @@ def _check_finite(cfg: ThroughputConfig, out: torch.Tensor) -> float | None:
     return value
 
 
-def _count_flops(spec: ModelSpec, mode: str, size: int | None) -> int | None:
+def count_flops_safe(spec: ModelSpec, mode: str, size: int | None) -> int | None:
     """Counted FLOPs per sample, or None if the counter cannot trace this model (never fatal)."""
     try:
         from dlbench.measure.flops import count_flops

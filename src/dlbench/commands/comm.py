@@ -1,0 +1,135 @@
+"""``dlbench comm``: collective bandwidth (time, algbw, busbw, #wrong) as nccl-tests reports it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
+                                     add_store_flags, csv_list)
+from dlbench.commands.scale import MULTINODE, add_dist_flags, rendezvous
+
+ORDER = 21
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "comm", help="collective bandwidth: all_reduce, all_gather, ... (nccl-tests' figures)",
+        description="Time each collective from --min to --max bytes (doubling), out-of-place and "
+                    "in-place, and report algbw = size / time and busbw = algbw x the factor of "
+                    "nccl-tests' doc/PERFORMANCE.md: all_reduce 2(n-1)/n, all_gather and "
+                    "reduce_scatter (n-1)/n, broadcast 1, all_to_all (n-1)/n. Every size is also "
+                    "checked: #wrong counts elements that differ from the exact expected result "
+                    "(summed over ranks), and a row with #wrong > 0 is stored as a failure. NCCL "
+                    "on GPUs (one process per GPU), gloo on the CPU (--gpus = processes).",
+        epilog="examples:\n"
+               "  dlbench comm --gpus 2\n"
+               "  dlbench comm --op all_reduce,all_gather --min 8B --max 4GiB --gpus 2\n"
+               "  dlbench comm --op all_reduce --min 1M --max 1G --interconnect no-p2p --gpus 2\n"
+               "  dlbench comm --device cpu --gpus 2 --max 1MiB           (gloo on the CPU)\n\n"
+               "sizes: nccl-tests' size column (all_gather: the gathered buffer; reduce_scatter: "
+               "the input; all_to_all: one rank's send buffer). all_to_all has no in-place form "
+               "in torch.distributed.\n\n" + MULTINODE,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--op", action="append", type=csv_list(),
+                   help="all_reduce, all_gather, reduce_scatter, broadcast, all_to_all (all)")
+    p.add_argument("--min", default="8B", help="smallest size (8B, 64K, 1MiB...; default 8B)")
+    p.add_argument("--max", default="1GiB", help="largest size (default 1GiB; 4GiB as nccl-tests)")
+    p.add_argument("--factor", type=int, default=2, help="size step factor (default 2)")
+    p.add_argument("--dtype", default="float32",
+                   choices=("float32", "float16", "bfloat16", "float64", "int32"))
+    p.add_argument("--iters", type=int, default=20, help="timed iterations per size (20)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed iterations per size (5)")
+    p.add_argument("--gpus", type=int, help="ranks per host (default: every GPU; 2 on a CPU)")
+    p.add_argument("--interconnect", action="append", type=csv_list(),
+                   help="default, no-p2p, no-shm, no-p2p+no-shm, no-ib")
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    p.add_argument("--device", default="auto", help="auto or cpu (gloo)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per job (600)")
+    p.add_argument("--pg-timeout", type=float, default=120.0, help="process-group timeout (120)")
+    add_dist_flags(p)
+    p.add_argument("--tag", help="label this run")
+    p.add_argument("--json", action="store_true", help="print the records as JSON")
+    p.add_argument("-q", "--quiet", action="store_true")
+    add_store_flags(p)
+    p.set_defaults(handler=cmd_comm)
+
+
+def cmd_comm(args: argparse.Namespace) -> int:
+    import torch
+
+    from dlbench import env as envmod
+    from dlbench.commands.common import flatten
+    from dlbench.config import ConfigError
+    from dlbench.launch.torchrun import TorchrunLauncher
+    from dlbench.report import tables, terminal
+    from dlbench.results import new_id
+    from dlbench.results_dist import COMM_OPS, INTERCONNECTS
+    from dlbench.store import Store
+    from dlbench.sweep import env_key
+    from dlbench.workloads.comm import parse_size, sizes_between
+
+    ops = flatten(args.op, list(COMM_OPS))
+    for op in ops:
+        if op not in COMM_OPS:
+            raise ConfigError(f"--op must be among {', '.join(COMM_OPS)}; got {op!r}")
+    profiles = flatten(args.interconnect, ["default"])
+    for prof in profiles:
+        if prof not in INTERCONNECTS:
+            raise ConfigError(f"--interconnect must be among {', '.join(INTERCONNECTS)}; "
+                              f"got {prof!r}")
+    try:
+        sizes = sizes_between(parse_size(args.min), parse_size(args.max), args.factor)
+    except ValueError as exc:
+        raise ConfigError(f"--min/--max/--factor: {exc}") from None
+    cuda = args.device != "cpu" and torch.cuda.is_available()
+    backend = args.backend if args.backend != "auto" else ("nccl" if cuda else "gloo")
+    if backend == "nccl" and not cuda:
+        raise ConfigError("--backend nccl needs CUDA GPUs; use --backend gloo")
+    nproc = args.gpus or (torch.cuda.device_count() if cuda else 2)
+    rdzv = rendezvous(args)
+    env = envmod.capture_environment()
+    launcher = TorchrunLauncher(timeout_s=args.timeout, pg_timeout_s=args.pg_timeout,
+                                rendezvous=rdzv)
+    run_id, key, recs = new_id(), env_key(env), []
+    t0 = time.perf_counter()
+    status = "running"
+    with Store(args.db) as store:
+        store.start_run(run_id, args.command_line, env, key, envmod.device_label(env), None,
+                        args.tag)
+        try:
+            for prof in profiles:
+                if not args.quiet:
+                    terminal.stderr.print(f"[bold]dlbench comm[/bold] {len(ops)} op(s) x "
+                                          f"{len(sizes)} sizes, {nproc * rdzv.nnodes} ranks "
+                                          f"({backend}, {prof})")
+                for r in launcher.run_comm(ops, sizes, nproc, env, backend=backend,
+                                           dtype=args.dtype, iters=args.iters,
+                                           warmup=args.warmup, interconnect=prof):
+                    r = r.with_run(run_id)
+                    store.add(r, key)
+                    recs.append(r)
+            status = "done"
+        except KeyboardInterrupt:
+            status = "interrupted"
+        finally:
+            store.finish_run(run_id, status)
+    if args.json:
+        sys.stdout.write(json.dumps([dict(r.to_dict(), time_s=r.time_s, algbw=r.algbw(),
+                                          busbw=r.busbw()) for r in recs], indent=1) + "\n")
+    else:
+        for prof in profiles:
+            sel = [r for r in recs if r.config.interconnect == prof]
+            terminal.print_table(tables.comm_table(
+                sel, f"Collectives, {nproc * rdzv.nnodes} ranks, {backend}, {prof}, "
+                     f"{envmod.device_label(env)}"))
+        for r in recs:
+            if not r.ok:
+                terminal.error(f"{r.config.label}: {r.error_type}: {(r.error or '')[:1500]}")
+    terminal.stderr.print(f"wall time {time.perf_counter() - t0:.1f} s; {len(recs)} result(s) "
+                          f"stored in {args.db} (run {run_id})")
+    if status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED_RESULTS if any(not r.ok for r in recs) else EXIT_OK

@@ -1,0 +1,267 @@
+"""``dlbench peak``, ``dlbench roofline`` and ``dlbench gpus``: how close to the hardware."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from dlbench import env as envmod
+from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
+                                     add_store_flags, csv_list, flatten)
+from dlbench.config import ConfigError
+from dlbench.report import export, tables, terminal
+from dlbench.store import Store, StoreError
+
+ORDER = 30
+PEAK_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "peak", help="measure the device's ceilings: matmul TFLOP/s, memory and transfer GB/s",
+        description="Matrix-multiply TFLOP/s over a sweep of shapes per precision (random data, "
+                    "L2 flushed between iterations), device memory bandwidth (copy, read, write), "
+                    "host<->device (pinned, pageable) and GPU<->GPU bandwidth. On a machine "
+                    "without a GPU the same verbs measure the CPU. Under a minute on an H100.",
+        epilog="examples:\n  dlbench peak\n  dlbench peak --precision bf16,fp8 --verbs matmul\n"
+               "  dlbench peak --quick --device cpu",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--precision", action="append", type=csv_list(),
+                   help="matmul precisions (default: all the device has of "
+                        "fp32,tf32,fp16,bf16,fp8; the CPU: fp32,bf16)")
+    p.add_argument("--verbs", action="append", type=csv_list(),
+                   help="matmul, memory, transfer, p2p (default: all)")
+    p.add_argument("--quick", action="store_true", help="small shapes and buffers (seconds)")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+    add_store_flags(p)
+    p.add_argument("--tag", help="label this run")
+    p.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
+    p.set_defaults(handler=cmd_peak)
+
+    p = sub.add_parser(
+        "roofline", help="MFU and the roofline of stored throughput results (PNG + SVG plot)",
+        description="For every throughput result of a run: achieved TFLOP/s, MFU against the "
+                    "datasheet and the measured peak, arithmetic intensity (FLOPs over the bytes "
+                    "of a stated model, see dlbench.measure.roofline) and which roof bounds it; "
+                    "a log-log plot of the device's two roofs with every model on it.")
+    add_store_flags(p)
+    p.add_argument("--run", default="latest-throughput",
+                   help="run id prefix, 'latest', or 'latest-throughput' (default): the latest "
+                        "run holding throughput results")
+    p.add_argument("--tag", help="every run with this tag instead of one run")
+    p.add_argument("-o", "--output", default="roofline",
+                   help="plot path without extension (default: ./roofline -> .png and .svg)")
+    p.add_argument("--no-plot", action="store_true", help="tables only")
+    p.set_defaults(handler=cmd_roofline)
+
+    p = sub.add_parser(
+        "gpus", help="published results and GPU specs beside yours; speed fitted on TFLOPS",
+        description="Reference results (seeds 000, 002, 003, each with its source) with the "
+                    "user's own rows beside them, and seed 002's analysis: speed (1/time) on the "
+                    "GPUs' TFLOPS, a least-squares line through the origin, R^2, and a prediction "
+                    "with a 95%% interval for GPUs not measured.")
+    add_store_flags(p)
+    p.add_argument("-m", "--model", default="vgg16", help="model of the fit (default vgg16)")
+    p.add_argument("--mode", default="eval", choices=("eval", "train"))
+    p.add_argument("--x", dest="x_precision", default="fp32", choices=PEAK_PRECISIONS,
+                   help="which datasheet TFLOPS the fit uses (default fp32, as seed 002)")
+    p.add_argument("--predict", action="append", type=csv_list(),
+                   help="spec ids to predict (default: every GPU with that figure); "
+                        "'--specs' lists them")
+    p.add_argument("--specs", action="store_true", help="print the spec table and exit")
+    p.add_argument("--source", choices=("seed000", "seed002", "seed003"),
+                   help="print that source's published rows and exit")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_gpus)
+
+
+# -- peak ------------------------------------------------------------------------------------------
+def cmd_peak(args: argparse.Namespace) -> int:
+    import torch
+
+    from dlbench.sweep import env_key
+    from dlbench.results import new_id
+    from dlbench.workloads.devices import resolve_device
+    from dlbench.workloads.peak import (default_plan, measure_point, plan_points,
+                                        supported_precisions)
+
+    device = resolve_device(args.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    support = supported_precisions(device)
+    asked = flatten(args.precision, [])
+    for p in asked:
+        if p not in PEAK_PRECISIONS:
+            raise ConfigError(f"--precision {p!r}: choose from {', '.join(PEAK_PRECISIONS)}")
+    precisions = asked or [p for p in PEAK_PRECISIONS if support.get(p) is None]
+    verbs = tuple(flatten(args.verbs, ["matmul", "memory", "transfer", "p2p"]))
+    for v in verbs:
+        if v not in ("matmul", "memory", "transfer", "p2p"):
+            raise ConfigError(f"--verbs {v!r}: choose from matmul, memory, transfer, p2p")
+    plan = default_plan(device, quick=args.quick)
+    points = plan_points(device, precisions, plan, verbs)
+    env = envmod.capture_environment()
+    key = env_key(env)
+    run_id = new_id()
+    records = []
+    t0 = time.perf_counter()
+    status = "running"
+    with Store(args.db) as store:
+        store.start_run(run_id, getattr(args, "command_line", "dlbench peak"), env, key,
+                        envmod.device_label(env), "peak", args.tag)
+        try:
+            for cfg in points:
+                rec = measure_point(cfg, env, plan).with_run(run_id)
+                store.add(rec, key)  # stored the moment it exists
+                records.append(rec)
+                if not args.json:
+                    terminal.stderr.print(
+                        f"{'[green]✓[/green]' if rec.ok else '[yellow]-[/yellow]'} {cfg.label}: "
+                        + (f"{tables.fmt_num(rec.median())} {rec.unit}" if rec.ok
+                           else f"{rec.error_type}"), highlight=False)
+            status = "done"
+        except KeyboardInterrupt:
+            status = "interrupted"
+        finally:
+            store.finish_run(run_id, status)
+    if args.json:
+        sys.stdout.write(export.to_json(records) + "\n")
+    else:
+        terminal.print_table(tables.peak_table(records, f"Ceilings of {envmod.device_label(env)}"))
+    terminal.stderr.print(f"wall time {time.perf_counter() - t0:.1f} s; {len(records)} point(s) "
+                          f"stored in {args.db} (run {run_id})")
+    if status == "interrupted":
+        return EXIT_INTERRUPTED
+    bad = [r for r in records if r.status != "ok" and r.error_type != "unsupported"]
+    return EXIT_FAILED_RESULTS if bad else EXIT_OK
+
+
+# -- roofline --------------------------------------------------------------------------------------
+def _throughput_records(store: Store, run: str, tag: str | None) -> list:
+    if tag:
+        return store.results(kind="throughput", tag=tag)
+    if run == "latest-throughput":
+        recs = store.results(kind="throughput")
+        if not recs:
+            raise StoreError(f"{store.path} holds no throughput results; run 'dlbench run' first")
+        return [r for r in recs if r.run_id == recs[-1].run_id]
+    return store.results(kind="throughput", run_id=store.resolve_run(run))
+
+
+def cmd_roofline(args: argparse.Namespace) -> int:
+    from dlbench.measure.mfu import device_key, measured_peaks
+    from dlbench.measure.roofline import point_for, roofs_for
+
+    if not Path(args.db).exists():
+        raise StoreError(f"no result store at {args.db}; run 'dlbench run' and 'dlbench peak' first")
+    with Store(args.db) as store:
+        recs = _throughput_records(store, args.run, args.tag)
+        peak_recs = store.results(kind="peak")
+    peaks = measured_peaks(peak_recs)
+    by_dev: dict[str, list] = {}
+    for r in recs:
+        by_dev.setdefault(device_key(r.env), []).append(r)
+    for dev, rs in by_dev.items():
+        roofs = roofs_for(dev, rs[0].env, peak_recs)
+        terminal.print_table(tables.mfu_table(rs, peaks, roofs, f"MFU and roofline on {dev}"))
+        bw = f"{tables.fmt_num(roofs.bandwidth_gbs)} GB/s" if roofs.bandwidth_gbs else "unknown"
+        terminal.stdout.print(f"roofs ({roofs.source}): memory {bw}; compute "
+                              + ", ".join(f"{p} {tables.fmt_num(v)} TFLOP/s"
+                                        for p, v in roofs.compute_tflops.items()))
+        if args.no_plot:
+            continue
+        pts = [p for p in (point_for(r, roofs) for r in rs) if p is not None]
+        stem = Path(args.output)
+        if len(by_dev) > 1:
+            stem = stem.with_name(f"{stem.name}-{envmod._slug(dev)}")
+        from dlbench.report.plots import roofline_plot
+        paths = roofline_plot(pts, roofs, stem)
+        terminal.stderr.print("wrote " + ", ".join(str(p) for p in paths))
+    return EXIT_OK
+
+
+# -- gpus ------------------------------------------------------------------------------------------
+def _own_points(db: str, model: str, mode: str, x_precision: str) -> list:
+    """The user's FP32 results of ``model``/``mode`` as fit points (spec TFLOPS, 1000/ms)."""
+    from dlbench.measure.mfu import spec_for_env
+    from dlbench.reference import FitPoint
+    if not Path(db).exists():
+        return []
+    pts = []
+    with Store(db) as store:
+        for r in store.results(kind="throughput", model=model, status="ok"):
+            c = r.config
+            if c.mode != mode or c.precision != "fp32":
+                continue
+            spec, _ = spec_for_env(r.env)
+            s = r.summary()
+            if spec is None or s is None or not spec.tflops(x_precision):
+                continue
+            # seed 002's speed: batches of 16 per second; other batches scaled to 16 samples
+            pts.append(FitPoint(f"{envmod.device_label(r.env)} (yours, b{c.batch_size}, {c.method})",
+                                spec.tflops(x_precision), s.throughput / 16.0, own=True))
+    return pts
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from dlbench import reference as ref
+
+    if args.specs:
+        rows = tuple((s.id, s.name, *(tables.fmt_num(s.tflops(p)) for p in PEAK_PRECISIONS),
+                      tables.fmt_num(s.memory_bandwidth_gbs), tables.fmt_num(s.memory_gb),
+                      tables.fmt_num(s.tdp_w), s.source) for s in ref.gpu_specs())
+        terminal.print_table(tables.Table(
+            "GPU datasheet figures (dense TFLOPS; fp32 non-tensor)",
+            ("id", "name", *PEAK_PRECISIONS, "GB/s", "GB", "W", "source"), rows))
+        return EXIT_OK
+    if args.source:
+        rs = ref.select(source=args.source)
+        src = ref.sources()[args.source]
+        rows = tuple((r.device, str(r.gpus), r.model, r.mode, r.precision or "-",
+                      str(r.batch_size or "-"), r.metric, tables.fmt_num(r.value), r.setup or "")
+                     for r in rs)
+        terminal.print_table(tables.Table(f"{args.source}: {src['title']}",
+                                          ("device", "GPUs", "model", "mode", "prec", "batch",
+                                           "metric", "value", "setup"), rows,
+                                          (f"source: {src['document']}", src["setup"])))
+        return EXIT_OK
+    pub = ref.reference_points(args.model, args.mode, x_precision=args.x_precision)
+    own = _own_points(args.db, args.model, args.mode, args.x_precision)
+    if len(pub) < 2:
+        raise ConfigError(f"fewer than two published FP32 points for {args.model} {args.mode}; "
+                          "seed 002 has vgg16, resnet152 and densenet161")
+    fit = ref.fit_through_origin([p.x_tflops for p in pub], [p.y_speed for p in pub])
+    wanted = flatten(args.predict, [])
+    specs = [ref.spec_by_id(i) for i in wanted] if wanted else [
+        s for s in ref.gpu_specs() if s.tflops(args.x_precision)]
+    preds = [(s, *fit.predict(s.tflops(args.x_precision))) for s in specs]
+    if args.json:
+        sys.stdout.write(json.dumps({
+            "model": args.model, "mode": args.mode, "x": f"{args.x_precision}_tflops",
+            "slope": fit.slope, "r2": fit.r2, "r2_centered": fit.r2_centered, "n": fit.n,
+            "points": [p.__dict__ for p in pub + own],
+            "predictions": [{"gpu": s.id, "batches_per_s": y, "low": lo, "high": hi,
+                             "ms_per_batch": 1000 / y} for s, y, lo, hi in preds]}, indent=1) + "\n")
+        return EXIT_OK
+    rows = [(p.label, "published (seed 002)", tables.fmt_num(p.x_tflops), tables.fmt_num(p.y_speed),
+             tables.fmt_num(1000 / p.y_speed), tables.fmt_num(fit.slope * p.x_tflops)) for p in pub]
+    rows += [(p.label, "yours", tables.fmt_num(p.x_tflops), tables.fmt_num(p.y_speed),
+              tables.fmt_num(1000 / p.y_speed), tables.fmt_num(fit.slope * p.x_tflops)) for p in own]
+    terminal.print_table(tables.Table(
+        f"{args.model} {args.mode}, batch 16: speed on {args.x_precision} TFLOPS",
+        ("device", "from", "TFLOPS", "batches/s", "ms/batch", "fit"), tuple(rows),
+        (f"fit through the origin on the {len(pub)} published FP32 points: batches/s = "
+         f"{fit.slope:.4f} x TFLOPS; R^2 = {fit.r2:.3f} (uncentred, as seed 002; centred "
+         f"{fit.r2_centered:.3f}); your rows are shown, not fitted",)))
+    terminal.print_table(tables.Table(
+        "Predicted for GPUs not measured (95% prediction interval)",
+        ("gpu", "TFLOPS", "batches/s", "interval", "ms/batch"),
+        tuple((s.name, tables.fmt_num(s.tflops(args.x_precision)), tables.fmt_num(y),
+               f"{tables.fmt_num(lo)} - {tables.fmt_num(hi)}", tables.fmt_num(1000 / y))
+              for s, y, lo, hi in preds),
+        ("a line fitted on 2017-2021 GPUs at batch 16 in FP32; far outside that range "
+         "(tensor-core GPUs, large batches) the prediction says what FP32 TFLOPS alone implies",)))
+    return EXIT_OK

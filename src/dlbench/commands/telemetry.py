@@ -1,0 +1,129 @@
+"""``dlbench telemetry RESULT`` (a stored result's series and energy) and ``dlbench monitor``."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+from dlbench.commands.common import EXIT_OK, add_store_flags
+from dlbench.report import tables, terminal
+from dlbench.store import Store, StoreError
+
+ORDER = 30
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "telemetry", help="a result's GPU telemetry: energy summary and the sampled series",
+        description="Show what the GPU did during a stored result (power, energy per sample, "
+                    "clocks, temperature, throttling), or export the series as CSV (one row per "
+                    "GPU per sample, with the phase: idle, setup, warmup, window, after).",
+        epilog="examples:\n  dlbench telemetry 3f2a9c --csv resnet50.csv\n"
+               "  dlbench telemetry --run latest          # the energy table of a run",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_store_flags(p)
+    p.add_argument("ref", nargs="?", help="result id (or unique prefix)")
+    p.add_argument("--run", help="instead of one result, the energy table of a run (id or 'latest')")
+    p.add_argument("--csv", metavar="FILE", help="write the series as CSV ('-' for stdout)")
+    p.set_defaults(handler=cmd_telemetry)
+
+    p = sub.add_parser(
+        "monitor", help="sample the GPUs on their own until Ctrl-C (seed 003's log: --interval 5)",
+        description="Print one line per GPU per interval: utilisation, memory, power, energy "
+                    "since start, temperature, SM clock and throttle reasons. Run any workload "
+                    "beside it. Without NVML the host's CPU and memory are sampled instead.")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
+    p.add_argument("--duration", type=float, help="stop after this many seconds (default: Ctrl-C)")
+    p.add_argument("--csv", metavar="FILE", help="also write every sample to this CSV file")
+    p.add_argument("--gpu", help="comma-separated NVML indices (default: every GPU)")
+    p.set_defaults(handler=cmd_monitor)
+
+
+def cmd_telemetry(args: argparse.Namespace) -> int:
+    from dlbench.telemetry.summary import rows as series_rows
+
+    if not Path(args.db).exists():
+        raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
+    with Store(args.db) as store:
+        if args.run:
+            recs = [r for r in store.results(run_id=store.resolve_run(args.run))
+                    if hasattr(r, "telemetry")]
+            terminal.print_table(tables.energy_table(recs, f"Energy and telemetry, run {args.run}"))
+            return EXIT_OK
+        if not args.ref:
+            raise StoreError("name a result id (dlbench results ls --results) or pass --run")
+        rec = store.get(args.ref)
+    tele = getattr(rec, "telemetry", None)
+    if not tele:
+        raise StoreError(f"result {rec.id} has no telemetry (measured with telemetry off, or "
+                         "by a dlbench older than telemetry)")
+    columns, rows = series_rows(tele)
+    if args.csv:
+        text = _csv(columns, rows)
+        if args.csv == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.csv).write_text(text)
+            terminal.stderr.print(f"wrote {len(rows)} sample rows of {rec.id} to {args.csv}")
+        return EXIT_OK
+    terminal.print_table(tables.energy_table([rec], f"Result {rec.id}: {rec.config.label}"))
+    if tele.get("nvml_error"):
+        terminal.stdout.print(f"no GPU telemetry: {tele['nvml_error']}", highlight=False)
+    marks = ", ".join(f"{k} {v:.3f} s" for k, v in (tele.get("marks") or {}).items())
+    terminal.stdout.print(f"marks: {marks}; every {tele.get('interval_s')} s", highlight=False)
+    terminal.print_table(tables.Table(f"Series ({len(rows)} rows)", columns,
+                                      tuple(tuple(_cell(r[c]) for c in columns) for r in rows)))
+    return EXIT_OK
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    from dlbench.telemetry.monitor import Monitor, format_line
+
+    if not args.interval > 0:
+        raise StoreError("--interval must be > 0 seconds")
+    gpus = [int(g) for g in args.gpu.split(",")] if args.gpu else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mon = Monitor(gpus)
+    for w in caught:  # said once, as a line of the CLI rather than a Python warning
+        terminal.warn(str(w.message))
+    fh = open(args.csv, "w", newline="") if args.csv else None
+    writer = csv.DictWriter(fh, fieldnames=mon.columns, lineterminator="\n") if fh else None
+    if writer:
+        writer.writeheader()
+    n = 0
+    try:
+        for rows in mon.ticks(args.interval, args.duration):
+            for row in rows:
+                print(format_line(row), flush=True)
+                if writer:
+                    writer.writerow({k: "" if v is None else v for k, v in row.items()})
+            if fh:
+                fh.flush()  # a kill keeps every line written so far
+            n += 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        mon.close()
+        if fh:
+            fh.close()
+    terminal.stderr.print(f"{n} sample(s)" + (f" written to {args.csv}" if args.csv else ""))
+    return EXIT_OK
+
+
+def _csv(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: "" if r.get(k) is None else r[k] for k in columns})
+    return buf.getvalue()
+
+
+def _cell(v: Any) -> str:
+    return "-" if v is None or v == "" else str(v)

@@ -1,0 +1,350 @@
+"""Multi-process jobs through torch.distributed's own launcher (torchrun).
+
+The parent (:class:`TorchrunLauncher`) writes a job file, starts
+``python -m torch.distributed.run ... -m dlbench.launch.torchrun JOB`` as a subprocess and waits
+under a time limit. Every rank (``main`` below) initialises the process group with a timeout,
+runs its part, and writes its raw results, or its error and traceback, to a file in the folder
+the parent named; after a success the ranks exchange their results so that every host has the
+whole job's raw samples. The parent alone turns them into records: one per config.
+
+Single host: ``--standalone --nproc-per-node N``. Several hosts: one dlbench per host, each
+starting a torchrun agent with ``--nnodes N --node-rank R --rdzv-backend c10d
+--rdzv-endpoint HOST:PORT`` (Slurm: one task per node, see :func:`slurm_settings`).
+
+Failures: a rank that raises writes its traceback and exits; torchrun then stops the other ranks
+(``--max-restarts 0``), and the parent stores the first failure's traceback as the error row.
+The process group's timeout ends a collective that waits on a dead peer; the launcher's timeout
+ends anything else. Ctrl-C stops torchrun, which stops every rank.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from dlbench.results import ErrorType
+from dlbench.results_dist import (CommConfig, CommRecord, ScalingConfig, ScalingRecord,
+                                  interconnect_env)
+
+# How often torchrun's agent looks at its workers: a failed rank is noticed within this.
+MONITOR_INTERVAL_S = 0.2
+# After asking torchrun to stop, how long before it is killed.
+STOP_GRACE_S = 15.0
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where the hosts of a multi-node job meet (torchrun's ``--rdzv-*``, ``--nnodes``)."""
+
+    nnodes: int = 1
+    node_rank: int = 0
+    endpoint: str | None = None          # HOST:PORT of the c10d store (on one of the hosts)
+    run_id: str = "dlbench"
+
+    def args(self, nproc_per_node: int) -> list[str]:
+        if self.nnodes == 1 and self.endpoint is None:
+            return ["--standalone", "--nproc-per-node", str(nproc_per_node)]
+        if not self.endpoint:
+            raise ValueError("--rdzv-endpoint HOST:PORT is needed with --nnodes > 1")
+        return ["--nnodes", str(self.nnodes), "--node-rank", str(self.node_rank),
+                "--nproc-per-node", str(nproc_per_node), "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", self.endpoint, "--rdzv-id", self.run_id]
+
+
+def slurm_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+    """What a Slurm step says about the job: nodes, this node's index, the rendezvous.
+
+    Read from ``SLURM_NNODES``, ``SLURM_NODEID``, ``SLURM_JOB_ID`` (the rendezvous id) and
+    ``MASTER_ADDR``/``MASTER_PORT`` (set them in the batch script to the first host, e.g.
+    ``MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1)``). Empty outside Slurm.
+    """
+    if "SLURM_JOB_ID" not in environ:
+        return {}
+    out: dict[str, Any] = {"run_id": f"slurm-{environ['SLURM_JOB_ID']}"}
+    if environ.get("SLURM_NNODES"):
+        out["nnodes"] = int(environ["SLURM_NNODES"])
+    if environ.get("SLURM_NODEID"):
+        out["node_rank"] = int(environ["SLURM_NODEID"])
+    if environ.get("MASTER_ADDR"):
+        out["endpoint"] = f"{environ['MASTER_ADDR']}:{environ.get('MASTER_PORT', '29500')}"
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class JobOutcome:
+    """What came back from one torchrun job."""
+
+    returncode: int | None
+    results: list[dict[str, Any]] | None          # every rank's results, rank order (success)
+    rank_files: dict[int, dict[str, Any]] = field(default_factory=dict)  # this host's ranks
+    log_tail: str = ""
+    timed_out: bool = False
+    launch_env: dict[str, str] = field(default_factory=dict)
+
+    def first_failure(self) -> tuple[int | None, str, str]:
+        """(rank, error type, message) of the earliest failure: the cause, not its echoes."""
+        failed = [d for d in self.rank_files.values() if not d.get("ok")]
+        if failed:
+            d = min(failed, key=lambda d: (d.get("time", 0.0), not d.get("injected", False)))
+            return d["rank"], d.get("error_type") or ErrorType.EXCEPTION, d.get("error") or ""
+        if self.timed_out:
+            return None, ErrorType.TIMEOUT, "the job ran past its time limit and was stopped\n" \
+                                            + self.log_tail
+        return None, ErrorType.CRASHED, (f"torchrun exited with code {self.returncode} and no rank "
+                                         f"reported an error; its output ends:\n{self.log_tail}")
+
+
+class TorchrunLauncher:
+    """Start a job of ``nproc`` ranks per host through ``python -m torch.distributed.run``.
+
+    ``timeout_s`` bounds the whole job (start-up included); ``pg_timeout_s`` bounds any one
+    collective (the process group's timeout), so a rank waiting on a dead peer gives up.
+    """
+
+    name = "torchrun"
+    survives_fatal = True   # every job is a fresh set of processes
+
+    def __init__(self, timeout_s: float = 900.0, pg_timeout_s: float = 120.0,
+                 rendezvous: Rendezvous | None = None, extra_env: Mapping[str, str] | None = None
+                 ) -> None:
+        self.timeout_s = timeout_s
+        self.pg_timeout_s = pg_timeout_s
+        self.rdzv = rendezvous or Rendezvous()
+        self.extra_env = dict(extra_env or {})
+
+    # -- the generic job ------------------------------------------------------------------------
+    def launch(self, job: dict[str, Any], nproc_per_node: int, interconnect: str = "default"
+               ) -> JobOutcome:
+        launch_env = {**self.extra_env, **interconnect_env(interconnect)}
+        with tempfile.TemporaryDirectory(prefix="dlbench-dist-") as tmp:
+            out_dir = Path(tmp)
+            job = {**job, "out_dir": str(out_dir), "pg_timeout_s": self.pg_timeout_s}
+            job_path = out_dir / "job.json"
+            job_path.write_text(json.dumps(job))
+            cmd = [sys.executable, "-m", "torch.distributed.run", *self.rdzv.args(nproc_per_node),
+                   "--max-restarts", "0", "--monitor-interval", str(MONITOR_INTERVAL_S),
+                   "-m", "dlbench.launch.torchrun", str(job_path)]
+            env = {**os.environ, **launch_env}
+            env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default, said explicitly
+            log_path = out_dir / "torchrun.log"
+            timed_out = False
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                        start_new_session=True)
+                try:
+                    proc.wait(timeout=self.timeout_s)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _stop(proc)
+                except KeyboardInterrupt:
+                    _stop(proc)  # torchrun passes the stop on to every rank
+                    raise
+            rank_files = {}
+            for p in out_dir.glob("rank*.json"):
+                d = json.loads(p.read_text())
+                rank_files[d["rank"]] = d
+            all_path = out_dir / "all.json"
+            results = json.loads(all_path.read_text()) if all_path.exists() else None
+            tail = log_path.read_text(errors="replace")[-3000:]
+        return JobOutcome(proc.returncode, results, rank_files, tail, timed_out, launch_env)
+
+    # -- scaling ----------------------------------------------------------------------------------
+    def run(self, cfg: ScalingConfig, env: dict, fail_rank: int | None = None,
+            fail_at_step: int | None = None, params_out: str | None = None) -> ScalingRecord:
+        """Measure one scaling config; a failure of any kind comes back as an error record.
+
+        ``fail_rank``/``fail_at_step`` inject a failure on one rank, ``params_out`` saves rank 0's
+        final parameters (both for tests).
+        """
+        job = {"kind": "scaling", "config": cfg.to_dict(), "fail_rank": fail_rank,
+               "fail_at_step": fail_at_step, "params_out": params_out}
+        out = self.launch(job, cfg.processes // cfg.nnodes, cfg.interconnect)
+        backend = _backend(cfg.backend, cfg.base.device)
+        if out.results is not None and out.returncode == 0:
+            rs = sorted(out.results, key=lambda d: d["rank"])
+            slow = max(rs, key=lambda d: sum(d["step_times_s"]))
+            return ScalingRecord(
+                config=cfg, env=env, rank_step_times_s=tuple(tuple(d["step_times_s"]) for d in rs),
+                rank_warmup_times_s=tuple(tuple(d["warmup_times_s"]) for d in rs),
+                rank_samples_per_step=tuple(d["samples_per_step"] for d in rs),
+                rank_hosts=tuple(d["host"] for d in rs),
+                first_step_s=max(d["first_step_s"] for d in rs),
+                build_s=max(d["build_s"] for d in rs), window_wall_s=slow["window_wall_s"],
+                stop_reason=rs[0]["stop_reason"], unit=rs[0]["unit"],
+                units_per_sample=rs[0]["units_per_sample"],
+                flops_per_sample=rs[0]["flops_per_sample"], memory=rs[0]["memory"],
+                final_loss=rs[0]["final_loss"], launch_env=out.launch_env, backend=backend)
+        rank, kind, msg = out.first_failure()
+        errors = {str(r): d.get("error") or "" for r, d in out.rank_files.items() if not d.get("ok")}
+        where = f"rank {rank}: " if rank is not None else ""
+        return ScalingRecord(config=cfg, env=env, status="error", error_type=kind,
+                             error=where + msg, failed_rank=rank, rank_errors=errors,
+                             launch_env=out.launch_env, backend=backend)
+
+
+    # -- collectives ------------------------------------------------------------------------------
+    def run_comm(self, ops: list[str], sizes: list[int], ranks_per_node: int, env: dict,
+                 backend: str = "auto", dtype: str = "float32", iters: int = 20, warmup: int = 5,
+                 interconnect: str = "default", corrupt_rank: int | None = None
+                 ) -> list[CommRecord]:
+        """Every op x size x placement in one job; one record each (a whole-job failure gives one
+        error record per op). ``corrupt_rank`` spoils one input element there (for tests)."""
+        backend = _backend(backend, "auto")
+        ranks = ranks_per_node * self.rdzv.nnodes
+        job = {"kind": "comm", "backend": backend, "ops": ops, "sizes": sizes, "dtype": dtype,
+               "iters": iters, "warmup": warmup, "corrupt_rank": corrupt_rank}
+        out = self.launch(job, ranks_per_node, interconnect)
+
+        def cfg(op: str, size: int, inplace: bool) -> CommConfig:
+            return CommConfig(op=op, size_bytes=size, ranks=ranks, backend=backend, dtype=dtype,
+                              inplace=inplace, interconnect=interconnect, iters=iters,
+                              warmup=warmup)
+        if out.results is None or out.returncode != 0:
+            rank, kind, msg = out.first_failure()
+            where = f"rank {rank}: " if rank is not None else ""
+            return [CommRecord(config=cfg(op, sizes[0], False), env=env, status="error",
+                               error_type=kind, error=where + msg, launch_env=out.launch_env)
+                    for op in ops]
+        per_rank = [d["rows"] for d in sorted(out.results, key=lambda d: d["rank"])]
+        records = []
+        for i, row in enumerate(per_rank[0]):
+            rows = [rs[i] for rs in per_rank]
+            c = cfg(row["op"], row["size_bytes"], row["inplace"])
+            if row.get("skipped"):
+                continue
+            errors = [f"rank {r}: {x['error']}" for r, x in enumerate(rows) if x.get("error")]
+            if errors:
+                records.append(CommRecord(config=c, env=env, status="error",
+                                          error_type=ErrorType.EXCEPTION, error="\n".join(errors),
+                                          count=row["count"], launch_env=out.launch_env))
+                continue
+            wrong = sum(x["wrong"] for x in rows)  # summed over ranks, as nccl-tests' #wrong
+            records.append(CommRecord(
+                config=c, env=env, status="ok" if wrong == 0 else "error",
+                error_type=None if wrong == 0 else "wrong_result",
+                error=None if wrong == 0 else f"{wrong} element(s) differ from the expected result",
+                rank_times_s=tuple(tuple(x["times_s"]) for x in rows), count=row["count"],
+                wrong=wrong, launch_env=out.launch_env))
+        return records
+
+
+def _backend(backend: str, device: str) -> str:
+    if backend != "auto":
+        return backend
+    import torch
+    return "nccl" if device != "cpu" and torch.cuda.is_available() else "gloo"
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Ask torchrun to stop (it stops its ranks), then kill it if it lingers."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+# ------------------------------------------------------------------------------ the rank side
+def _write(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(path)  # atomic: the parent never reads half a file
+
+
+def _exit_with_parent() -> None:
+    """End this rank if its torchrun agent dies (a killed agent would otherwise orphan it)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main(job_path: str) -> int:
+    job = json.loads(Path(job_path).read_text())
+    out_dir = Path(job["out_dir"])
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    _exit_with_parent()
+    try:
+        import torch
+        import torch.distributed as dist
+
+        timeout = datetime.timedelta(seconds=float(job["pg_timeout_s"]))
+        if job["kind"] == "scaling":
+            cfg = ScalingConfig.from_dict(job["config"])
+            backend = _backend(cfg.backend, cfg.base.device)
+        else:
+            backend = job["backend"]
+        if backend == "nccl":
+            torch.cuda.set_device(local_rank)
+        dist.init_process_group(backend=backend, timeout=timeout)
+        world = dist.get_world_size()
+        # The control group carries host-side messages (stop decisions, results): gloo, so they
+        # never queue behind GPU work on an NCCL stream.
+        control = None if world == 1 else (dist.group.WORLD if backend == "gloo"
+                                           else dist.new_group(backend="gloo", timeout=timeout))
+        if job["kind"] == "scaling":
+            from dlbench.workloads.scaling import measure_rank
+            fail = job.get("fail_at_step") if job.get("fail_rank") == rank else None
+            saved: dict[str, Any] = {}
+            result = measure_rank(cfg, local_rank, control, fail_at_step=fail,
+                                  on_done=lambda m: saved.setdefault("model", m))
+            if job.get("params_out") and rank == 0:
+                torch.save({k: v.detach().cpu() for k, v in saved["model"].named_parameters()},
+                           job["params_out"])
+        else:
+            from dlbench.workloads.comm import run_rank
+            result = run_rank(job, local_rank, control)
+        result.update(rank=rank, ok=True, time=time.time())
+        _write(out_dir / f"rank{rank}.json", result)
+        everything: list[Any] = [None] * world
+        if control is None:
+            everything = [result]
+        else:
+            dist.all_gather_object(everything, result, group=control)
+        if local_rank == 0:  # one copy per host: each host's dlbench stores the whole job
+            _write(out_dir / "all.json", everything)
+        dist.destroy_process_group()
+        return 0
+    except BaseException as exc:  # the rank's failure is data for the parent
+        from dlbench.launch.failures import classify, describe
+        injected = "failure injected" in str(exc)
+        _write(out_dir / f"rank{rank}.json",
+               {"rank": rank, "ok": False, "time": time.time(), "injected": injected,
+                "host": socket.gethostname(),
+                "error_type": classify(exc) if isinstance(exc, Exception) else ErrorType.CRASHED,
+                "error": describe(exc) if isinstance(exc, Exception) else repr(exc)})
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Not destroy_process_group(): with a peer gone it may wait for the timeout. Exit now.
+        os._exit(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,64 @@
+"""Plots written to files: the roofline (PNG and SVG). matplotlib is imported lazily, with the
+Agg backend, so a machine without a display (or without matplotlib) can run everything else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from dlbench.measure.roofline import RooflinePoint, Roofs, ridge
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("plots need matplotlib: pip install 'dlbench[report]' "
+                          "(or pip install matplotlib)") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def roofline_plot(points: Sequence[RooflinePoint], roofs: Roofs, stem: str | Path,
+                  title: str | None = None) -> list[Path]:
+    """Log-log roofline with one marker per point; writes ``stem.png`` and ``stem.svg``."""
+    plt = _pyplot()
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+    ais = [p.intensity for p in points] or [1.0]
+    peaks = list(roofs.compute_tflops.values()) or [1.0]
+    bw = roofs.bandwidth_gbs
+    lo = min(min(ais) / 4, 0.5)
+    hi = max(max(ais) * 4, (ridge(max(peaks), bw) * 4) if bw else 1e3)
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    colors = {"fp32": "tab:blue", "tf32": "tab:cyan", "fp16": "tab:orange", "bf16": "tab:red",
+              "fp8": "tab:purple"}
+    for prec, peak in sorted(roofs.compute_tflops.items(), key=lambda kv: kv[1]):
+        ys = [min(peak, x * bw / 1e3) if bw else peak for x in xs]
+        ax.plot(xs, ys, color=colors.get(prec, "gray"), lw=1.5,
+                label=f"{prec} roof {peak:.4g} TFLOP/s")
+    if bw:
+        ax.plot([], [], color="black", lw=0, label=f"memory roof {bw:.4g} GB/s (slope)")
+    markers = "osD^v<>ph*"
+    for i, p in enumerate(points):
+        ax.scatter([p.intensity], [p.achieved_tflops], marker=markers[i % len(markers)], s=45,
+                   color=colors.get(p.precision, "gray"), edgecolor="black", zorder=3)
+        ax.annotate(f"{p.label} {p.precision}", (p.intensity, p.achieved_tflops), fontsize=7,
+                    xytext=(4, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte, stated byte model)")
+    ax.set_ylabel("TFLOP/s (model FLOPs)")
+    ax.set_title(title or f"Roofline: {roofs.device} (roofs: {roofs.source})", fontsize=9)
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    out = []
+    for ext in ("png", "svg"):
+        path = stem.with_suffix(f".{ext}")
+        fig.savefig(path)
+        out.append(path)
+    plt.close(fig)
+    return out

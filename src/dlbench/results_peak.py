@@ -1,0 +1,167 @@
+"""Device-ceiling records: one ``PeakRecord`` per measured point of ``dlbench peak``.
+
+A point is one verb at one size: a matrix multiply of one shape and precision, a memory copy,
+read or write of one buffer size, a host<->device or GPU<->GPU transfer. The record keeps every
+iteration's time (seconds) and the work of one iteration (FLOPs, or bytes moved), so the rates
+are computed from raw samples: ``best`` from the fastest iteration, ``median`` from the median one.
+The ceiling of a precision is the largest *median* rate over its shapes (robust to one lucky
+iteration); the best rate is shown beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, ClassVar
+
+from dlbench.results import SCHEMA_VERSION, new_id, utc_now
+
+VERBS = ("matmul", "copy", "read", "write", "h2d", "d2h", "p2p")
+
+
+@dataclass(frozen=True)
+class PeakConfig:
+    """What one point measures.
+
+    Attributes:
+        verb: matmul, copy / read / write (device memory), h2d / d2h (host<->device), p2p.
+        precision: matmul element type (fp32 with TF32 off, tf32, fp16, bf16, fp8); None otherwise.
+        shape: (m, n, k) of a matmul; () otherwise.
+        nbytes: buffer size of a memory or transfer verb; 0 for matmul.
+        pinned: host memory is page-locked (h2d / d2h).
+        device: the device measured (``cuda:0``, ``cpu``); for p2p the source.
+        peer: destination device of p2p.
+    """
+
+    verb: str
+    precision: str | None = None
+    shape: tuple[int, ...] = ()
+    nbytes: int = 0
+    pinned: bool | None = None
+    device: str = "cpu"
+    peer: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.verb not in VERBS:
+            raise ValueError(f"verb must be one of {', '.join(VERBS)}, not {self.verb!r}")
+        if self.verb == "matmul" and (len(self.shape) != 3 or not self.precision):
+            raise ValueError("a matmul point needs a shape (m, n, k) and a precision")
+
+    model: ClassVar[None] = None  # the store's model column: not a model benchmark
+
+    def key(self) -> str:
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        return hashlib.sha256(b"peak" + blob).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        if self.verb == "matmul":
+            return f"matmul {self.precision} {'x'.join(map(str, self.shape))}"
+        size = f"{self.nbytes / 2**20:.0f} MiB"
+        if self.verb in ("h2d", "d2h"):
+            return f"{self.verb} {'pinned' if self.pinned else 'pageable'} {size}"
+        if self.verb == "p2p":
+            return f"p2p {self.device}->{self.peer} {size}"
+        return f"{self.verb} {size}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PeakConfig":
+        d = dict(d)
+        d["shape"] = tuple(d.get("shape") or ())
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class PeakRecord:
+    """One ceiling point (or its failure). ``work`` is FLOPs (matmul) or bytes moved per iteration.
+
+    Bytes moved: copy counts the read and the write (2 x buffer), as STREAM does; read, write,
+    h2d, d2h and p2p count the buffer once.
+    """
+
+    kind: ClassVar[str] = "peak"
+
+    config: PeakConfig
+    env: dict[str, Any]
+    status: str = "ok"
+    error_type: str | None = None
+    error: str | None = None
+    times_s: tuple[float, ...] = ()
+    warmup_times_s: tuple[float, ...] = ()
+    work: float = 0.0
+    unit: str = "TFLOP/s"                # or "GB/s"
+    run_id: str | None = None
+    id: str = field(default_factory=new_id)
+    created_at: str = field(default_factory=utc_now)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and bool(self.times_s)
+
+    def _rate(self, t: float) -> float:
+        scale = 1e12 if self.unit == "TFLOP/s" else 1e9
+        return self.work / t / scale
+
+    def best(self) -> float | None:
+        """Rate of the fastest iteration (TFLOP/s or GB/s)."""
+        return self._rate(min(self.times_s)) if self.ok else None
+
+    def median(self) -> float | None:
+        """Rate of the median iteration."""
+        return self._rate(statistics.median(self.times_s)) if self.ok else None
+
+    def headline(self) -> float | None:
+        return self.median()
+
+    def summary(self) -> None:
+        """No step-time summary: a peak point is not a throughput window (listings show '-')."""
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kind"] = self.kind
+        d["config"] = self.config.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PeakRecord":
+        d = dict(d)
+        d.pop("kind", None)
+        d["config"] = PeakConfig.from_dict(d["config"])
+        for k in ("times_s", "warmup_times_s"):
+            d[k] = tuple(d.get(k) or ())
+        return cls(**d)
+
+    def with_run(self, run_id: str) -> "PeakRecord":
+        return replace(self, run_id=run_id)
+
+
+def ceilings(records: list[PeakRecord]) -> dict[str, dict[str, Any]]:
+    """Per matmul precision and memory verb: the ceiling (largest median rate), the point that
+    set it, and the best rate (fastest single iteration of any point).
+
+    Returns ``{"fp32": {"median": ..., "best": ..., "label": ..., "unit": ...}, "copy": {...}}``;
+    transfers are keyed ``h2d pinned``, ``d2h pageable``, ``p2p``.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if not r.ok:
+            continue
+        c = r.config
+        key = (c.precision if c.verb == "matmul" else
+               f"{c.verb} {'pinned' if c.pinned else 'pageable'}" if c.verb in ("h2d", "d2h") else c.verb)
+        med, best = r.median(), r.best()
+        prev_best = out[key]["best"] if key in out else 0.0
+        if key not in out or med > out[key]["median"]:
+            out[key] = {"median": med, "best": best, "label": c.label, "unit": r.unit,
+                        "iterations": len(r.times_s)}
+        out[key]["best"] = max(prev_best, best)  # the fastest iteration of any point
+    return out

@@ -1,0 +1,168 @@
+"""The largest batch that trains without running out of memory: doubling, then bisection.
+
+:func:`find_max_batch` is the pure search: it asks a ``fits(batch)`` oracle and knows nothing
+of devices, so tests drive it with a fake memory limit. :func:`search` gives it a real oracle:
+each probe is a few training steps in a fresh process (the subprocess launcher), so an
+out-of-memory, a fragmented allocator or a fatal CUDA error cannot leak into the next probe, as
+timm's ``decay_batch`` retry cannot promise in-process. Measurement code: it returns a record
+and writes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Protocol
+
+from dlbench.config import ThroughputConfig
+from dlbench.measure.stopping import StopRule
+from dlbench.results import ErrorType, ThroughputRecord
+from dlbench.results_memory import FITS, MaxBatchConfig, MaxBatchRecord, Probe
+
+#: A probe: the first step (allocations, autotuning) and two more, so the optimizer state
+#: exists and the second step's peak, the steady one, is seen. No warm-up, no interval.
+PROBE_STOP = StopRule(min_steps=2, min_seconds=0.0, max_seconds=60.0, max_steps=2)
+
+#: Probe outcomes that mean "too big": an OOM, and what a too-large batch can also cause: a
+#: fatal CUDA error (32-bit index overflow in a kernel) or a worker killed without a word (the
+#: host's OOM killer). Any other failure stops the search: it would fail at every batch.
+TOO_BIG = (ErrorType.OOM, ErrorType.FATAL, ErrorType.CRASHED)
+
+#: Seconds a probe's process may run (a compiled probe compiles first).
+PROBE_TIMEOUT_S = 900.0
+
+
+class Launcher(Protocol):
+    def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord: ...
+
+
+class SearchAborted(RuntimeError):
+    """A probe failed in a way that says nothing about memory (the record keeps which)."""
+
+    def __init__(self, probe: Probe) -> None:
+        super().__init__(probe.error or probe.outcome)
+        self.probe = probe
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """``best`` fits (None if not even 1 does); ``first_fail`` is the smallest that did not."""
+
+    best: int | None
+    first_fail: int | None
+    probed: tuple[tuple[int, bool], ...]
+
+
+def find_max_batch(fits: Callable[[int], bool], start: int = 1, limit: int | None = None,
+                   tolerance: float = 0.0) -> SearchResult:
+    """The largest batch for which ``fits`` holds, assuming it holds below some boundary only.
+
+    Doubling from ``start`` (or halving, if ``start`` does not fit) brackets the boundary; then
+    bisection narrows ``[lo fits, hi fails)`` until ``hi - lo <= max(1, tolerance * lo)``. With
+    tolerance 0 the answer is exact in at most ``log2(boundary / start) + 1`` probes to bracket
+    plus ``log2(bracket)`` to bisect. No batch is probed twice or above ``limit``.
+    """
+    if start < 1 or (limit is not None and limit < 1):
+        raise ValueError("start and limit must be >= 1")
+    if limit is not None:
+        start = min(start, limit)
+    probed: list[tuple[int, bool]] = []
+
+    def probe(b: int) -> bool:
+        ok = fits(b)
+        probed.append((b, ok))
+        return ok
+
+    lo: int | None = None
+    hi: int | None = None
+    if probe(start):
+        lo = start
+        while limit is None or lo < limit:
+            b = lo * 2 if limit is None else min(lo * 2, limit)
+            if probe(b):
+                lo = b
+            else:
+                hi = b
+                break
+    else:
+        hi = start
+        while hi > 1:
+            b = hi // 2
+            if probe(b):
+                lo = b
+                break
+            hi = b
+        if lo is None:
+            return SearchResult(None, hi, tuple(probed))
+    while hi is not None and hi - lo > max(1, int(tolerance * lo)):
+        mid = (lo + hi) // 2
+        if probe(mid):
+            lo = mid
+        else:
+            hi = mid
+    return SearchResult(lo, hi, tuple(probed))
+
+
+def probe_config(base: ThroughputConfig, batch: int) -> ThroughputConfig:
+    """The config of one probe: the base setup at ``batch``, a few steps, no warm-up."""
+    return replace(base, batch_size=batch, warmup_steps=0, warmup_seconds=0.0, stop=PROBE_STOP)
+
+
+def search(cfg: MaxBatchConfig, env: dict, default_start: int,
+           launcher: Launcher | None = None,
+           on_probe: Callable[[Probe], None] | None = None) -> MaxBatchRecord:
+    """Find the largest batch of ``cfg.base`` that fits; every probe in its own process.
+
+    ``default_start`` is used when ``cfg.start`` is None (the model's default batch for the
+    device). ``on_probe`` sees each probe as it finishes (progress output); ``launcher`` defaults
+    to a :class:`~dlbench.launch.subprocess_launcher.SubprocessLauncher`.
+    """
+    if launcher is None:
+        from dlbench.launch.subprocess_launcher import SubprocessLauncher
+        launcher = SubprocessLauncher(timeout_s=PROBE_TIMEOUT_S)
+    probes: list[Probe] = []
+
+    def fits(batch: int) -> bool:
+        t = time.perf_counter()
+        rec = launcher.run(probe_config(cfg.base, batch), env)
+        outcome = FITS if rec.ok else (rec.error_type or ErrorType.EXCEPTION)
+        mem = rec.memory or {}
+        p = Probe(batch=batch, outcome=outcome,
+                  allocated_peak_bytes=mem.get("allocated_peak_bytes"),
+                  reserved_peak_bytes=mem.get("reserved_peak_bytes"),
+                  device_total_bytes=mem.get("device_total_bytes"),
+                  wall_s=round(time.perf_counter() - t, 3),
+                  error=(rec.error or "").splitlines()[0][:300] if rec.error else None)
+        probes.append(p)
+        if on_probe is not None:
+            on_probe(p)
+        if outcome != FITS and outcome not in TOO_BIG:
+            raise SearchAborted(p)
+        return p.fits
+
+    t0 = time.perf_counter()
+    start = cfg.start or default_start
+    try:
+        found = find_max_batch(fits, start=start, limit=cfg.limit, tolerance=cfg.tolerance)
+    except SearchAborted as exc:
+        return MaxBatchRecord(
+            config=cfg, env=env, status="error", error_type=exc.probe.outcome,
+            error=f"probe at batch {exc.probe.batch} failed: {exc.probe.error}",
+            probes=tuple(probes), search_wall_s=time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    if found.best is None:
+        return MaxBatchRecord(config=cfg, env=env, status="error", error_type=ErrorType.OOM,
+                              error="not even batch 1 fits", first_oom_batch=found.first_fail,
+                              probes=tuple(probes), search_wall_s=wall)
+    return MaxBatchRecord(config=cfg, env=env, best_batch=found.best,
+                          first_oom_batch=found.first_fail, probes=tuple(probes),
+                          search_wall_s=wall)
+
+
+def with_probe(record: MaxBatchRecord, probe: Probe, best: int | None) -> MaxBatchRecord:
+    """``record`` after a later failure at its best batch (the full measurement ran out of
+    memory where the short probe did not): the probe is added and the best lowered."""
+    first = probe.batch if record.first_oom_batch is None else min(record.first_oom_batch,
+                                                                    probe.batch)
+    return replace(record, probes=record.probes + (probe,), best_batch=best,
+                   first_oom_batch=first if probe.outcome != FITS else record.first_oom_batch)

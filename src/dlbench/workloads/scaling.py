@@ -1,0 +1,178 @@
+"""One rank of a data-parallel training measurement: ddp, dp or ps, timed like ``throughput``.
+
+Runs inside a process that ``dlbench.launch.torchrun`` started through torch.distributed.run, with
+the process group already initialised. The ranks must step in lockstep and stop together: rank 0
+consults the stopping rule on its own step times every ``check_every`` steps (chosen from the
+warm-up so that a check comes about every ``CHECK_INTERVAL_S``) and broadcasts the decision on a
+gloo group, which touches no GPU stream, so the measured loop still never synchronises a device.
+
+Measurement code prints nothing and writes nothing: it returns a dict of raw results.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from dlbench.measure.memory import peak_memory, reset_peak_memory
+from dlbench.measure.stopping import StopReason, decide
+from dlbench.measure.timer import make_timer, synchronize
+from dlbench.models import get_model
+from dlbench.results_dist import ScalingConfig
+from dlbench.workloads.devices import UnsupportedError, check_supported
+from dlbench.workloads.ps import build_ps_step
+from dlbench.workloads.throughput import (CHECK_INTERVAL_S, build_step, check_finite,
+                                          compiled_graphs_freed, count_flops_safe,
+                                          precision_flags)
+
+# Stop codes broadcast by rank 0 (0 = go on).
+_REASONS = (None, StopReason.CONVERGED, StopReason.TIME_CAP, StopReason.STEP_CAP)
+
+
+def rank_device(cfg: ScalingConfig, local_rank: int) -> torch.device:
+    """The device of this rank: its GPU under NCCL (and dp's first GPU), else the CPU."""
+    if cfg.base.device == "cpu" or not torch.cuda.is_available():
+        if cfg.strategy == "dp" and cfg.gpus > 1:
+            raise UnsupportedError("--strategy dp needs CUDA GPUs (nn.DataParallel splits a batch "
+                                   "over devices); on the CPU use ddp or ps")
+        if cfg.backend == "nccl":
+            raise UnsupportedError("--backend nccl needs CUDA GPUs; use gloo on the CPU")
+        return torch.device("cpu")
+    visible = torch.cuda.device_count()
+    need = cfg.gpus if cfg.strategy == "dp" else cfg.gpus // cfg.nnodes
+    if need > visible:
+        raise UnsupportedError(f"--gpus {cfg.gpus}: only {visible} GPU(s) are visible on "
+                               f"{socket.gethostname()}")
+    index = 0 if cfg.strategy == "dp" else local_rank
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup | None,
+                 fail_at_step: int | None = None,
+                 on_done: Callable[[torch.nn.Module], None] | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """Measure this rank's part; returns its raw results (step times, warm-up, first step...).
+
+    ``control`` is a gloo group of all ranks for the stop decision (None in a one-process job).
+    ``fail_at_step`` raises on this rank at that measured step (fault injection for tests);
+    ``on_done`` is given the trained (unwrapped) module at the end.
+    """
+    base = cfg.base
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    device = rank_device(cfg, local_rank)
+    spec = get_model(base.model)
+    check_supported(base, spec, device)
+    size = base.input_size or spec.input_size
+    # The same seed on every rank: identical initial weights (DDP broadcasts them anyway; ps
+    # relies on it). The data differ per rank, as each rank of a real job reads its own shard.
+    torch.manual_seed(base.seed)
+    gen_device = device if device.type == "cuda" else "cpu"
+    gen = torch.Generator(device=gen_device).manual_seed(base.seed * 1000 + rank)
+    batch = base.batch_size * (cfg.gpus if cfg.strategy == "dp" else 1)
+
+    with precision_flags(base.precision, device), compiled_graphs_freed(base):
+        t = clock()
+        model = spec.build(size).to(device)
+        x, y = spec.make_batch(batch, device, size, generator=gen)
+        if base.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+            x = x.contiguous(memory_format=torch.channels_last)
+        model.train(True)
+        step = _wrap(cfg, spec, model, x, y, device)
+        synchronize(device)
+        build_s = clock() - t
+        reset_peak_memory(device)
+
+        # First step apart: compilation, autotuning, NCCL communicator set-up.
+        t = clock()
+        out = step()
+        synchronize(device)
+        first_step_s = clock() - t
+        check_finite(base, out)
+
+        timer = make_timer(device, clock)
+        timer.start()
+        t = clock()
+        n = 0
+        while n < base.warmup_steps or clock() - t < base.warmup_seconds:
+            step()
+            timer.lap()
+            n += 1
+            if n >= 100_000:
+                break
+        warmup = tuple(timer.finish())  # note: a sync point, before the window
+        check_every = _agree(_check_every(warmup), control)
+
+        timer.start()
+        t0 = clock()
+        issued, reason = 0, None
+        while reason is None:
+            if fail_at_step is not None and issued == fail_at_step:
+                raise RuntimeError(f"failure injected on rank {rank} at measured step {issued}")
+            out = step()
+            timer.lap()
+            issued += 1
+            if issued >= base.stop.max_steps:  # every rank knows the cap: no message needed
+                reason = StopReason.STEP_CAP
+            elif issued % check_every == 0:
+                mine = decide(timer.ready(), issued, clock() - t0, base.stop) if rank == 0 else None
+                reason = _REASONS[_agree(_REASONS.index(mine), control)]
+        times = tuple(timer.finish())  # note: the one CPU-GPU sync point of the window
+        window_wall_s = clock() - t0
+        final = check_finite(base, out)
+        memory = peak_memory(device)
+    if on_done is not None:
+        on_done(model)
+
+    return {"rank": rank, "world": world, "host": socket.gethostname(), "ok": True,
+            "step_times_s": times, "warmup_times_s": warmup, "first_step_s": first_step_s,
+            "build_s": build_s, "window_wall_s": window_wall_s, "stop_reason": reason,
+            "samples_per_step": batch, "unit": spec.unit,
+            "units_per_sample": spec.units_per_sample(size),
+            "flops_per_sample": count_flops_safe(spec, "train", size) if rank == 0 else None,
+            "memory": memory, "final_loss": final}
+
+
+def _wrap(cfg: ScalingConfig, spec, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
+          device: torch.device) -> Callable[[], torch.Tensor]:
+    """The strategy around the model, and the step that trains it."""
+    base = cfg.base
+    if cfg.strategy == "ps":
+        # ps keeps the plain module: its own collectives replace DDP's all-reduce.
+        if base.compile:
+            model = torch.compile(model, mode=base.compile)
+        return build_ps_step(base, spec, model, x, y, device)
+    if cfg.strategy == "dp":
+        if device.type == "cuda":
+            model = torch.nn.DataParallel(model, device_ids=list(range(cfg.gpus)))
+    else:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+                    bucket_cap_mb=cfg.bucket_mb)
+    if base.compile:
+        # Compiling the DDP module lets dynamo split graphs at bucket boundaries (DDPOptimizer).
+        model = torch.compile(model, mode=base.compile)
+    return build_step(base, spec, model, x, y, device)
+
+
+def _check_every(warmup: tuple[float, ...]) -> int:
+    """Steps between stop checks: about ``CHECK_INTERVAL_S`` of steps (rank 0's view)."""
+    if not warmup:
+        return 1
+    return max(1, min(1000, math.ceil(CHECK_INTERVAL_S / max(sum(warmup) / len(warmup), 1e-6))))
+
+
+def _agree(value: int, control: dist.ProcessGroup | None) -> int:
+    """Rank 0's ``value``, on every rank (a gloo broadcast of one integer on the host)."""
+    if control is None:
+        return value
+    t = torch.tensor([value], dtype=torch.int64)
+    dist.broadcast(t, src=0, group=control)
+    return int(t.item())

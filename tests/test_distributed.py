@@ -1,0 +1,178 @@
+"""Scaling across processes on the CPU: a real 2-process gloo group through torchrun."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.launch.torchrun import Rendezvous, TorchrunLauncher, free_port, slurm_settings
+from dlbench.measure.stopping import StopRule
+from dlbench.report.tables import interconnect_table, scaling_table
+from dlbench.results import record_from_dict
+from dlbench.results_dist import (SAFETY_ENV, ScalingConfig, ScalingRecord, aggregate,
+                                  interconnect_env, scaling_efficiency, scaling_factor)
+from dlbench.workloads.ps import assign_shards
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+FAST = StopRule(min_steps=5, min_seconds=0.05, max_seconds=0.5, target_rel_ci=0.05)
+
+
+def base(**kw):
+    d = dict(model="tiny_cnn", batch_size=4, device="cpu", warmup_steps=1, warmup_seconds=0,
+             stop=FAST)
+    d.update(kw)
+    return ThroughputConfig(**d)
+
+
+# -- pure arithmetic -----------------------------------------------------------------------------
+def test_aggregate_is_total_samples_over_slowest_rank():
+    s = aggregate([[0.1, 0.1, 0.1], [0.2, 0.1, 0.1]], [4, 4])
+    assert s.samples == 24 and s.total_s == pytest.approx(0.4)
+    assert s.throughput == pytest.approx(24 / 0.4)   # not the mean of 40 and 30 img/s per rank
+    with pytest.raises(ValueError):
+        aggregate([[0.1, 0.1], [0.1]], [4, 4])
+
+
+def test_factor_and_efficiency_arithmetic():
+    # seed 000, ResNet50 fp16: 1046.94 -> 2047.45 (1.96) -> 4066.72 (3.88)
+    assert round(scaling_factor(2047.45, 1046.94), 2) == 1.96
+    assert round(scaling_factor(4066.72, 1046.94), 2) == 3.88
+    assert scaling_efficiency(scaling_factor(4066.72, 1046.94), 4) == pytest.approx(0.9711, abs=1e-4)
+    assert scaling_efficiency(2.0, 2) == 1.0
+
+
+def _rec(gpus, step, profile="default", strategy="ddp"):
+    cfg = ScalingConfig(base=base(), gpus=gpus, strategy=strategy, interconnect=profile)
+    return ScalingRecord(config=cfg, env={}, rank_step_times_s=((step,) * 4,) * gpus,
+                         rank_samples_per_step=(4,) * gpus, unit="images")
+
+
+def test_scaling_and_interconnect_tables():
+    recs = [_rec(1, 0.010), _rec(2, 0.0104), _rec(2, 0.0125, "no-p2p")]
+    t = scaling_table(recs)
+    row = t.rows[0]
+    assert row[:4] == ("tiny_cnn", "fp32", "ddp", "4")
+    assert row[4] == "400.0" and row[5].endswith("(1.92)") and row[6] == "96.2% at 2"
+    ab = interconnect_table(recs)
+    assert "default 2G" in ab.columns and "no-p2p 2G" in ab.columns
+    cell = ab.rows[0][ab.columns.index("no-p2p 2G")]
+    assert cell.endswith("(0.832)")  # 0.0104 / 0.0125
+
+
+def test_records_round_trip_through_the_registry():
+    r = _rec(2, 0.01)
+    back = record_from_dict(r.to_dict())
+    assert isinstance(back, ScalingRecord) and back == r and back.headline() == r.headline()
+
+
+def test_safety_variables_always_and_profiles():
+    assert interconnect_env("default") == SAFETY_ENV
+    e = interconnect_env("no-p2p+no-shm")
+    assert e["NCCL_P2P_DISABLE"] == "1" and e["NCCL_SHM_DISABLE"] == "1"
+    assert e["NCCL_NVLS_ENABLE"] == "0" and e["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+    with pytest.raises(ConfigError, match="--interconnect"):
+        interconnect_env("nvlink-turbo")
+    with pytest.raises(ConfigError, match="--strategy"):
+        ScalingConfig(base=base(), gpus=2, strategy="horovod")
+
+
+def test_slurm_settings_and_rendezvous_args():
+    s = slurm_settings({"SLURM_JOB_ID": "77", "SLURM_NNODES": "2", "SLURM_NODEID": "1",
+                        "MASTER_ADDR": "n01", "MASTER_PORT": "29400"})
+    assert s == {"run_id": "slurm-77", "nnodes": 2, "node_rank": 1, "endpoint": "n01:29400"}
+    assert slurm_settings({}) == {}
+    args = Rendezvous(**s).args(8)
+    assert args[args.index("--rdzv-endpoint") + 1] == "n01:29400" and "--standalone" not in args
+    assert Rendezvous().args(2)[:1] == ["--standalone"]
+
+
+def test_shards_balance_bytes():
+    owners = assign_shards([100, 10, 10, 90, 5], 2)
+    load = [sum(s for s, o in zip([100, 10, 10, 90, 5], owners) if o == r) for r in range(2)]
+    assert sorted(load) == [105, 110]  # greedy by size: {100, 10} and {90, 10, 5}
+
+
+# -- real 2-process gloo jobs ------------------------------------------------------------------
+def test_ps_and_ddp_give_the_same_parameters(tmp_path):
+    k = StopRule(min_steps=3, max_steps=3, min_seconds=0, max_seconds=60)
+    cfg = base(model="tiny_mlp", input_size=8, warmup_steps=0, stop=k)
+    params = {}
+    for strategy in ("ddp", "ps"):
+        out = str(tmp_path / f"{strategy}.pt")
+        rec = TorchrunLauncher(timeout_s=120).run(ScalingConfig(base=cfg, gpus=2,
+                                                                strategy=strategy), {},
+                                                  params_out=out)
+        assert rec.ok, rec.error
+        assert [len(t) for t in rec.rank_step_times_s] == [3, 3]
+        params[strategy] = torch.load(out)
+    assert params["ddp"].keys() == params["ps"].keys()
+    for name in params["ddp"]:
+        torch.testing.assert_close(params["ps"][name], params["ddp"][name], rtol=1e-5, atol=1e-6)
+    # and they moved: 1 + 3 SGD steps changed the weights
+    from dlbench.models import get_model
+    torch.manual_seed(0)
+    fresh = dict(get_model("tiny_mlp").build(8).named_parameters())
+    assert not torch.allclose(fresh["net.1.weight"], params["ddp"]["net.1.weight"])
+
+
+def test_a_rank_that_raises_ends_the_job_with_its_traceback():
+    t = time.perf_counter()
+    rec = TorchrunLauncher(timeout_s=120, pg_timeout_s=60).run(
+        ScalingConfig(base=base(stop=StopRule(min_steps=5, max_seconds=60, min_seconds=30)),
+                      gpus=2), {}, fail_rank=1, fail_at_step=2)
+    took = time.perf_counter() - t
+    assert rec.status == "error" and rec.failed_rank == 1
+    assert "failure injected on rank 1" in rec.error and "Traceback" in rec.error
+    assert "scaling.py" in rec.error                 # the frame that raised
+    assert took < 45, took                           # not the 60 s collective timeout
+
+
+def _cli(*args, **kw):
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OMP_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-m", "dlbench", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+
+
+def test_two_nodes_on_localhost_through_the_cli(tmp_path):
+    port = free_port()
+    common = ["scale", "-m", "tiny_cnn", "-b", "4", "--gpus", "1", "--device", "cpu",
+              "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "t2n",
+              "--warmup", "1", "--warmup-time", "0", "--min-steps", "5", "--min-time", "0.05",
+              "--max-time", "0.5", "--target-ci", "0.05", "--json", "-q"]
+    procs = [_cli(*common, "--node-rank", str(r), "--db", str(tmp_path / f"n{r}.db"))
+             for r in (0, 1)]
+    outs = [p.communicate(timeout=150) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    import json
+    docs = [json.loads(o)[0] for o, _ in outs]
+    for d in docs:
+        assert d["config"]["gpus"] == 2 and d["config"]["nnodes"] == 2
+        assert len(d["rank_step_times_s"]) == 2 and d["summary"]["samples_per_s"] > 0
+    # both hosts store the same job: the same raw samples
+    assert docs[0]["rank_step_times_s"] == docs[1]["rank_step_times_s"]
+
+
+def test_scale_help_teaches_multinode_and_slurm():
+    p = _cli("scale", "--help")
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0
+    for text in ("examples:", "--nnodes N --node-rank R --rdzv-endpoint HOST:PORT", "srun",
+                 "SLURM_NODEID", "NCCL_NVLS_ENABLE=0", "gloo"):
+        assert text in out, text
+
+
+@pytest.mark.gpu
+def test_ddp_on_two_gpus():
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    rec = TorchrunLauncher(timeout_s=300).run(
+        ScalingConfig(base=base(device="auto", precision="bf16"), gpus=2), {})
+    assert rec.ok, rec.error and rec.backend == "nccl"
+    assert rec.launch_env["NCCL_NVLS_ENABLE"] == "0"

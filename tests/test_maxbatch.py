@@ -1,0 +1,384 @@
+"""The largest batch that fits: the search, its records, -b auto, memory, OOM handling."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import FAST_STOP
+from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.launch.inline import InlineLauncher
+from dlbench.results import ErrorType, ThroughputRecord
+from dlbench.results_memory import MaxBatchConfig, Probe
+from dlbench.store import Store
+from dlbench.sweep import run_sweep
+from dlbench.workloads import maxbatch as mb
+from dlbench.workloads.devices import UnsupportedError
+from dlbench.workloads.throughput import enable_checkpointing, measure
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "1", "--warmup", "1",
+        "--target-ci", "0.05"]
+
+
+def dlbench(*args, timeout=300):
+    e = dict(os.environ)
+    e["PYTHONPATH"] = SRC + os.pathsep + e.get("PYTHONPATH", "")
+    e["OMP_NUM_THREADS"] = "1"
+    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
+                          text=True, timeout=timeout, env=e)
+
+
+# -- the pure search ---------------------------------------------------------------------------
+def _bound(limit: int, start: int) -> int:
+    """Probes needed at most: bracket by doubling or halving, then bisect the bracket."""
+    return 2 * math.ceil(math.log2(max(limit, start, 2))) + 3
+
+
+@pytest.mark.parametrize("start", [1, 16, 1024])
+@pytest.mark.parametrize("boundary", [1, 2, 3, 7, 32, 33, 100, 1000, 2047, 4096])
+def test_search_finds_the_exact_boundary_of_a_fake_memory_limit(boundary, start):
+    calls = []
+
+    def fits(b):
+        calls.append(b)
+        return b <= boundary
+
+    r = mb.find_max_batch(fits, start=start)
+    assert r.best == boundary
+    assert r.first_fail == boundary + 1           # exact: the bracket is [boundary, boundary + 1)
+    assert len(calls) == len(set(calls))          # no batch probed twice
+    assert len(calls) <= _bound(boundary, start)
+    assert r.probed == tuple((b, b <= boundary) for b in calls)
+
+
+def test_search_probe_sequence_doubles_then_bisects():
+    r = mb.find_max_batch(lambda b: b <= 32, start=16)
+    assert [b for b, _ in r.probed] == [16, 32, 64, 48, 40, 36, 34, 33]
+
+
+def test_search_respects_the_limit_and_reports_when_nothing_fits():
+    r = mb.find_max_batch(lambda b: True, start=16, limit=40)
+    assert (r.best, r.first_fail) == (40, None)
+    assert max(b for b, _ in r.probed) == 40
+    r = mb.find_max_batch(lambda b: b <= 20, start=64, limit=40)   # start above the limit
+    assert r.best == 20 and all(b <= 40 for b, _ in r.probed)
+    r = mb.find_max_batch(lambda b: False, start=8)
+    assert (r.best, r.first_fail) == (None, 1)
+    assert [b for b, _ in r.probed] == [8, 4, 2, 1]
+
+
+def test_search_tolerance_trades_probes_for_a_bracket():
+    exact = mb.find_max_batch(lambda b: b <= 1500, start=1024)
+    loose = mb.find_max_batch(lambda b: b <= 1500, start=1024, tolerance=0.05)
+    assert loose.best <= 1500 < loose.first_fail
+    assert loose.first_fail - loose.best <= 0.05 * loose.best
+    assert len(loose.probed) < len(exact.probed)
+
+
+# -- the search with a launcher ------------------------------------------------------------------
+class FakeLauncher:
+    """A memory of ``capacity`` bytes, 1 MiB per sample; records every batch asked for."""
+
+    def __init__(self, capacity_samples: int, error_at: int | None = None) -> None:
+        self.capacity = capacity_samples
+        self.error_at = error_at
+        self.calls: list[int] = []
+
+    def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
+        self.calls.append(cfg.batch_size)
+        assert cfg.stop == mb.PROBE_STOP and cfg.warmup_steps == 0   # a probe is short
+        if cfg.batch_size == self.error_at:
+            return ThroughputRecord(config=cfg, env=env, status="error",
+                                    error_type=ErrorType.EXCEPTION, error="ValueError: broken")
+        if cfg.batch_size > self.capacity:
+            return ThroughputRecord(config=cfg, env=env, status="error",
+                                    error_type=ErrorType.OOM, error="OutOfMemoryError: simulated")
+        return ThroughputRecord(config=cfg, env=env, step_times_s=(0.01, 0.01),
+                                samples_per_step=cfg.batch_size,
+                                memory={"allocated_peak_bytes": cfg.batch_size << 20,
+                                        "reserved_peak_bytes": (cfg.batch_size + 1) << 20,
+                                        "device_total_bytes": self.capacity << 20})
+
+
+def _mbcfg(**kw):
+    base = ThroughputConfig(model="tiny_cnn", batch_size=1, device="cpu")
+    return MaxBatchConfig(base=base, **kw)
+
+
+def test_search_keeps_every_probe_with_its_memory_and_the_oom_rows():
+    rec = mb.search(_mbcfg(tolerance=0), {}, default_start=16, launcher=FakeLauncher(50))
+    assert rec.ok and rec.best_batch == 50 and rec.first_oom_batch == 51
+    oom = [p for p in rec.probes if not p.fits]
+    assert oom and all(p.outcome == ErrorType.OOM and p.allocated_peak_bytes is None for p in oom)
+    best = rec.best_probe()
+    assert best.allocated_peak_bytes == 50 << 20 and best.device_total_bytes == 50 << 20
+    assert rec.headline() == 50.0
+
+
+def test_search_stops_on_an_error_that_is_not_about_memory():
+    launcher = FakeLauncher(50, error_at=32)
+    rec = mb.search(_mbcfg(), {}, default_start=16, launcher=launcher)
+    assert not rec.ok and rec.error_type == ErrorType.EXCEPTION
+    assert launcher.calls == [16, 32]                 # no further probes after it
+    assert "batch 32" in rec.error and rec.probes[-1].outcome == ErrorType.EXCEPTION
+
+
+def test_maxbatch_record_round_trips_through_the_store(tmp_path):
+    cfg = _mbcfg(start=4, limit=100)
+    rec = mb.search(cfg, {"accelerator": "cpu"}, default_start=16, launcher=FakeLauncher(24))
+    with Store(tmp_path / "s.db") as store:
+        store.add(rec.with_run("r1"), "envkey")
+        back = store.results(kind="maxbatch")
+    assert back == [rec.with_run("r1")]
+    assert isinstance(back[0].probes[0], Probe)
+    # The identity is the setup alone: not the batch, not the search bounds.
+    assert cfg.key() == _mbcfg().key() == MaxBatchConfig(
+        base=replace(cfg.base, batch_size=512)).key()
+    assert cfg.key() != MaxBatchConfig(base=replace(cfg.base, precision="bf16")).key()
+    assert cfg.label == "maxbatch tiny_cnn fp32 train"
+
+
+def test_resolve_auto_searches_once_then_reuses(tmp_path):
+    from dlbench.commands.maxbatch import resolve_auto
+    db = str(tmp_path / "auto.db")
+    setups = [ThroughputConfig(model="test_oom", batch_size=1, device="cpu", stop=FAST_STOP)]
+    launcher = FakeLauncher(32)
+    sized = resolve_auto(setups, db, "test", quiet=True, probe_launcher=launcher)
+    assert [c.batch_size for c in sized] == [32]
+    assert sized[0] == replace(setups[0], batch_size=32)
+    n = len(launcher.calls)
+    again = resolve_auto(setups, db, "test", quiet=True, probe_launcher=launcher)
+    assert again == sized and len(launcher.calls) == n      # reused: no new probe
+    with Store(db) as store:
+        assert len(store.results(kind="maxbatch")) == 1
+
+
+class MeasureLauncher:
+    """Full measurements that run out of memory above ``capacity`` (probes said more fits)."""
+    survives_fatal = True
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity, self.calls = capacity, []
+
+    def run(self, cfg, env):
+        self.calls.append(cfg.batch_size)
+        if cfg.batch_size > self.capacity:
+            return ThroughputRecord(config=cfg, env=env, status="error", error_type="oom",
+                                    error="OutOfMemoryError: fragmented")
+        return ThroughputRecord(config=cfg, env=env, step_times_s=(0.01,) * 3,
+                                samples_per_step=cfg.batch_size)
+
+
+def test_a_measurement_that_runs_out_of_memory_steps_down_and_corrects_the_search(tmp_path):
+    from dlbench.commands.maxbatch import run_searches, stored
+    cfg = _mbcfg(start=16, tolerance=0)
+    with Store(tmp_path / "s.db") as store:
+        found, measured = run_searches([cfg], store, {}, "test", measure_with=MeasureLauncher(36),
+                                       probe_launcher=FakeLauncher(40))
+        assert [(t.config.batch_size, t.error_type) for t in measured] == [(40, "oom"), (32, None)]
+        [rec] = found
+        assert rec.best_batch == 32 and rec.first_oom_batch == 40
+        assert rec.probes[-1].batch == 40 and rec.probes[-1].outcome == "oom"
+        assert [r.best_batch for r in store.results(kind="maxbatch")] == [40, 32]
+        assert stored(store, cfg, {}).best_batch == 32        # the correction is what is reused
+
+
+# -- the real OOM path: test_oom through the subprocess launcher, via the CLI ------------------
+@pytest.fixture(scope="module")
+def maxbatch_db(tmp_path_factory):
+    db = str(tmp_path_factory.mktemp("mb") / "mb.db")
+    # start 32, at most 34: doubling (32, then 34, the cap) and bisection (33), each probe in a
+    # fresh process (start-up dominates a probe here: about 6 s each on 2 busy cores).
+    p = dlbench("maxbatch", "-m", "test_oom", "--device", "cpu", "--start", "32", "--max", "34",
+                "--tolerance", "0", "--db", db, *FAST)
+    return db, p
+
+
+def test_maxbatch_cli_finds_32_for_test_oom_through_fresh_processes(maxbatch_db):
+    db, p = maxbatch_db
+    assert p.returncode == 0, p.stderr
+    assert "32" in p.stdout and "34 OOM" in p.stdout
+    with Store(db) as store:
+        [rec] = store.results(kind="maxbatch")
+        tputs = store.results(kind="throughput")
+    assert rec.best_batch == 32 and rec.first_oom_batch == 33
+    assert [(q.batch, q.outcome) for q in rec.probes] == [(32, "ok"), (34, "oom"), (33, "oom")]
+    assert "test_oom: batch 34 > 32" in rec.probes[1].error     # the child's own OOM message
+    assert rec.probes[0].allocated_peak_bytes is None          # no allocator peak on the CPU
+    # The throughput at the batch found: a normal record, measured with the normal stop rule.
+    [t] = tputs
+    assert t.ok and t.config.batch_size == 32 and t.run_id == rec.run_id
+    assert t.config.stop.min_steps == 5 and len(t.step_times_s) >= 5
+
+
+def test_throughput_b_auto_reuses_the_stored_search(maxbatch_db):
+    db, _ = maxbatch_db
+    p = dlbench("throughput", "-m", "test_oom", "-b", "auto", "--device", "cpu", "--db", db,
+                "--json", "-q", *FAST, "--warmup-time", "0")
+    assert p.returncode == 0, p.stderr
+    assert "-b auto: test_oom fp32 train -> batch 32" in p.stderr
+    [rec] = json.loads(p.stdout)
+    assert rec["config"]["batch_size"] == 32 and rec["status"] == "ok"
+    with Store(db) as store:
+        assert len(store.results(kind="maxbatch")) == 1          # reused, not searched again
+
+
+# -- OOM that never kills a sweep -----------------------------------------------------------------
+def test_inline_sweep_goes_on_after_an_oom(tmp_path, cpu_env):
+    cfgs = [ThroughputConfig(model=m, batch_size=b, device="cpu", warmup_steps=1,
+                             warmup_seconds=0, stop=FAST_STOP)
+            for m, b in (("test_oom", 64), ("tiny_cnn", 8), ("test_oom", 32))]
+    with Store(tmp_path / "s.db") as store:
+        out = run_sweep(cfgs, store, InlineLauncher(), cpu_env, command="test")
+    assert out.status == "done"
+    assert [(r.status, r.error_type) for r in out.records] == [
+        ("error", "oom"), ("ok", None), ("ok", None)]
+
+
+def test_fatal_error_inline_says_to_isolate_and_releases_nothing(monkeypatch):
+    from dlbench.launch import inline
+    released = []
+    monkeypatch.setattr(inline, "release_memory", lambda: released.append(1))
+
+    def broken(cfg, env):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    monkeypatch.setattr(inline.throughput, "measure", broken)
+    rec = InlineLauncher().run(ThroughputConfig(model="tiny_cnn", batch_size=2), {})
+    assert rec.error_type == ErrorType.FATAL
+    assert "--isolate" in rec.error and "illegal memory access" in rec.error
+    assert released == []        # empty_cache on a broken context would raise again
+
+
+# -- memory accounting -----------------------------------------------------------------------------
+def _run(**kw):
+    cfg = ThroughputConfig(model="tiny_cnn", batch_size=8, device="cpu", warmup_steps=1,
+                           warmup_seconds=0, stop=FAST_STOP, **kw)
+    return measure(cfg, {}, flops=lambda *a: None)
+
+
+def test_memory_breakdown_counts_params_grads_and_optimizer_state():
+    from dlbench.models import get_model
+    n_params = sum(p.numel() for p in get_model("tiny_cnn").build().parameters())
+    sgd = _run().memory
+    assert sgd["params_bytes"] == 4 * n_params            # fp32
+    assert sgd["grads_bytes"] == sgd["params_bytes"]
+    assert sgd["optimizer_state_bytes"] == sgd["params_bytes"]   # one momentum buffer each
+    assert sgd["batch_bytes"] == 8 * 3 * 32 * 32 * 4 + 8 * 8     # images + int64 targets
+    # No allocator peak on the CPU: activations cannot be told apart, and the record says why.
+    assert sgd["activations_bytes"] is None and sgd["breakdown_note"]
+    known = sgd["params_bytes"] + sgd["grads_bytes"] + sgd["optimizer_state_bytes"]
+    assert known <= sgd["host_rss_peak_bytes"]
+    adamw = _run(optimizer="adamw").memory
+    assert adamw["optimizer_state_bytes"] >= 2 * adamw["params_bytes"]  # exp_avg, exp_avg_sq
+    ev = _run(mode="eval").memory
+    assert ev["grads_bytes"] == 0 and ev["optimizer_state_bytes"] is None
+
+
+def test_breakdown_subtracts_what_it_counts_from_the_allocator_peak():
+    from dlbench.measure.memory import memory_breakdown
+    model = torch.nn.Linear(10, 10)
+    out = memory_breakdown(model, None, [torch.zeros(5, 10)], {"allocated_peak_bytes": 10_000})
+    assert out["params_bytes"] == 440 and out["batch_bytes"] == 200
+    assert out["activations_bytes"] == 10_000 - 440 - 200 and "breakdown_note" not in out
+
+
+# -- activation checkpointing ---------------------------------------------------------------------
+def test_checkpointing_wraps_blocks_and_keeps_the_gradients():
+    from dlbench.models import get_model
+    spec = get_model("tiny_cnn")
+    torch.manual_seed(0)
+    plain = spec.build()
+    ckpt = spec.build()
+    ckpt.load_state_dict(plain.state_dict())
+    assert enable_checkpointing(ckpt) == "blocks"
+    assert sum(type(m).__name__ == "CheckpointedBlock" for m in ckpt.modules()) == 3
+    x = torch.randn(4, 3, 32, 32)
+    for m in (plain, ckpt):
+        m.train()
+        m(x).square().mean().backward()
+    for a, b in zip(plain.parameters(), ckpt.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_checkpointing_segments_a_stage_of_single_layers_at_weighted_layers():
+    from torch import nn
+    layers = []
+    for _ in range(9):
+        layers += [nn.Conv2d(3, 3, 3, padding=1), nn.ReLU(inplace=True)]
+    model = nn.Sequential(nn.Sequential(*layers), nn.Flatten())
+    enable_checkpointing(model)
+    segs = list(model[0])
+    assert len(segs) == 3 and all(isinstance(s.inner[0], nn.Conv2d) for s in segs)
+    model(torch.randn(2, 3, 8, 8, requires_grad=True)).sum().backward()  # in-place ReLU is safe
+
+
+def test_checkpointing_config_label_key_and_refusals():
+    cfg = ThroughputConfig(model="tiny_cnn", batch_size=8)
+    assert "checkpointing" not in cfg.label and "ckpt" in replace(cfg, checkpointing=True).label
+    assert cfg.key() != replace(cfg, checkpointing=True).key()
+    with pytest.raises(ConfigError, match="--checkpointing"):
+        ThroughputConfig(model="tiny_cnn", batch_size=8, mode="eval", checkpointing=True)
+    from dlbench.models import get_model
+    with pytest.raises(UnsupportedError, match="--checkpointing"):
+        enable_checkpointing(get_model("tiny_gpt").build())   # blocks in a ModuleList, no stages
+    rec = _run(checkpointing=True)
+    assert rec.ok and rec.memory["grads_bytes"] == rec.memory["params_bytes"]
+
+
+# -- tables --------------------------------------------------------------------------------
+def test_batch_sweep_table_orders_by_batch_and_marks_oom():
+    from dlbench.report.tables import batch_sweep_table
+    base = ThroughputConfig(model="tiny_cnn", batch_size=1)
+    recs = [ThroughputRecord(config=replace(base, batch_size=b), env={}, step_times_s=(0.1,) * 4,
+                             samples_per_step=b, unit="images",
+                             memory={"allocated_peak_bytes": b << 30,
+                                     "device_total_bytes": 80 << 30, "params_bytes": 1 << 30})
+            for b in (64, 16)]
+    recs.append(ThroughputRecord(config=replace(base, batch_size=128), env={}, status="error",
+                                 error_type="oom", error="OutOfMemoryError"))
+    t = batch_sweep_table(recs)
+    assert [r[5] for r in t.rows] == ["16", "64", "128"]
+    assert t.rows[0][7] == "1.00" and t.rows[1][7] == "4.00"   # 4x the batch at the same step time
+    assert t.rows[1][8] == "64.00" and t.rows[1][10] == "80%"
+    assert t.rows[2][-1] == "OOM"
+
+
+def test_maxbatch_table_shows_the_bracket_and_every_probe():
+    from dlbench.report.tables import maxbatch_table
+    rec = mb.search(_mbcfg(tolerance=0), {}, default_start=16, launcher=FakeLauncher(20))
+    [row] = maxbatch_table([rec]).rows
+    assert row[4] == "20" and row[5] == "21"
+    assert row[-1].startswith("16 ok, 32 OOM, 24 OOM, 20 ok")
+
+
+# -- GPU -----------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gpu_search_finds_a_real_boundary_below_device_memory():
+    # ResNet-50 bf16 NHWC peaks near 43 GiB at 1024 on an 80 GB card: 2048 does not fit.
+    base = ThroughputConfig(model="resnet50", batch_size=1, precision="bf16", channels_last=True,
+                            device="cuda")
+    rec = mb.search(MaxBatchConfig(base=base, tolerance=0.25), {}, default_start=1024)
+    assert rec.ok, rec.error
+    assert rec.first_oom_batch is not None and rec.best_batch < rec.first_oom_batch
+    best = rec.best_probe()
+    assert 0 < best.allocated_peak_bytes <= best.device_total_bytes
+    assert any(p.outcome == ErrorType.OOM for p in rec.probes)
+
+
+@pytest.mark.gpu
+def test_gpu_memory_breakdown_adds_up_to_the_allocator_peak():
+    cfg = ThroughputConfig(model="tiny_cnn", batch_size=64, device="cuda", warmup_steps=1,
+                           warmup_seconds=0, stop=FAST_STOP)
+    m = measure(cfg, {}, flops=lambda *a: None).memory
+    parts = (m["params_bytes"] + m["grads_bytes"] + m["optimizer_state_bytes"]
+             + m["batch_bytes"] + m["activations_bytes"])
+    assert parts == m["allocated_peak_bytes"] <= m["reserved_peak_bytes"]
+    assert m["reserved_peak_bytes"] <= m["device_total_bytes"]
+    assert m["activations_bytes"] > 0

@@ -1,0 +1,90 @@
+"""Reference data: every spec row sourced, published tables complete, seed 002's fit reproduced."""
+
+import json
+import math
+
+import pytest
+
+from dlbench import reference as ref
+
+REQUIRED = {"t4", "v100-pcie", "titan-v", "gtx-1080-ti", "rtx-2080-ti", "rtx-3060", "quadro-rtx-8000",
+            "mx250", "titan-x-maxwell", "a100-sxm-80gb", "h100-sxm", "h100-pcie", "h200", "l4",
+            "l40s", "rtx-4090", "b200", "mi300x"}
+
+
+def test_every_spec_row_carries_a_source_and_sane_figures():
+    specs = ref.gpu_specs()
+    assert REQUIRED <= {s.id for s in specs}
+    assert len({s.id for s in specs}) == len(specs)
+    for s in specs:
+        assert s.source and ("http" in s.source), s.id
+        assert s.fp32_tflops and 0.5 < s.fp32_tflops < 200, s.id
+        assert s.memory_bandwidth_gbs and s.memory_gb and s.tdp_w, s.id
+        for p in ("tf32", "fp16", "bf16", "fp8"):
+            v = s.tflops(p)
+            assert v is None or v >= s.fp32_tflops, (s.id, p)   # tensor peaks above FP32
+        if any(s.tflops(p) is None for p in ("fp16",)):
+            assert s.note, f"{s.id}: a null figure needs a note"
+
+
+def test_dense_not_sparse_for_hopper():
+    h100 = ref.spec_by_id("h100-sxm")
+    assert h100.bf16_tflops == pytest.approx(1979 / 2, rel=1e-3)
+    assert h100.tf32_tflops == pytest.approx(989 / 2, rel=1e-2)
+
+
+def test_match_gpu_by_torch_name():
+    assert ref.match_gpu("NVIDIA H100 80GB HBM3").id == "h100-sxm"
+    assert ref.match_gpu("NVIDIA H100 PCIe").id == "h100-pcie"
+    assert ref.match_gpu("NVIDIA H200").id == "h200"
+    assert ref.match_gpu("Tesla V100-PCIE-16GB").id == "v100-pcie"
+    assert ref.match_gpu("NVIDIA GeForce RTX 3060").id == "rtx-3060"
+    assert ref.match_gpu("NVIDIA GeForce RTX 3060 Ti") is None
+    assert ref.match_gpu("NVIDIA H100 NVL") is None
+    assert ref.match_gpu(None) is None
+
+
+def test_published_tables_are_complete_and_sourced():
+    rows = ref.reference_results()
+    srcs = ref.sources()
+    assert {r.source for r in rows} == {"seed000", "seed002", "seed003"} <= set(srcs)
+    s0 = ref.select(source="seed000")
+    assert len(s0) == 3 * 6 * 3      # three tables, six models, 1/2/4 GPUs
+    assert ref.select(s0, model="resnet50", precision="fp16", gpus=4, setup="no NVLink")[0].value == 4066.72
+    s2 = ref.select(source="seed002")
+    assert len(s2) == 7 * 6 + 2      # seven full rows, MX250 vgg16 only
+    assert ref.select(s2, device="MX250", mode="train")[0].value == 10344.4
+    s3 = ref.select(source="seed003", metric="median_epoch_s")
+    assert len(s3) == 5 + 2 + 5 + 3
+    assert ref.select(s3, model="WRN-28-10", gpus=2, batch_size=512)[0].value == 56.49
+    for r in rows:
+        assert r.gpu_id is None or ref.spec_by_id(r.gpu_id)
+
+
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_seed002_vgg16_fit_lands_on_the_article(mode):
+    fit = ref.seed002_fit("vgg16", mode)
+    assert fit.n == 6
+    assert fit.r2 == pytest.approx(0.984, abs=0.002)     # the article: R^2 = 0.984
+    assert 0.6 < fit.r2_centered < fit.r2
+
+
+def test_origin_fit_on_known_numbers():
+    fit = ref.fit_through_origin([1.0, 2.0, 3.0], [2.0, 4.0, 6.5])
+    assert fit.slope == pytest.approx((2 + 8 + 19.5) / 14)
+    ssr = sum((y - fit.slope * x) ** 2 for x, y in [(1, 2), (2, 4), (3, 6.5)])
+    assert fit.r2 == pytest.approx(1 - ssr / (4 + 16 + 42.25))
+    y, lo, hi = fit.predict(2.0)
+    assert y == pytest.approx(2 * fit.slope) and lo < y < hi
+    from dlbench.measure.stats import t_quantile
+    half = t_quantile(0.975, 2) * math.sqrt(ssr / 2) * math.sqrt(1 + 4 / 14)
+    assert hi - y == pytest.approx(half)
+
+
+def test_gpus_cli_prints_fit_and_predictions(tmp_path, capsys):
+    from dlbench.cli import main
+    assert main(["gpus", "--db", str(tmp_path / "none.db"), "--json", "--predict", "h100-sxm"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["r2"] == pytest.approx(0.984, abs=0.002) and len(out["points"]) == 6
+    (p,) = out["predictions"]
+    assert p["gpu"] == "h100-sxm" and p["low"] < p["batches_per_s"] < p["high"]
