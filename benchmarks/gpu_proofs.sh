@@ -6,6 +6,11 @@
 #                first) until the slot ends
 #        final   the default suite, then seed 000 resumed until the slot ends
 #        seed000 seed 000 resumed where the last stage stopped (rerun until complete)
+#        ceilings  peak, MFU and roofline of the stored default suite, seed 002's fit (one GPU)
+#        telemetry a 30 s ResNet-50 run beside nvidia-smi's power log, monitor, the default suite
+#                  with energy, fidelity with telemetry on (one GPU)
+#        memory    maxbatch for resnet50 (bf16, fp32) and vit_b_16, -b auto, a batch sweep (one GPU)
+#        scaling   scale (ddp; dp and ps; fp32), interconnect A/B, comm (two GPUs)
 # SLOT_SECONDS (default 570) bounds the whole stage; a sweep cut by it stops cleanly (SIGINT).
 # Everything dlbench writes goes to OUTDIR; DB (default OUTDIR/dlbench.db) may be an earlier
 # stage's store, so --resume skips what it holds.
@@ -50,6 +55,52 @@ export_run() {  # name: export the latest run as JSON and CSV
       timeout -s INT "$(left)" $py -m dlbench run --suite seed000 --db "$db" --resume --tag seed000
       $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
       $py -m dlbench results export --db "$db" --run all --format csv -o "$out/all.csv"
+      ;;
+    ceilings)
+      $py -m pytest -q -p no:cacheprovider tests/test_peak.py tests/test_mfu.py tests/test_reference.py 2>&1 | tail -3
+      $py -m dlbench peak --db "$db" --tag peak; export_run peak
+      run=$($py -c "from dlbench.store import Store; print([r.run_id for r in Store('$db').runs(tag='default-suite')][0])")
+      $py -m dlbench roofline --db "$db" --run "$run" -o "$out/roofline"
+      $py -m dlbench gpus --db "$db" -m vgg16 --mode eval
+      ;;
+    telemetry)
+      $py -m pytest -q -p no:cacheprovider tests/test_telemetry.py 2>&1 | tail -3
+      $py -m dlbench monitor --interval 1 --csv "$out/monitor.csv" > "$out/monitor.txt" 2>&1 & mon=$!
+      nvidia-smi --query-gpu=timestamp,power.draw --format=csv -lms 100 > "$out/nvidia-smi-power.csv" & smi=$!
+      $py -m dlbench throughput -m resnet50 -b 256 --precision bf16 --channels-last on \
+          --min-time 30 --max-time 35 --db "$db" --tag rn50-telemetry -q --json > "$out/rn50.json"
+      kill $smi
+      $py benchmarks/compare_power.py "$out/rn50.json" "$out/nvidia-smi-power.csv"
+      $py -m dlbench run --db "$db" --tag default-suite-telemetry -q
+      kill $mon
+      $py -m dlbench telemetry --db "$db" --run latest
+      $py benchmarks/fidelity.py --out "$out/fidelity-telemetry.json"
+      ;;
+    memory)
+      $py -m pytest -q -p no:cacheprovider tests/test_maxbatch.py -m gpu 2>&1 | tail -3
+      timeout 200 $py -m dlbench maxbatch -m resnet50 --precision bf16,fp32 --channels-last \
+          --tolerance 0.1 --max-time 5 --db "$db" --tag maxbatch
+      timeout 100 $py -m dlbench maxbatch -m vit_b_16 --precision bf16 --tolerance 0.1 \
+          --max-time 5 --db "$db" --tag maxbatch
+      $py -m dlbench throughput -m resnet50 -b auto --precision bf16 --channels-last on \
+          --max-time 5 --db "$db" --tag auto
+      $py -m dlbench throughput -m vit_b_16 --precision fp32 -b 256,512,1024,2048 --max-time 3 \
+          --db "$db" --tag batch-sweep -q
+      $py -m dlbench results export --db "$db" --tag maxbatch -o "$out/maxbatch.json"
+      ;;
+    scaling)
+      fast="--warmup 5 --warmup-time 0.5 --min-time 1 --max-time 4 --timeout 300 --pg-timeout 120"
+      $py -m pytest -q -p no:cacheprovider tests/test_distributed.py tests/test_comm.py -m gpu 2>&1 | tail -3
+      $py -m dlbench scale -m resnet50,inception_v3,vgg16,resnet152 --gpus 1,2 --strategy ddp \
+          --precision bf16 --channels-last on $fast --db "$db" --tag scale-bf16
+      $py -m dlbench scale -m resnet50 --gpus 1,2 --strategy dp,ps --precision bf16 \
+          --channels-last on $fast --db "$db" --tag scale-dp-ps
+      $py -m dlbench scale -m resnet50,vgg16 --gpus 1,2 --strategy ddp --precision fp32 $fast \
+          --db "$db" --tag scale-fp32
+      $py -m dlbench scale -m resnet50 --gpus 2 --strategy ddp --precision bf16 --channels-last on \
+          --interconnect default,no-p2p,no-p2p+no-shm $fast --db "$db" --tag interconnect
+      $py -m dlbench comm --gpus 2 --min 8B --max 1GiB --iters 20 --warmup 5 --db "$db" --tag comm
+      $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
       ;;
   esac
 } 2>&1 | tee "$log"

@@ -20,7 +20,8 @@ from dlbench.store import Store
 from dlbench.sweep import run_sweep
 from dlbench.workloads import maxbatch as mb
 from dlbench.workloads.devices import UnsupportedError
-from dlbench.workloads.throughput import enable_checkpointing, measure
+from dlbench.workloads.checkpointing import enable_checkpointing
+from dlbench.workloads.throughput import measure
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "1", "--warmup", "1",

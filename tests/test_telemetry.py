@@ -7,7 +7,6 @@ import csv
 import dataclasses
 import io
 import json
-import subprocess
 import sys
 import time
 import warnings
@@ -15,7 +14,6 @@ import warnings
 import pytest
 import torch
 
-from dlbench import telemetry
 from dlbench.config import ConfigError, ThroughputConfig
 from dlbench.report.tables import energy_table, flags
 from dlbench.results import ThroughputRecord

@@ -16,7 +16,6 @@ from dlbench.config import ThroughputConfig, expand
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 from dlbench.report import export, tables, terminal
-from dlbench.results import ThroughputRecord
 from dlbench.store import Store
 from dlbench.suites import SUITES, gpu_batch, suite_for
 from dlbench.sweep import NullProgress, SweepOutcome, run_sweep
@@ -78,6 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=int, default=100_000, help="stop after this many steps")
     p.add_argument("--target-ci", type=float, default=0.01,
                    help="stop once the 95%% interval half-width is below this fraction (default 0.01)")
+    p.add_argument("--checkpointing", action="store_true",
+                   help="activation checkpointing (train): less memory, more compute")
+    p.add_argument("--telemetry-interval", type=float, default=0.1, metavar="S",
+                   help="GPU telemetry sampling interval in seconds (default 0.1; 0 = off)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and synthetic data")
     add_sweep_flags(p)
     p.set_defaults(handler=cmd_throughput)
@@ -113,7 +116,8 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         default_batch=lambda m: gpu_batch(m, facts.memory_bytes) if on_gpu else _cpu_batch(m),
         optimizer=args.optimizer, method=args.method, input_size=args.input_size,
         device=args.device, warmup_steps=args.warmup, warmup_seconds=args.warmup_time,
-        stop=stop, seed=args.seed)
+        stop=stop, seed=args.seed, checkpointing=args.checkpointing,
+        telemetry_interval_s=args.telemetry_interval or None)
     # channels_last means nothing for a text model: measure it once, in its own layout.
     configs = list({c.key(): c for c in (
         replace(c, channels_last=False) if get_model(c.model).kind != "image" else c
@@ -182,14 +186,33 @@ def _print_outcome(args: argparse.Namespace, outcome: SweepOutcome, view: str, l
                                            if outcome.skipped else ""))
 
 
-def show_tables(records: Sequence[ThroughputRecord], view: str, label: str) -> None:
+def show_tables(records: Sequence, view: str, label: str) -> None:
+    """The tables for a set of records of any kinds: each kind gets its own layout."""
     if not records:
         terminal.stdout.print("no results")
         return
-    terminal.print_table(tables.throughput_table(records, f"Throughput on {label}"))
-    if view == "seed000":
-        terminal.print_table(tables.seed000_table(records))
-    elif view == "seed002":
-        terminal.print_table(tables.seed002_table(records, label))
+    by_kind: dict[str, list] = {}
+    for r in records:
+        by_kind.setdefault(r.kind, []).append(r)
+    thr = by_kind.pop("throughput", [])
+    if thr:
+        terminal.print_table(tables.throughput_table(thr, f"Throughput on {label}"))
+        if view == "seed000":
+            terminal.print_table(tables.seed000_table(thr))
+        elif view == "seed002":
+            terminal.print_table(tables.seed002_table(thr, label))
+        if any(r.telemetry for r in thr):
+            terminal.print_table(tables.energy_table(thr))
+    for kind, recs in by_kind.items():
+        if kind == "scaling":
+            terminal.print_table(tables.scaling_table(recs))
+        elif kind == "comm":
+            terminal.print_table(tables.comm_table(recs))
+        elif kind == "peak":
+            terminal.print_table(tables.peak_table(recs))
+        elif kind == "maxbatch":
+            terminal.print_table(tables.maxbatch_table(recs, thr))
+        else:
+            terminal.print_table(tables.records_table(recs, f"{kind} results"))
 
 

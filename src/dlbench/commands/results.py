@@ -11,7 +11,6 @@ from dlbench import env as envmod
 from dlbench.commands.bench import show_tables
 from dlbench.commands.common import EXIT_OK, add_store_flags
 from dlbench.report import export, tables, terminal
-from dlbench.results import ThroughputRecord
 from dlbench.store import Store, StoreError
 from dlbench.suites import SUITES
 
@@ -62,12 +61,11 @@ def _results_ls(args: argparse.Namespace, store: Store) -> int:
             return EXIT_OK
         rows = []
         for r in recs:
-            s = r.summary()
-            rows.append((r.id, r.run_id or "-", r.created_at, r.config.label, r.status,
-                         tables.fmt_num(s.throughput * r.units_per_sample) if s else
-                         (r.error_type or "-")))
-        terminal.print_table(tables.Table("Results", ("id", "run", "created", "config", "status",
-                                                      "per s"), tuple(rows)))
+            fig = r.units_per_s() if r.kind == "throughput" else r.headline()
+            rows.append((r.id, r.run_id or "-", r.created_at, r.kind, r.config.label, r.status,
+                         tables.fmt_num(fig) if fig is not None else (r.error_type or "-")))
+        terminal.print_table(tables.Table("Results", ("id", "run", "created", "kind", "config",
+                                                      "status", "figure"), tuple(rows)))
         return EXIT_OK
     runs = store.runs(limit=args.limit, tag=args.tag)
     if args.json:
@@ -110,15 +108,21 @@ def _results_show(args: argparse.Namespace, store: Store) -> int:
         return EXIT_OK
     info = next(r for r in store.runs() if r.run_id == run_id)
     view = args.view or (SUITES[info.suite].view if info.suite in SUITES else
-                         ("seed002" if any(r.config.method == "seed002" for r in recs)
-                          else "throughput"))
+                         ("seed002" if any(getattr(r.config, "method", None) == "seed002"
+                                           for r in recs) else "throughput"))
     terminal.stdout.print(f"run {run_id} ({info.status}) {info.started_at}: {info.command}")
     show_tables(recs, view, info.device or "?")
     return EXIT_OK
 
 
-def _print_record(r: ThroughputRecord) -> None:
+def _print_record(r) -> None:
     out = terminal.stdout
+    if r.kind != "throughput":
+        show_tables([r], "throughput", envmod.device_label(getattr(r, "env", {}) or {}))
+        out.print_json(json.dumps({"config": r.config.to_dict()}, default=str))
+        if r.error:
+            out.print(f"[red]{r.error_type}[/red]: {r.error}", highlight=False)
+        return
     terminal.print_table(tables.throughput_table([r], f"Result {r.id} (run {r.run_id})"))
     s = r.summary()
     if s is not None:

@@ -121,7 +121,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
     from dlbench.launch.torchrun import TorchrunLauncher
     from dlbench.measure.stopping import StopRule
     from dlbench.models import get_model
-    from dlbench.report import export, tables, terminal
+    from dlbench.report import export, terminal
     from dlbench.results_dist import ScalingConfig
     from dlbench.store import Store
     from dlbench.suites import gpu_batch

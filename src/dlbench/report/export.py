@@ -8,6 +8,7 @@ import json
 import math
 from typing import Any, Sequence
 
+from dlbench.measure.stats import Summary
 from dlbench.results import ThroughputRecord
 
 CSV_COLUMNS = (
@@ -21,6 +22,13 @@ CSV_COLUMNS = (
 
 
 def flat_row(r: ThroughputRecord) -> dict[str, Any]:
+    """One CSV row; a record of another kind fills the columns every kind has."""
+    if r.kind != "throughput":
+        return {k: "" for k in CSV_COLUMNS} | {
+            "id": r.id, "run_id": r.run_id, "created_at": r.created_at,
+            "model": getattr(r.config, "model", ""), "status": r.status,
+            "error_type": r.error_type or "", "unit": r.kind, "units_per_s": r.headline(),
+            "error": (r.error or "").splitlines()[0] if r.error else ""}
     c, s, env = r.config, r.summary(), r.env
     gpus = env.get("gpus") or []
     row: dict[str, Any] = {
@@ -63,14 +71,20 @@ def to_json(records: Sequence[ThroughputRecord]) -> str:
     docs = []
     for r in records:
         d = r.to_dict()
-        s = r.summary()
-        d["summary"] = None if s is None else {
-            "samples_per_s": s.throughput, "interval": [s.throughput_low, _finite(s.throughput_high)],
-            "rel_halfwidth": _finite(s.rel_halfwidth), "median_s": s.median_s, "p5_s": s.p5_s,
-            "p95_s": s.p95_s, "steps": s.steps, "cv": s.cv, "confidence": s.confidence,
-            "units_per_s": s.throughput * r.units_per_sample, "tflops": r.achieved_tflops(),
-            "converged": r.converged(),
-        }
+        s = r.summary() if hasattr(r, "summary") else None
+        if isinstance(s, Summary):  # throughput and scaling records: figures from raw step times
+            per_sample = getattr(r, "units_per_sample", 1)
+            tflops = r.achieved_tflops() if hasattr(r, "achieved_tflops") else None
+            d["summary"] = {
+                "samples_per_s": s.throughput,
+                "interval": [s.throughput_low, _finite(s.throughput_high)],
+                "rel_halfwidth": _finite(s.rel_halfwidth), "median_s": s.median_s, "p5_s": s.p5_s,
+                "p95_s": s.p95_s, "steps": s.steps, "cv": s.cv, "confidence": s.confidence,
+                "units_per_s": s.throughput * per_sample, "tflops": tflops,
+                "converged": r.converged() if hasattr(r, "converged") else None,
+            }
+        elif s is None and r.kind == "throughput":
+            d["summary"] = None
         docs.append(d)
     return json.dumps(docs, indent=1)
 

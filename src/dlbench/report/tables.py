@@ -122,6 +122,14 @@ def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughp
     return Table(title, cols, tuple(rows), notes)
 
 
+def records_table(records: Sequence, title: str = "Results") -> Table:
+    """Any record kind, one row each: what it measured, its status and its headline figure."""
+    rows = tuple((r.id, r.kind, r.config.label, r.status,
+                  fmt_num(r.headline()) if r.headline() is not None else "-",
+                  _short_error(r) if r.status != "ok" else "") for r in records)
+    return Table(title, ("id", "kind", "config", "status", "figure", "error"), rows)
+
+
 def _pivot(records: Iterable[ThroughputRecord], row: Callable[[ThroughputRecord], str],
            col: Callable[[ThroughputRecord], str]) -> tuple[list[str], list[str],
                                                             dict[tuple[str, str], ThroughputRecord]]:
