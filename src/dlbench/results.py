@@ -41,8 +41,50 @@ def new_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
+class RecordBase:
+    """What every record kind shares: serialisation with its kind and config, and its run."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kind"] = self.kind
+        d["config"] = self.config.to_dict()
+        return d
+
+    def with_run(self, run_id: str):
+        return replace(self, run_id=run_id)
+
+
+class StepRateMixin:
+    """Figures derived from ``summary()`` for records timed in steps (throughput, scaling).
+
+    The class provides ``summary()``, ``units_per_sample``, ``flops_per_sample`` and
+    ``stop_rule()``.
+    """
+
+    def headline(self) -> float | None:
+        """Samples per second, the figure the store indexes."""
+        s = self.summary()
+        return None if s is None else s.throughput
+
+    def units_per_s(self) -> float | None:
+        s = self.summary()
+        return None if s is None else s.throughput * self.units_per_sample
+
+    def achieved_tflops(self) -> float | None:
+        """Model FLOPs per second actually done (counted FLOPs x samples / time), in TFLOP/s."""
+        s = self.summary()
+        if s is None or not self.flops_per_sample:
+            return None
+        return self.flops_per_sample * s.throughput / 1e12
+
+    def converged(self) -> bool:
+        """Whether the interval reached its target (a capped window is flagged noisy)."""
+        s = self.summary()
+        return s is not None and s.rel_halfwidth <= self.stop_rule().target_rel_ci
+
+
 @dataclass(frozen=True)
-class ThroughputRecord:
+class ThroughputRecord(StepRateMixin, RecordBase):
     """One throughput measurement (or its failure).
 
     Times are in seconds. ``step_times_s`` is the measured window only; the first step (which
@@ -87,32 +129,8 @@ class ThroughputRecord:
             return None
         return summarize(self.step_times_s, self.samples_per_step, self.config.stop.confidence)
 
-    def headline(self) -> float | None:
-        """Samples per second, the figure the store indexes."""
-        s = self.summary()
-        return None if s is None else s.throughput
-
-    def units_per_s(self) -> float | None:
-        s = self.summary()
-        return None if s is None else s.throughput * self.units_per_sample
-
-    def achieved_tflops(self) -> float | None:
-        """Model FLOPs per second actually done (counted FLOPs x samples / time), in TFLOP/s."""
-        s = self.summary()
-        if s is None or not self.flops_per_sample:
-            return None
-        return self.flops_per_sample * s.throughput / 1e12
-
-    def converged(self) -> bool:
-        """Whether the interval reached its target (a capped window is flagged noisy)."""
-        s = self.summary()
-        return s is not None and s.rel_halfwidth <= self.config.stop.target_rel_ci
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["kind"] = self.kind
-        d["config"] = self.config.to_dict()
-        return d
+    def stop_rule(self):
+        return self.config.stop
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ThroughputRecord":
@@ -123,8 +141,6 @@ class ThroughputRecord:
             d[k] = tuple(d.get(k) or ())
         return cls(**d)
 
-    def with_run(self, run_id: str) -> "ThroughputRecord":
-        return replace(self, run_id=run_id)
 
 
 # kind -> "module:Class"; imported when a record of that kind is read, so the store can hold

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Sequence
 
 from dlbench.config import ConfigError, ThroughputConfig, _choice
 from dlbench.measure.stats import Summary, mean, summarize
-from dlbench.results import SCHEMA_VERSION, new_id, utc_now
+from dlbench.results import SCHEMA_VERSION, RecordBase, StepRateMixin, new_id, utc_now
 
 STRATEGIES = ("ddp", "dp", "ps")
 BACKENDS = ("auto", "nccl", "gloo")
@@ -158,7 +158,7 @@ def scaling_efficiency(factor: float, gpus: int, base_gpus: int = 1) -> float:
 
 
 @dataclass(frozen=True)
-class ScalingRecord:
+class ScalingRecord(StepRateMixin, RecordBase):
     """One scaling measurement (or its failure), with every rank's raw times.
 
     ``rank_step_times_s[r]`` is rank r's measured window; ``rank_samples_per_step[r]`` its batch
@@ -216,29 +216,8 @@ class ScalingRecord:
         return aggregate(self.rank_step_times_s, self.rank_samples_per_step,
                          self.config.base.stop.confidence)
 
-    def headline(self) -> float | None:
-        s = self.summary()
-        return None if s is None else s.throughput
-
-    def units_per_s(self) -> float | None:
-        s = self.summary()
-        return None if s is None else s.throughput * self.units_per_sample
-
-    def achieved_tflops(self) -> float | None:
-        s = self.summary()
-        if s is None or not self.flops_per_sample:
-            return None
-        return self.flops_per_sample * s.throughput / 1e12
-
-    def converged(self) -> bool:
-        s = self.summary()
-        return s is not None and s.rel_halfwidth <= self.config.base.stop.target_rel_ci
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["kind"] = self.kind
-        d["config"] = self.config.to_dict()
-        return d
+    def stop_rule(self):
+        return self.config.base.stop
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ScalingRecord":
@@ -251,9 +230,6 @@ class ScalingRecord:
             d[k] = tuple(d.get(k) or ())
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
-
-    def with_run(self, run_id: str) -> "ScalingRecord":
-        return replace(self, run_id=run_id)
 
 
 # -- collectives --------------------------------------------------------------------------------
@@ -339,7 +315,7 @@ class CommConfig:
 
 
 @dataclass(frozen=True)
-class CommRecord:
+class CommRecord(RecordBase):
     """A collective's timing at one size, every rank's raw iteration times, and its #wrong.
 
     ``time_s`` follows nccl-tests' default (``-a 1``): each rank's mean iteration time, averaged
@@ -393,12 +369,6 @@ class CommRecord:
         b = self.busbw()
         return None if b is None or not self.ok else b / 1e9
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["kind"] = self.kind
-        d["config"] = self.config.to_dict()
-        return d
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CommRecord":
         d = dict(d)
@@ -407,6 +377,3 @@ class CommRecord:
         d["rank_times_s"] = tuple(tuple(x) for x in d.get("rank_times_s") or ())
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
-
-    def with_run(self, run_id: str) -> "CommRecord":
-        return replace(self, run_id=run_id)

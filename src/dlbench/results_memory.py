@@ -11,11 +11,11 @@ a corrected record follows in the same run, with the failure as one more probe; 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from dlbench.config import ConfigError, ThroughputConfig
-from dlbench.results import SCHEMA_VERSION, new_id, utc_now
+from dlbench.results import SCHEMA_VERSION, RecordBase, new_id, utc_now
 
 #: Outcome of a probe that fitted; any other outcome is an ``ErrorType`` value (``oom``, ...).
 FITS = "ok"
@@ -91,7 +91,7 @@ class Probe:
 
 
 @dataclass(frozen=True)
-class MaxBatchRecord:
+class MaxBatchRecord(RecordBase):
     """The result of one search (or its failure, e.g. when not even batch 1 fits)."""
 
     kind: ClassVar[str] = "maxbatch"
@@ -125,12 +125,6 @@ class MaxBatchRecord:
         """The largest batch that fits, the figure the store indexes."""
         return None if self.best_batch is None else float(self.best_batch)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["kind"] = self.kind
-        d["config"] = self.config.to_dict()
-        return d
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "MaxBatchRecord":
         d = dict(d)
@@ -139,6 +133,3 @@ class MaxBatchRecord:
         d["probes"] = tuple(Probe(**p) for p in d.get("probes") or ())
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
-
-    def with_run(self, run_id: str) -> "MaxBatchRecord":
-        return replace(self, run_id=run_id)

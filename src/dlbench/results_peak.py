@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import statistics
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from dlbench.results import SCHEMA_VERSION, new_id, utc_now
+from dlbench.results import SCHEMA_VERSION, RecordBase, new_id, utc_now
 
 VERBS = ("matmul", "copy", "read", "write", "h2d", "d2h", "p2p")
 
@@ -79,7 +79,7 @@ class PeakConfig:
 
 
 @dataclass(frozen=True)
-class PeakRecord:
+class PeakRecord(RecordBase):
     """One ceiling point (or its failure). ``work`` is FLOPs (matmul) or bytes moved per iteration.
 
     Bytes moved: copy counts the read and the write (2 x buffer), as STREAM does; read, write,
@@ -125,12 +125,6 @@ class PeakRecord:
         """No step-time summary: a peak point is not a throughput window (listings show '-')."""
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["kind"] = self.kind
-        d["config"] = self.config.to_dict()
-        return d
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PeakRecord":
         d = dict(d)
@@ -139,9 +133,6 @@ class PeakRecord:
         for k in ("times_s", "warmup_times_s"):
             d[k] = tuple(d.get(k) or ())
         return cls(**d)
-
-    def with_run(self, run_id: str) -> "PeakRecord":
-        return replace(self, run_id=run_id)
 
 
 def ceilings(records: list[PeakRecord]) -> dict[str, dict[str, Any]]:

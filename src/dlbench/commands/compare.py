@@ -1,0 +1,93 @@
+"""``dlbench compare A B``: two runs or tags, config by config, with a test; non-zero on a
+regression so CI can gate on it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from dlbench.commands.common import EXIT_OK
+from dlbench.report import compare as cmp
+from dlbench.report import terminal
+from dlbench.store import Store, StoreError
+
+ORDER = 25
+EXIT_REGRESSION = 5
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare", help="compare two runs or tags config by config; exit 5 on a regression",
+        description="Match the throughput results of A and B by config and print, for each, the "
+                    "ratio B/A, its 95%% interval, Welch's t-test on the raw step times and a "
+                    "verdict. A and B are run ids (a prefix, or 'latest') or 'tag:NAME' (every "
+                    "run with that tag).",
+        epilog="examples:\n"
+               "  dlbench compare tag:baseline tag:candidate --threshold 0.03\n"
+               "  dlbench compare 3f2a latest\n"
+               "  dlbench compare latest latest --db old.db --db-b new.db\n\n"
+               "exit codes: 0 no regression; 5 at least one regression (B significantly slower "
+               "than A by more than --threshold); 2 usage error (unknown run or tag).",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("a", metavar="A", help="baseline: run id prefix, 'latest' or tag:NAME")
+    p.add_argument("b", metavar="B", help="candidate: run id prefix, 'latest' or tag:NAME")
+    p.add_argument("--db", default="dlbench.db", metavar="PATH",
+                   help="store holding A (and B, unless --db-b; default ./dlbench.db)")
+    p.add_argument("--db-b", metavar="PATH", help="store holding B (default: --db)")
+    p.add_argument("--threshold", type=float, default=cmp.DEFAULT_THRESHOLD,
+                   help="a slowdown larger than this fraction that is significant is a "
+                        "regression (default 0.05)")
+    p.add_argument("--alpha", type=float, default=cmp.DEFAULT_ALPHA,
+                   help="significance level of the test (default 0.05)")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.set_defaults(handler=cmd_compare)
+
+
+def select(store: Store, ref: str) -> tuple[str, list]:
+    """Records for ``tag:NAME`` or a run reference; with a description of what was selected."""
+    if ref.startswith("tag:"):
+        tag = ref[4:]
+        recs = store.results(tag=tag, kind="throughput")
+        if not store.runs(tag=tag):
+            raise StoreError(f"no run is tagged {tag!r} in {store.path}")
+        return f"tag {tag}", recs
+    run_id = store.resolve_run(ref)
+    return f"run {run_id}", store.results(run_id=run_id, kind="throughput")
+
+
+def _open(path: str) -> Store:
+    if not Path(path).exists():
+        raise StoreError(f"no result store at {path}; pass the right file with --db/--db-b")
+    return Store(path)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    with _open(args.db) as sa:
+        name_a, recs_a = select(sa, args.a)
+        if args.db_b and Path(args.db_b).resolve() != Path(args.db).resolve():
+            with _open(args.db_b) as sb:
+                name_b, recs_b = select(sb, args.b)
+        else:
+            name_b, recs_b = select(sa, args.b)
+    c = cmp.compare(recs_a, recs_b, threshold=args.threshold, alpha=args.alpha)
+    if c.env_differences:
+        terminal.warn("THE ENVIRONMENTS DIFFER; the ratios mix hardware or software changes "
+                      "with the change under test:\n  " + "\n  ".join(c.env_differences))
+    if args.json:
+        d = cmp.to_dict(c) | {"a": name_a, "b": name_b}
+        sys.stdout.write(json.dumps(d, indent=1) + "\n")
+    else:
+        terminal.print_table(cmp.comparison_table(c, f"B ({name_b}) against A ({name_a})"))
+        if c.only_a:
+            terminal.stdout.print(f"only in A: {', '.join(c.only_a)}", highlight=False)
+        if c.only_b:
+            terminal.stdout.print(f"only in B: {', '.join(c.only_b)}", highlight=False)
+        if not c.pairs:
+            terminal.warn("no config has an ok throughput result on both sides")
+    if c.regressions:
+        terminal.error(f"{len(c.regressions)} regression(s): "
+                       + ", ".join(f"{p.label} ({p.ratio:.3f}x)" for p in c.regressions))
+        return EXIT_REGRESSION
+    return EXIT_OK

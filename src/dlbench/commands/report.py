@@ -1,0 +1,69 @@
+"""``dlbench report``: one self-contained HTML file (or Markdown tables) from the store."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dlbench.commands.common import EXIT_OK, add_store_flags
+from dlbench.report import terminal
+from dlbench.results import utc_now
+from dlbench.store import Store, StoreError
+
+ORDER = 24
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report", help="write an HTML report (tables and charts, one file) or Markdown tables",
+        description="Write one self-contained HTML file: the environment, the throughput and "
+                    "seed-style tables, and charts (throughput per configuration, throughput "
+                    "against batch size) where their data exists. No network is needed to view "
+                    "it: styles and charts (SVG) are inline, and there is no script.",
+        epilog="examples:\n  dlbench report -o report.html\n  dlbench report --tag nightly "
+               "--markdown -o nightly.md\n  dlbench report --run latest",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_store_flags(p)
+    p.add_argument("-o", "--output", help="file to write (default: report.html, or report.md "
+                                          "with --markdown)")
+    p.add_argument("--tag", help="only runs with this tag")
+    p.add_argument("--run", action="append",
+                   help="only this run (id prefix or 'latest'); repeat for several")
+    p.add_argument("--markdown", action="store_true", help="write the tables as Markdown instead")
+    p.add_argument("--title", default="dlbench report", help="the report's title")
+    p.set_defaults(handler=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from dlbench.report import html as report_html
+
+    if not Path(args.db).exists():
+        raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
+    with Store(args.db) as store:
+        run_ids = [store.resolve_run(r) for r in args.run] if args.run else None
+        if run_ids:
+            records = [r for rid in dict.fromkeys(run_ids) for r in store.results(run_id=rid)]
+            if args.tag:
+                tagged = {r.run_id for r in store.runs(tag=args.tag)}
+                records = [r for r in records if r.run_id in tagged]
+        else:
+            records = store.results(tag=args.tag)
+        used = {r.run_id for r in records}
+        runs = [report_html.RunMeta(run_id=r.run_id, command=r.command, tag=r.tag,
+                                    suite=r.suite, device=r.device, started_at=r.started_at,
+                                    status=r.status)
+                for r in reversed(store.runs(tag=args.tag)) if r.run_id in used]
+    if not records:
+        terminal.warn("no results match; the report says so")
+    if args.markdown:
+        text = report_html.render_markdown(records, runs, args.title)
+        out = Path(args.output or "report.md")
+    else:
+        text = report_html.render_html(records, runs, args.title, source=str(args.db),
+                                       generated_at=utc_now())
+        out = Path(args.output or "report.html")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    terminal.stderr.print(f"wrote {out} ({len(records)} result(s), {len(runs)} run(s))",
+                          highlight=False)
+    return EXIT_OK
