@@ -191,28 +191,7 @@ def show_tables(records: Sequence, view: str, label: str) -> None:
     if not records:
         terminal.stdout.print("no results")
         return
-    by_kind: dict[str, list] = {}
-    for r in records:
-        by_kind.setdefault(r.kind, []).append(r)
-    thr = by_kind.pop("throughput", [])
-    if thr:
-        terminal.print_table(tables.throughput_table(thr, f"Throughput on {label}"))
-        if view == "seed000":
-            terminal.print_table(tables.seed000_table(thr))
-        elif view == "seed002":
-            terminal.print_table(tables.seed002_table(thr, label))
-        if any(r.telemetry for r in thr):
-            terminal.print_table(tables.energy_table(thr))
-    for kind, recs in by_kind.items():
-        if kind == "scaling":
-            terminal.print_table(tables.scaling_table(recs))
-        elif kind == "comm":
-            terminal.print_table(tables.comm_table(recs))
-        elif kind == "peak":
-            terminal.print_table(tables.peak_table(recs))
-        elif kind == "maxbatch":
-            terminal.print_table(tables.maxbatch_table(recs, thr))
-        else:
-            terminal.print_table(tables.records_table(recs, f"{kind} results"))
+    for table in tables.tables_for(records, label, view):
+        terminal.print_table(table)
 
 

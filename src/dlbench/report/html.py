@@ -101,53 +101,6 @@ def run_table(runs: Sequence[RunMeta]) -> Table:
     return Table("Runs", ("run", "started", "status", "suite", "tag", "device", "command"), rows)
 
 
-def result_tables(records: Sequence[Any], device: str) -> list[Table]:
-    """The tables for records of any kinds, each kind in its own layout (seed layouts where
-    their data exists)."""
-    by_kind: dict[str, list] = {}
-    for r in records:
-        by_kind.setdefault(r.kind, []).append(r)
-    out: list[Table] = []
-    thr = by_kind.pop("throughput", [])
-    if thr:
-        out.append(tables.throughput_table(thr, f"Throughput on {device}"))
-        ok_train = [r for r in thr if r.config.mode == "train" and r.config.method == "standard"]
-        if ok_train:
-            out.append(tables.seed000_table(ok_train))
-        s002 = [r for r in thr if r.config.method == "seed002"]
-        if s002:
-            out.append(tables.seed002_table(s002, device))
-        if _has_batch_sweep(thr):
-            out.append(tables.batch_sweep_table(thr))
-        if any(r.telemetry for r in thr):
-            out.append(tables.energy_table(thr))
-    for kind, recs in by_kind.items():
-        if kind == "scaling":
-            out.append(tables.scaling_table(recs))
-        elif kind == "comm":
-            out.append(tables.comm_table(recs))
-        elif kind == "peak":
-            out.append(tables.peak_table(recs))
-        elif kind == "maxbatch":
-            out.append(tables.maxbatch_table(recs, thr))
-        else:
-            out.append(tables.records_table(recs, f"{kind} results"))
-    return out
-
-
-def _setup(r: Any) -> tuple:
-    c = r.config
-    return (c.model, c.mode, c.precision, c.method, c.channels_last, c.compile or "eager",
-            c.optimizer, c.input_size)
-
-
-def _has_batch_sweep(records: Sequence[Any]) -> bool:
-    sizes: dict[tuple, set[int]] = {}
-    for r in records:
-        sizes.setdefault(_setup(r), set()).add(r.config.batch_size)
-    return any(len(s) > 1 for s in sizes.values())
-
-
 # -- charts ---------------------------------------------------------------------------------------
 
 def _pyplot():
@@ -240,7 +193,7 @@ def batch_charts(records: Sequence[Any], runs: dict[str, RunMeta], start: int = 
     ok = [r for r in records if r.kind == "throughput" and r.summary() is not None]
     groups: dict[tuple, list] = {}
     for r in ok:
-        groups.setdefault(_setup(r), []).append(r)
+        groups.setdefault(tables.setup_of(r), []).append(r)
     sweeps = {k: v for k, v in groups.items() if len({r.config.batch_size for r in v}) > 1}
     by_unit: dict[str, dict[tuple, list]] = {}
     for k, v in sweeps.items():
@@ -304,7 +257,7 @@ def render_html(records: Sequence[Any], runs: Sequence[RunMeta], title: str = "d
     parts += [table_html(t) for t in environment_tables(records)] or ["<p>no results</p>"]
     if runs:
         parts.append(table_html(run_table(runs)))
-    tbls = result_tables(records, device)
+    tbls = tables.tables_for(records, device)
     if tbls:
         parts.append("<h2>Tables</h2>")
         parts += [table_html(t) for t in tbls]
@@ -325,7 +278,7 @@ def render_markdown(records: Sequence[Any], runs: Sequence[RunMeta],
     """The report's tables as Markdown (for a README or an issue); no charts."""
     device = _device(records)
     tbls = environment_tables(records) + ([run_table(runs)] if runs else [])
-    tbls += result_tables(records, device)
+    tbls += tables.tables_for(records, device)
     return f"# {title}\n\n" + "\n\n".join(_md_table(t) for t in tbls) + "\n"
 
 

@@ -486,3 +486,54 @@ def comm_table(records: Sequence, title: str = "Collectives") -> Table:
                   "all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n, broadcast 1, "
                   "all_to_all (n-1)/n); time = each rank's mean, averaged over ranks (nccl-tests "
                   "-a 1); GB/s = 1e9 B/s",))
+
+
+def setup_of(r: ThroughputRecord) -> tuple:
+    """Everything of a throughput config but its batch size: one point of a batch sweep."""
+    c = r.config
+    return (c.model, c.mode, c.precision, c.method, c.channels_last, c.compile or "eager",
+            c.optimizer, c.input_size)
+
+
+def has_batch_sweep(records: Sequence[ThroughputRecord]) -> bool:
+    sizes: dict[tuple, set[int]] = {}
+    for r in records:
+        sizes.setdefault(setup_of(r), set()).add(r.config.batch_size)
+    return any(len(s) > 1 for s in sizes.values())
+
+
+def tables_for(records: Sequence, device: str, view: str | None = None) -> list[Table]:
+    """The tables for records of any kinds, each kind in its own layout.
+
+    ``view`` None: every seed layout whose data exists (the HTML report); else the throughput
+    table plus that one layout (``seed000``, ``seed002``), as the terminal shows a suite.
+    """
+    by_kind: dict[str, list] = {}
+    for r in records:
+        by_kind.setdefault(r.kind, []).append(r)
+    out: list[Table] = []
+    thr = by_kind.pop("throughput", [])
+    if thr:
+        out.append(throughput_table(thr, f"Throughput on {device}"))
+        ok_train = [r for r in thr if r.config.mode == "train" and r.config.method == "standard"]
+        if ok_train and view in (None, "seed000"):
+            out.append(seed000_table(ok_train))
+        s002 = [r for r in thr if r.config.method == "seed002"]
+        if s002 and view in (None, "seed002"):
+            out.append(seed002_table(s002, device))
+        if view is None and has_batch_sweep(thr):
+            out.append(batch_sweep_table(thr))
+        if any(r.telemetry for r in thr):
+            out.append(energy_table(thr))
+    for kind, recs in by_kind.items():
+        if kind == "scaling":
+            out.append(scaling_table(recs))
+        elif kind == "comm":
+            out.append(comm_table(recs))
+        elif kind == "peak":
+            out.append(peak_table(recs))
+        elif kind == "maxbatch":
+            out.append(maxbatch_table(recs, thr))
+        else:
+            out.append(records_table(recs, f"{kind} results"))
+    return out
