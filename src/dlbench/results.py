@@ -42,7 +42,12 @@ def new_id() -> str:
 
 
 class RecordBase:
-    """What every record kind shares: serialisation with its kind and config, and its run."""
+    """What every record kind shares: its status, serialisation with its kind and config, and
+    its run."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -118,10 +123,6 @@ class ThroughputRecord(StepRateMixin, RecordBase):
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)
     schema_version: int = SCHEMA_VERSION
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
 
     def summary(self) -> Summary | None:
         """Figures from the raw step times; None for a failed result."""

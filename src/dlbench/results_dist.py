@@ -196,10 +196,6 @@ class ScalingRecord(StepRateMixin, RecordBase):
     schema_version: int = SCHEMA_VERSION
 
     @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    @property
     def samples_per_step(self) -> int:
         return sum(self.rank_samples_per_step)
 
@@ -338,10 +334,6 @@ class CommRecord(RecordBase):
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)
     schema_version: int = SCHEMA_VERSION
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
 
     @property
     def time_s(self) -> float | None:

@@ -110,10 +110,6 @@ class MaxBatchRecord(RecordBase):
     created_at: str = field(default_factory=utc_now)
     schema_version: int = SCHEMA_VERSION
 
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
     def best_probe(self) -> Probe | None:
         return next((p for p in self.probes if p.fits and p.batch == self.best_batch), None)
 
