@@ -187,6 +187,38 @@ def test_sampler_energy_from_counter_and_power_agree(monkeypatch):
     assert raw["gpus"][0]["series"]["t_s"][-1] > raw["marks"]["window_end"]  # a sample after
 
 
+def test_idle_baseline_waits_for_the_power_to_settle(monkeypatch):
+    # A card that has just finished work: 500 W falling to 100 W over 0.6 s, then flat.
+    t_start = time.perf_counter()
+    gpu = FakeGpu(power_usage_mw=lambda: int(1000 * max(100.0, 500.0 - 700.0 * (
+        time.perf_counter() - t_start))))
+    install(monkeypatch, gpu)
+    s = Sampler(0.02, gpus="all", host=False).start()
+    s.idle(0.2, settle_max_s=3.0)
+    s.mark("window_start")
+    time.sleep(0.05)
+    s.mark("window_end")
+    raw = s.stop()
+    out = summarize(raw, samples=10)
+    assert out["idle_settled"] is True
+    assert raw["marks"]["idle_start"] >= 0.55  # not before the power had come down
+    assert out["gpus"][0]["idle_power_w"] == pytest.approx(100.0, rel=0.02)
+
+
+def test_idle_baseline_that_never_settles_is_marked(monkeypatch):
+    t_start = time.perf_counter()
+    gpu = FakeGpu(power_usage_mw=lambda: int(1000 * (500.0 - 300.0 * (time.perf_counter()
+                                                                         - t_start))))
+    install(monkeypatch, gpu)
+    s = Sampler(0.02, gpus="all", host=False).start()
+    s.idle(0.1, settle_max_s=0.5)
+    s.mark("window_start")
+    s.mark("window_end")
+    raw = s.stop()
+    assert "idle_unsettled" in raw["marks"]
+    assert summarize(raw, samples=1)["idle_settled"] is False
+
+
 def test_unsupported_fields_are_read_once(monkeypatch):
     gpu = FakeGpu(unsupported={"energy_mj", "throttle_reasons"})
     install(monkeypatch, gpu)

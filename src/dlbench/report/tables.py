@@ -315,8 +315,10 @@ def energy_table(records: Sequence[ThroughputRecord], title: str = "Energy and t
         rows.append((
             c.model, c.mode, str(c.batch_size), c.precision,
             fmt_num(tot.get("mean_power_w"), 3), fmt_num(tot.get("max_power_w"), 3),
-            fmt_num(tot.get("idle_power_w"), 3), fmt_num(tot.get("energy_j"), 4),
-            fmt_num(tot.get("j_per_sample"), 3), fmt_num(tot.get("samples_per_j"), 3),
+            fmt_num(tot.get("idle_power_w"), 3) + (" *" if summ.get("idle_settled") is False
+                                                   else ""),
+            fmt_num(tot.get("energy_j"), 4), fmt_num(tot.get("j_per_sample"), 3),
+            fmt_num(tot.get("samples_per_j"), 3),
             fmt_num(mean_of("mean_sm_clock_mhz"), 4), fmt_num(max(temps) if temps else None, 3),
             fmt_num(mean_of("mean_util_gpu_pct"), 3),
             f"{sum(mem) / GIB:.1f}" if mem else "-",
@@ -325,7 +327,8 @@ def energy_table(records: Sequence[ThroughputRecord], title: str = "Energy and t
         ))
     notes = ("over the measured window, summed over GPUs; energy from the NVML energy counter "
              "('counter') or integrated power ('power'); idle W is the mean power before the "
-             "benchmark started; NVML GiB is the device's used memory, all processes",)
+             "benchmark started, once it had settled (* = it had not within the wait, so it "
+             "reads high); NVML GiB is the device's used memory, all processes",)
     return Table(title, cols, tuple(rows), notes)
 
 

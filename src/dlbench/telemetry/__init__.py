@@ -20,7 +20,8 @@ from dlbench.telemetry.sampler import (DEFAULT_INTERVAL_S, NullSampler, Sampler,
                                        TelemetryWarning)
 from dlbench.telemetry.summary import finish, summarize
 
-# Seconds of idle baseline sampled before each GPU benchmark (before the model is built).
+# Seconds of idle baseline sampled before each GPU benchmark (before the model is built), once
+# the power has settled (Sampler.idle waits for that, up to a few seconds, outside the timing).
 IDLE_BASELINE_S = 0.5
 
 

@@ -106,14 +106,45 @@ class Sampler:
         self._thread.start()
         return self
 
-    def idle(self, seconds: float) -> None:
-        """Sample an idle baseline: wait ``seconds`` between the marks ``idle_start`` and
-        ``idle_end``. Call it before the work starts; a no-op without GPUs to sample."""
+    def idle(self, seconds: float, settle_max_s: float = 6.0, tolerance: float = 0.05) -> None:
+        """Sample an idle baseline of ``seconds`` once the GPUs' power has settled, between the
+        marks ``idle_start`` and ``idle_end``. Call it before the work starts; a no-op without
+        GPUs to sample.
+
+        Why wait: NVML's power reading on recent GPUs is an average over about a second, and a
+        card that has just finished work draws more for a few seconds while its clocks come
+        down. A baseline taken at once between two benchmarks read 380-500 W on an H200 whose
+        idle draw is 80-120 W. So the baseline is the last ``seconds`` of a wait that ends when
+        their mean power is within ``tolerance`` of the ``seconds`` before it, or after
+        ``settle_max_s`` (then the mark ``idle_unsettled`` says the baseline is still high).
+        """
         if self.nvml is None or seconds <= 0:
             return
-        self.mark("idle_start")
-        time.sleep(seconds)
-        self.mark("idle_end")
+        t_begin = self._clock()
+        self.mark("idle_wait")
+        while True:
+            time.sleep(seconds)
+            now = self._clock()
+            if now - t_begin >= 2 * seconds:
+                cur = self._power_between(now - seconds, now)
+                prev = self._power_between(now - 2 * seconds, now - seconds)
+                if cur is not None and prev is not None and abs(cur - prev) <= tolerance * prev:
+                    break
+            if now - t_begin >= settle_max_s:
+                self.mark("idle_unsettled", now)
+                break
+        self.mark("idle_start", now - seconds)
+        self.mark("idle_end", now)
+
+    def _power_between(self, t0: float, t1: float) -> float | None:
+        """Summed mean power of the sampled GPUs over [t0, t1] (None if a GPU has no reading)."""
+        total = 0.0
+        for rows in self._gpu_rows:
+            vals = [r[1] for r in list(rows) if t0 <= r[0] <= t1 and r[1] is not None]
+            if not vals:
+                return None
+            total += sum(vals) / len(vals)
+        return total if self._gpu_rows else None
 
     def stop(self) -> dict[str, Any]:
         """Take one last sample, stop the thread, and return the raw telemetry."""
@@ -208,7 +239,7 @@ class NullSampler:
     def mark(self, name: str, t: float | None = None) -> None:
         pass
 
-    def idle(self, seconds: float) -> None:
+    def idle(self, seconds: float, settle_max_s: float = 6.0, tolerance: float = 0.05) -> None:
         pass
 
     def stop(self) -> None:

@@ -6,8 +6,9 @@ the GPU: the host issues the first step at ``window_start`` and waits for the la
 
 Energy per GPU comes from the energy counter where it covers the window, else from integrated
 power (``energy_method`` says which). The idle baseline is the mean power between ``idle_start``
-and ``idle_end`` (sampled before the model was built; a GPU still cooling from the previous
-benchmark reads a little high), and ``net_energy_j`` subtracts it over the window.
+and ``idle_end`` (sampled before the model was built, once the power had settled; the mark
+``idle_unsettled`` says it had not within the wait, so the baseline reads high:
+``idle_settled`` is then False), and ``net_energy_j`` subtracts it over the window.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ def summarize(raw: dict[str, Any], samples: float | None) -> dict[str, Any]:
     gpus = raw.get("gpus") or []
     per = samples / len(gpus) if samples and gpus else None
     out["gpus"] = [gpu_summary(g, t0, t1, idle, per) for g in gpus]
+    out["idle_settled"] = None if idle is None else "idle_unsettled" not in m
     if out["gpus"]:
         out["total"] = _total(out["gpus"], samples, t1 - t0)
         out["throttled"] = sorted({f for g in out["gpus"] for f in g["throttle"]["flags"]},
