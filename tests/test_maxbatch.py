@@ -124,11 +124,20 @@ def test_search_keeps_every_probe_with_its_memory_and_the_oom_rows():
 
 
 def test_search_stops_on_an_error_that_is_not_about_memory():
-    launcher = FakeLauncher(50, error_at=32)
+    launcher = FakeLauncher(50, error_at=16)
     rec = mb.search(_mbcfg(), {}, default_start=16, launcher=launcher)
     assert not rec.ok and rec.error_type == ErrorType.EXCEPTION
-    assert launcher.calls == [16, 32]                 # no further probes after it
-    assert "batch 32" in rec.error and rec.probes[-1].outcome == ErrorType.EXCEPTION
+    assert launcher.calls == [16]                     # no further probes after it
+    assert "batch 16" in rec.error and rec.probes[-1].outcome == ErrorType.EXCEPTION
+
+
+def test_an_error_above_a_batch_that_ran_bounds_the_search():
+    # cuDNN failed with INTERNAL_ERROR at batch 3328 of a ResNet-50 whose 2048 had run: the
+    # boundary, not a reason to give up. The probe keeps its own error type.
+    launcher = FakeLauncher(50, error_at=32)
+    rec = mb.search(_mbcfg(tolerance=0), {}, default_start=16, launcher=launcher)
+    assert rec.ok and rec.best_batch == 31 and rec.first_oom_batch == 32
+    assert [p.outcome for p in rec.probes if p.batch == 32] == [ErrorType.EXCEPTION]
 
 
 def test_maxbatch_record_round_trips_through_the_store(tmp_path):

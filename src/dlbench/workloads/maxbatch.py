@@ -25,7 +25,7 @@ PROBE_STOP = StopRule(min_steps=2, min_seconds=0.0, max_seconds=60.0, max_steps=
 
 #: Probe outcomes that mean "too big": an OOM, and what a too-large batch can also cause: a
 #: fatal CUDA error (32-bit index overflow in a kernel) or a worker killed without a word (the
-#: host's OOM killer). Any other failure stops the search: it would fail at every batch.
+#: host's OOM killer). Any other failure stops the search unless a smaller batch ran (search).
 TOO_BIG = (ErrorType.OOM, ErrorType.FATAL, ErrorType.CRASHED)
 
 #: Seconds a probe's process may run (a compiled probe compiles first).
@@ -136,7 +136,12 @@ def search(cfg: MaxBatchConfig, env: dict, default_start: int,
         probes.append(p)
         if on_probe is not None:
             on_probe(p)
-        if outcome != FITS and outcome not in TOO_BIG:
+        if outcome != FITS and outcome not in TOO_BIG and \
+                not any(q.fits and q.batch < batch for q in probes):
+            # An error where no smaller batch has run says nothing about size: it would fail
+            # at every batch. Above a batch that ran, the same setup differs only in size, so
+            # the error bounds the search like an OOM (cuDNN's INTERNAL_ERROR near the memory
+            # limit, a 32-bit index overflow); the probe keeps its own error type and message.
             raise SearchAborted(p)
         return p.fits
 
