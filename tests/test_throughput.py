@@ -116,3 +116,15 @@ def test_precision_flags_are_restored():
     with throughput.precision_flags("tf32", torch.device("cpu")):
         assert torch.get_float32_matmul_precision() == "high"
     assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
+
+
+def test_skipped_fp16_steps_are_counted_from_the_loss_scale():
+    from dlbench.config import ThroughputConfig
+    from dlbench.results import ThroughputRecord
+    cfg = ThroughputConfig(model="tiny_cnn", batch_size=4, precision="fp16", device="cpu")
+    rec = ThroughputRecord(config=cfg, env={}, step_times_s=(0.1,), samples_per_step=4,
+                           loss_scale=(65536.0, 8192.0))
+    assert rec.skipped_steps() == 3
+    again = ThroughputRecord.from_dict(rec.to_dict())
+    assert again.loss_scale == (65536.0, 8192.0) and again.skipped_steps() == 3
+    assert ThroughputRecord(config=cfg, env={}).skipped_steps() is None

@@ -13,6 +13,7 @@ applies, ``model``), ``headline()`` (the one figure stored in the index column, 
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
@@ -119,6 +120,9 @@ class ThroughputRecord(StepRateMixin, RecordBase):
     # GPU/host series over the run and their summary (dlbench.telemetry); None when off, and in
     # records stored before telemetry existed.
     telemetry: dict[str, Any] | None = None
+    # fp16 training: GradScaler's loss scale at the window's start and end. Each overflow skips
+    # an optimizer step and halves the scale, so a drop means cheaper, skipped steps were timed.
+    loss_scale: tuple[float, float] | None = None
     run_id: str | None = None
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)
@@ -130,6 +134,15 @@ class ThroughputRecord(StepRateMixin, RecordBase):
             return None
         return summarize(self.step_times_s, self.samples_per_step, self.config.stop.confidence)
 
+    def skipped_steps(self) -> int | None:
+        """At least this many optimizer steps of the window were skipped for overflow (fp16;
+        None where no loss scaling ran). The scale only grows after 2,000 clean steps, so in
+        a window shorter than that each halving is one skipped step."""
+        if not self.loss_scale:
+            return None
+        start, end = self.loss_scale
+        return max(0, round(math.log2(start / end))) if start > 0 and end > 0 else None
+
     def stop_rule(self):
         return self.config.stop
 
@@ -140,6 +153,8 @@ class ThroughputRecord(StepRateMixin, RecordBase):
         d["config"] = ThroughputConfig.from_dict(d["config"])
         for k in ("step_times_s", "warmup_times_s"):
             d[k] = tuple(d.get(k) or ())
+        if d.get("loss_scale") is not None:
+            d["loss_scale"] = tuple(d["loss_scale"])
         return cls(**d)
 
 
@@ -152,6 +167,7 @@ RECORD_TYPES: dict[str, str] = {
     "comm": "dlbench.results_dist:CommRecord",
     "maxbatch": "dlbench.results_memory:MaxBatchRecord",
     "peak": "dlbench.results_peak:PeakRecord",
+    "net": "dlbench.results_net:NetRecord",
 }
 
 

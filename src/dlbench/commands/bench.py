@@ -193,5 +193,11 @@ def show_tables(records: Sequence, view: str, label: str) -> None:
         return
     for table in tables.tables_for(records, label, view):
         terminal.print_table(table)
+    for r in records:
+        skipped = getattr(r, "skipped_steps", lambda: None)()
+        if skipped:
+            terminal.warn(f"{r.config.label}: GradScaler lowered the loss scale {skipped} time(s) "
+                          f"in the measured window: at least {skipped} step(s) skipped the "
+                          f"optimizer (fp16 overflow), so the figure is slightly optimistic")
 
 

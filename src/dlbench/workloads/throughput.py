@@ -122,6 +122,7 @@ def build_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
             scaler.update()
         return loss
     train_step.optimizer = opt  # read once after the window, to count its state's bytes
+    train_step.scaler = scaler  # its scale is read before and after the window (skipped steps)
     return train_step
 
 
@@ -172,6 +173,8 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
             timer.lap()
             n += 1
         warmup = tuple(timer.finish())  # note: a sync point, before the window
+        scaler = getattr(step, "scaler", None)
+        scale0 = float(scaler.get_scale()) if scaler is not None else None  # a sync, outside
 
         # The measured window: no synchronisation until it ends.
         timer.start()
@@ -190,6 +193,7 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         window_wall_s = clock() - t0
         sampler.mark("window_end", t0 + window_wall_s)
         final = check_finite(cfg, out)
+        loss_scale = (scale0, float(scaler.get_scale())) if scaler is not None else None
         memory = peak_memory(device)
         memory.update(memory_breakdown(model, getattr(step, "optimizer", None), (x, y), memory))
 
@@ -199,7 +203,7 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         stop_reason=reason, samples_per_step=cfg.batch_size, unit=spec.unit,
         units_per_sample=spec.units_per_sample(size),
         flops_per_sample=(flops or count_flops_safe)(spec, cfg.mode, size),
-        memory=memory, final_loss=final,
+        memory=memory, final_loss=final, loss_scale=loss_scale,
         telemetry=telemetry.finish(sampler.stop(), len(times) * cfg.batch_size),
     )
 

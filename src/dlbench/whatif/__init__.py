@@ -1,0 +1,11 @@
+"""What-if: predicted data-parallel scaling from a measured one-GPU step and the alpha-beta cost.
+
+- :mod:`~dlbench.whatif.networks`: named links (Ethernet, InfiniBand, NVLink, PCIe), each
+  figure with its source;
+- :mod:`~dlbench.whatif.comm`: communication patterns (ring, tree, dlbench's ps, seed 004's
+  push-pull, hierarchical) and their alpha-beta cost, per host; pure;
+- :mod:`~dlbench.whatif.model`: step time, throughput, efficiency, where communication stops
+  hiding behind compute;
+- :mod:`~dlbench.whatif.inputs`: compute time, gradient bytes and measured links from records;
+- :mod:`~dlbench.whatif.check`: the model against ``dlbench net``, ``dlbench scale`` and seed 004.
+"""

@@ -1,0 +1,262 @@
+"""The what-if model against measurements: emulated links, GPU scaling runs, seed 004.
+
+For every ``dlbench net`` record the model is given only what a user would know before the run
+(the link's rate, the compute time measured alone, the gradient bytes, the strategy) plus the
+latency the link probe measured, and its predicted step time and bytes per host are set beside
+the measured ones. The error is (predicted - measured) / measured.
+
+The emulated link counts whole frames: TCP moves 1448 payload bytes per 1514-byte frame, and the
+acknowledgements of the opposite flow (a 66-byte frame every second segment) share the
+direction: payload is 1448 / (1514 + 33) of the shaped rate. Unshaped, the veth's rate is the
+probe's measured goodput (the kernel sends 64 KiB segments there, so headers cost about 1%).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from dlbench.measure.stats import mean
+from dlbench.whatif.comm import CommCost, Link, ps_collectives, ring_allreduce
+from dlbench.whatif.networks import Network
+
+EMULATED_EFFICIENCY = 1448 / (1514 + 33)
+UNSHAPED_HEADER_SHARE = 1.01
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One measurement beside its prediction (seconds, bytes per step per host)."""
+
+    label: str
+    link: str
+    strategy: str
+    ranks: int
+    measured_s: float
+    compute_s: float
+    predicted_none_s: float
+    predicted_full_s: float | None       # ddp only: communication hidden behind backward
+    measured_bytes: float | None = None  # busiest host, one direction, per step (wire)
+    predicted_bytes: float | None = None
+    record_id: str = ""
+    predicted_fit_s: float | None = None  # no overlap, latency fitted on the unshaped link
+    fitted_latency_s: float | None = None
+
+    @property
+    def error_fit(self) -> float | None:
+        if self.predicted_fit_s is None:
+            return None
+        return (self.predicted_fit_s - self.measured_s) / self.measured_s
+
+    @property
+    def error_none(self) -> float:
+        return (self.predicted_none_s - self.measured_s) / self.measured_s
+
+    @property
+    def error_full(self) -> float | None:
+        if self.predicted_full_s is None:
+            return None
+        return (self.predicted_full_s - self.measured_s) / self.measured_s
+
+    @property
+    def bytes_error(self) -> float | None:
+        if not self.measured_bytes or self.predicted_bytes is None:
+            return None
+        return (self.predicted_bytes - self.measured_bytes) / self.measured_bytes
+
+
+def emulated_link(record: Any) -> tuple[Link, float]:
+    """(the model's link for a net record, wire bytes per payload byte)."""
+    probe = record.probe or {}
+    latency = probe.get("rtt_s", 0.0) / 2
+    if record.config.rate_bps is None:
+        goodput = probe.get("goodput_bps")
+        if not goodput:
+            raise ValueError(f"{record.id}: an unshaped link needs its probe's goodput")
+        return Link(goodput / 8, latency + record.config.delay_s), UNSHAPED_HEADER_SHARE
+    return (Link(record.config.rate_bps / 8 * EMULATED_EFFICIENCY,
+                 latency + record.config.delay_s), 1 / EMULATED_EFFICIENCY)
+
+
+def net_comm(record: Any, link: Link) -> CommCost:
+    """What the model says the record's strategy sends per step over ``link``."""
+    n = record.config.hosts
+    if record.config.strategy == "ps":
+        return ps_collectives(record.shard_bytes, link, backend="gloo")
+    return ring_allreduce(record.grad_bytes, n, link)   # gloo's all-reduce on CPU: a ring
+
+
+def fitted_latency(record: Any) -> float | None:
+    """The latency per message that makes the model match an *unshaped* record exactly:
+    (measured step - compute - bytes / goodput) / message rounds. On the unshaped veth the
+    bandwidth term is small, so what is left is the software's cost per collective step (gloo's
+    threads and both ranks sharing this machine's cores), which the probe's TCP ping-pong does
+    not see."""
+    if record.config.rate_bps is not None or not record.compute_s or not record.step_s:
+        return None
+    link, _ = emulated_link(record)
+    comm = net_comm(record, link)
+    if comm.rounds == 0:
+        return None
+    bandwidth_s = comm.time_s - comm.rounds * link.latency_s
+    return max(0.0, (record.step_s - record.compute_s - bandwidth_s) / comm.rounds)
+
+
+def check_net(records: Sequence[Any], backward_fraction: float = 2 / 3) -> list[CheckRow]:
+    """Every ok net record beside its predictions: with the probe's latency (no overlap, and
+    overlap for ddp), and, where the same model, batch, hosts and strategy ran unshaped too,
+    with the latency fitted there (the unshaped row itself is then the fit, not a check)."""
+    ok = [r for r in records if r.kind == "net" and r.ok and r.compute_s and r.grad_bytes]
+    fits = {}
+    for r in ok:
+        a = fitted_latency(r)
+        if a is not None:
+            fits[_net_key(r)] = a
+    rows = []
+    for r in ok:
+        link, wire = emulated_link(r)
+        comm = net_comm(r, link)
+        compute = r.compute_s
+        none = compute + comm.time_s
+        full = None
+        if r.config.strategy == "ddp":
+            bwd = compute * backward_fraction
+            full = compute - bwd + max(bwd, comm.time_s)
+        fit = fits.get(_net_key(r))
+        fit_s = None
+        if fit is not None and r.config.rate_bps is not None:
+            fit_s = compute + net_comm(r, Link(link.bandwidth_Bps,
+                                               fit + r.config.delay_s)).time_s
+        h = r.busiest_host()
+        measured_bytes = max(r.tx_per_step()[h], r.rx_per_step()[h]) if h is not None else None
+        rows.append(CheckRow(
+            label=r.config.base.label, link=r.config.link, strategy=r.config.strategy,
+            ranks=r.config.hosts, measured_s=r.step_s, compute_s=compute,
+            predicted_none_s=none, predicted_full_s=full, measured_bytes=measured_bytes,
+            predicted_bytes=comm.busiest_bytes * wire, record_id=r.id, predicted_fit_s=fit_s,
+            fitted_latency_s=fit))
+    return rows
+
+
+def _net_key(r: Any) -> tuple:
+    c = r.config
+    return (c.model, c.base.batch_size, c.base.precision, c.hosts, c.strategy, c.bucket_mb)
+
+
+def check_scaling(records: Sequence[Any], intra: Link, grad_bytes: dict[str, int],
+                  backward_fraction: float = 2 / 3) -> list[CheckRow]:
+    """``dlbench scale`` records of 2+ GPUs on one node against the model, given the 1-GPU
+    record of the same model, batch, precision and strategy as the compute time, and ``intra``
+    (a named link, or one measured by ``dlbench comm``)."""
+    ones = {}
+    for r in records:
+        if r.kind == "scaling" and r.ok and r.config.gpus == 1:
+            ones[_scale_key(r)] = r
+    rows = []
+    for r in records:
+        if r.kind != "scaling" or not r.ok or r.config.gpus < 2 or r.config.nnodes != 1:
+            continue
+        base = ones.get(_scale_key(r))
+        g = grad_bytes.get(r.config.model)
+        if base is None or g is None or r.config.strategy == "dp":
+            continue
+        compute = base.summary().mean_s
+        n = r.config.gpus
+        if r.config.strategy == "ps":
+            from dlbench.whatif.model import _ps_shard_bytes
+            comm = ps_collectives(_ps_shard_bytes([g], n), intra, backend="nccl")
+        else:
+            comm = ring_allreduce(g, n, intra)
+        bwd = compute * backward_fraction
+        full = compute - bwd + max(bwd, comm.time_s) if r.config.strategy == "ddp" else None
+        rows.append(CheckRow(
+            label=r.config.base.label, link=r.config.interconnect, strategy=r.config.strategy,
+            ranks=n, measured_s=r.summary().mean_s, compute_s=compute,
+            predicted_none_s=compute + comm.time_s, predicted_full_s=full, record_id=r.id))
+    return rows
+
+
+def _scale_key(r: Any) -> tuple:
+    c = r.config
+    return (c.model, c.base.batch_size, c.base.precision, c.base.compile, c.strategy,
+            c.interconnect)
+
+
+def error_summary(rows: Sequence[CheckRow]) -> dict[str, float]:
+    """Mean absolute error of each prediction kind over the rows (fractions)."""
+    out = {}
+    if rows:
+        out["none"] = mean([abs(r.error_none) for r in rows])
+        fulls = [abs(r.error_full) for r in rows if r.error_full is not None]
+        if fulls:
+            out["full"] = mean(fulls)
+        fits = [abs(r.error_fit) for r in rows if r.error_fit is not None]
+        if fits:
+            out["fitted latency"] = mean(fits)
+        bytes_ = [abs(r.bytes_error) for r in rows if r.bytes_error is not None]
+        if bytes_:
+            out["bytes"] = mean(bytes_)
+    return out
+
+
+# -- seed 004 -----------------------------------------------------------------------------------
+#: The TensorFlow CIFAR-10 tutorial model (tensorflow/models, tutorials/image/cifar10/
+#: cifar10.py, ``inference``) on 24x24 crops, variables in creation order, after the global step
+#: that ``train`` creates first: (name, elements).
+SEED004_VARIABLES: tuple[tuple[str, int], ...] = (
+    ("global_step", 1),
+    ("conv1/weights", 5 * 5 * 3 * 64), ("conv1/biases", 64),
+    ("conv2/weights", 5 * 5 * 64 * 64), ("conv2/biases", 64),
+    ("local3/weights", 6 * 6 * 64 * 384), ("local3/biases", 384),
+    ("local4/weights", 384 * 192), ("local4/biases", 192),
+    ("softmax_linear/weights", 192 * 10), ("softmax_linear/biases", 10),
+)
+#: Seed 004's observations: 100,000 iterations took 23 h on 1 GbE, over 5x the InfiniBand time;
+#: the busiest server carried about 2.5 Gbit/s (on 10 GbE and InfiniBand).
+SEED004_1GBE_STEP_S = 23 * 3600 / 100_000
+SEED004_RATIO = 5.0
+SEED004_BUSIEST_BPS = 2.5e9
+
+
+@dataclass(frozen=True)
+class Seed004Row:
+    network: str
+    compute_s: float
+    step_s: float
+    comm_s: float
+    busiest_bytes: float        # per step, one direction, the busiest server
+    busiest_bps: float          # that, in bits per second, over the step
+
+
+def seed004_cost(network: Network, latency_s: float | None = None) -> CommCost:
+    """Seed 004's 5 servers x 4 workers with 10 parameter-server tasks (2 per server) over
+    ``network``: TensorFlow places variables round robin on the tasks (replica_device_setter's
+    default), task t on server t // 2; fp32 gradients and variables."""
+    from dlbench.whatif.comm import push_pull
+    var_bytes = [4.0 * n for _, n in SEED004_VARIABLES]
+    task = [i % 10 for i in range(len(var_bytes))]
+    host = [t // 2 for t in task]
+    lat = network.latency_s if latency_s is None else latency_s
+    return push_pull(var_bytes, host, [4] * 5, Link(network.payload_Bps, lat))
+
+
+def seed004_rows(networks: Sequence[Network], compute_values: Sequence[float]
+                 ) -> list[Seed004Row]:
+    out = []
+    for c in compute_values:
+        for net in networks:
+            cost = seed004_cost(net)
+            step = c + cost.time_s   # synchronous: the servers wait for every worker's push
+            out.append(Seed004Row(net.name, c, step, cost.time_s, cost.busiest_bytes,
+                                  cost.busiest_bytes * 8 / step))
+    return out
+
+
+def seed004_implied_compute(network: Network, busiest_bps: float = SEED004_BUSIEST_BPS
+                            ) -> float:
+    """The compute time per step at which the busiest server would carry ``busiest_bps`` in one
+    direction over ``network`` (what seed 004's 2.5 Gbit/s implies, if the model holds)."""
+    cost = seed004_cost(network)
+    step = cost.busiest_bytes * 8 / busiest_bps
+    return max(0.0, step - cost.time_s) if math.isfinite(step) else math.nan

@@ -1,0 +1,104 @@
+"""The what-if model's inputs, taken from what dlbench measured or from the model registry.
+
+- gradient bytes: every trainable parameter x its bytes (4 for fp32 gradients; DDP and the
+  parameter servers move gradients in the parameters' dtype, fp32 under autocast), counted on a
+  model built on the ``meta`` device (no memory, no weights);
+- compute time per step: a one-GPU training record (``dlbench run``/``throughput``, or
+  ``dlbench scale`` at 1 GPU) gives its mean step time and batch; a ``dlbench net`` record its
+  compute-only calibration;
+- a measured link: ``dlbench comm`` all-reduce records give the bus bandwidth of the largest size
+  (nccl-tests' busbw is exactly the per-direction rate a ring needs: ring time = 2(n-1)/n x
+  size / busbw) and a latency per ring step from the smallest size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from dlbench.config import ConfigError
+
+
+def model_gradients(name: str, input_size: int | None = None, bytes_per_param: int = 4
+                    ) -> tuple[int, tuple[int, ...]]:
+    """(gradient bytes, bytes of each trainable parameter tensor in model order) of a model."""
+    import torch
+
+    from dlbench.models import get_model
+    spec = get_model(name)
+    with torch.device("meta"):
+        module = spec.build(input_size)
+    sizes = tuple(p.numel() * bytes_per_param for p in module.parameters() if p.requires_grad)
+    return sum(sizes), sizes
+
+
+@dataclass(frozen=True)
+class ComputeInput:
+    """A one-GPU step time taken from a record."""
+
+    model: str
+    compute_s: float
+    batch: int
+    record_id: str
+    kind: str
+    device: str
+
+
+def _device(r: Any) -> str:
+    from dlbench import env as envmod
+    try:
+        return envmod.device_label(r.env)
+    except Exception:  # a record with a partial environment still gives its step time
+        return "?"
+
+
+def compute_inputs(records: Sequence[Any]) -> dict[str, ComputeInput]:
+    """For each model, the newest record that gives a one-GPU compute time per step."""
+    found: dict[str, ComputeInput] = {}
+    for r in records:
+        if not r.ok:
+            continue
+        if r.kind == "throughput" and r.config.mode == "train" and r.config.method == "standard":
+            s = r.summary()
+            if s is not None:
+                found[r.config.model] = ComputeInput(r.config.model, s.mean_s,
+                                                     r.config.batch_size, r.id, r.kind, _device(r))
+        elif r.kind == "scaling" and r.config.gpus == 1 and r.config.strategy != "dp":
+            s = r.summary()
+            if s is not None:
+                found[r.config.model] = ComputeInput(r.config.model, s.mean_s,
+                                                     r.config.base.batch_size, r.id, r.kind,
+                                                     _device(r))
+        elif r.kind == "net" and r.compute_s:
+            found[r.config.model] = ComputeInput(r.config.model, r.compute_s,
+                                                 r.config.base.batch_size, r.id, r.kind,
+                                                 "CPU (dlbench net)")
+    return found
+
+
+@dataclass(frozen=True)
+class MeasuredLink:
+    """A link measured by ``dlbench comm``: busbw of its largest all-reduce, latency per step."""
+
+    bandwidth_Bps: float
+    latency_s: float
+    ranks: int
+    size_bytes: int
+    record_id: str
+    backend: str
+
+
+def link_from_comm(records: Sequence[Any]) -> MeasuredLink:
+    """The measured link of the newest ``dlbench comm`` all-reduce rows (correct ones only)."""
+    rows = [r for r in records if r.kind == "comm" and r.ok and r.config.op == "all_reduce"
+            and r.time_s is not None and r.config.ranks > 1]
+    if not rows:
+        raise ConfigError("--busbw-from: no correct all_reduce records of 2+ ranks in that "
+                          "store; measure with 'dlbench comm --op all_reduce' first")
+    last_run = rows[-1].run_id
+    rows = [r for r in rows if r.run_id == last_run] or rows
+    big = max(rows, key=lambda r: (r.config.size_bytes, r.busbw() or 0))
+    small = min(rows, key=lambda r: r.config.size_bytes)
+    n = small.config.ranks
+    return MeasuredLink(big.busbw(), small.time_s / (2 * (n - 1)), big.config.ranks,
+                        big.config.size_bytes, big.id, big.config.backend)

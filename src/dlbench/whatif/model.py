@@ -1,0 +1,267 @@
+"""The what-if model: a measured compute time plus a strategy's communication -> a step time.
+
+Weak scaling, as seed 000 measured it: every GPU keeps its batch, so its compute per step is the
+one-GPU step time ``compute_s`` that dlbench measured (or that the user gives). A step is that
+compute plus whatever communication is not hidden behind it:
+
+- overlap ``none``: step = compute + comm. dlbench's ``ps`` always (its exchange starts after
+  the backward pass), and a DDP that cannot overlap (one bucket, or a CPU with no spare core);
+- overlap ``full``: step = forward + max(backward, comm). DDP all-reduces each bucket as soon as
+  its gradients exist, so communication can hide behind the backward pass but not behind the
+  forward pass. Assumption: backward is ``backward_fraction`` of the compute (2/3 by default:
+  a backward pass costs about twice the forward's FLOPs); the optimizer step is counted in the
+  forward share, and the last bucket's all-reduce, which cannot overlap, is ignored.
+
+Everything returned is a *prediction*: tables built from it say so in their titles.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+from dlbench.config import ConfigError
+from dlbench.whatif.comm import (CommCost, Link, hierarchical_allreduce,
+                                 ps_collectives, push_pull)
+from dlbench.whatif.networks import Network
+
+STRATEGIES = ("ddp", "ps", "pushpull")
+OVERLAPS = ("none", "full")
+#: The largest cluster the searches below look at (they double the node count up to this).
+MAX_NODES = 4096
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one GPU does per step, measured or given.
+
+    Attributes:
+        compute_s: one GPU's step time with no communication (a one-GPU training record).
+        grad_bytes: bytes of gradients per step (parameters x bytes per element).
+        batch: samples per GPU per step.
+        variable_bytes: bytes of each parameter tensor, in model order (for ps and push-pull
+            placement); empty: the gradient in one piece.
+        backward_fraction: share of ``compute_s`` in the backward pass (overlap ``full``).
+        name: the model's name, for tables.
+        source: where ``compute_s`` came from (a record id, or "given").
+    """
+
+    compute_s: float
+    grad_bytes: float
+    batch: int = 1
+    variable_bytes: tuple[float, ...] = ()
+    backward_fraction: float = 2 / 3
+    name: str = "model"
+    source: str = "given"
+
+    def __post_init__(self) -> None:
+        if not self.compute_s > 0:
+            raise ConfigError(f"the compute time per step must be > 0 s, got {self.compute_s}")
+        if self.grad_bytes < 0 or self.batch < 1:
+            raise ConfigError("gradient bytes must be >= 0 and the batch >= 1")
+        if not 0 <= self.backward_fraction <= 1:
+            raise ConfigError("--backward-fraction must be in [0, 1]")
+
+    @property
+    def variables(self) -> tuple[float, ...]:
+        return self.variable_bytes or (float(self.grad_bytes),)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """N nodes x G GPUs: GPUs of a node joined by ``intra``, nodes by ``network``.
+
+    ``nics`` network ports per node (one per GPU on a DGX-like node, one on a typical server).
+    ``ps_shards`` parameter-server tasks for push-pull (default: one per node), placed round
+    robin on the nodes; ``allreduce`` the DDP algorithm (ring or tree); ``ps_backend`` the
+    collectives dlbench's ps runs on (gloo on CPUs, nccl on GPUs).
+    """
+
+    nodes: int
+    gpus_per_node: int
+    network: Network
+    intra: Network
+    nics: int = 1
+    ps_shards: int | None = None
+    allreduce: str = "ring"
+    ps_backend: str = "nccl"
+    network_latency_s: float | None = None   # overrides the table's latency
+    intra_latency_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.gpus_per_node < 1 or self.nics < 1:
+            raise ConfigError("--nodes, --gpus-per-node and --nics must be >= 1")
+        if self.allreduce not in ("ring", "tree"):
+            raise ConfigError(f"--allreduce must be ring or tree, got {self.allreduce!r}")
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def net_link(self, scale: float = 1.0) -> Link:
+        lat = self.network.latency_s if self.network_latency_s is None else self.network_latency_s
+        return Link(self.network.payload_Bps * scale, lat)
+
+    def intra_link(self, scale: float = 1.0) -> Link:
+        lat = self.intra.latency_s if self.intra_latency_s is None else self.intra_latency_s
+        return Link(self.intra.payload_Bps * scale, lat)
+
+    @property
+    def label(self) -> str:
+        if self.nodes == 1:
+            return f"1 node x {self.gpus_per_node} GPU(s), {self.intra.name}"
+        return (f"{self.nodes} nodes x {self.gpus_per_node} GPU(s), {self.network.name}"
+                + (f" + {self.intra.name}" if self.gpus_per_node > 1 else ""))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted step (never a measurement): its parts and the figures derived from them."""
+
+    workload: Workload
+    cluster: Cluster
+    strategy: str
+    overlap: str
+    comm: CommCost
+    step_s: float
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def compute_s(self) -> float:
+        return self.workload.compute_s
+
+    @property
+    def exposed_s(self) -> float:
+        """Communication time the step pays for (not hidden behind compute)."""
+        return self.step_s - self.compute_s
+
+    @property
+    def hidden(self) -> bool:
+        """Whether communication hides entirely behind the backward pass."""
+        return self.exposed_s <= 1e-12 * max(1.0, self.step_s)
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second, all GPUs together."""
+        return self.cluster.gpus * self.workload.batch / self.step_s
+
+    @property
+    def factor(self) -> float:
+        """Seed 000's figure: throughput over one GPU's (batch / compute)."""
+        return self.throughput / (self.workload.batch / self.workload.compute_s)
+
+    @property
+    def efficiency(self) -> float:
+        return self.factor / self.cluster.gpus
+
+    @property
+    def busiest_bps(self) -> float:
+        """Bits per second the busiest network port carries in one direction, over the step."""
+        return self.comm.busiest_bytes * 8 / self.step_s
+
+
+def _ps_shard_bytes(variables: Sequence[float], ranks: int) -> list[float]:
+    """Bytes each rank owns under dlbench's ps assignment (greedy by size)."""
+    from dlbench.workloads.ps import assign_shards
+    owners = assign_shards([int(v) for v in variables], ranks)
+    shard = [0.0] * ranks
+    for v, o in zip(variables, owners):
+        shard[o] += v
+    return shard
+
+
+def communication(w: Workload, c: Cluster, strategy: str, net_scale: float = 1.0) -> CommCost:
+    """One step's communication of ``strategy`` on ``c`` (the network's bandwidth x net_scale)."""
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"--strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+    inter = c.net_link(net_scale)
+    intra = c.intra_link(net_scale if c.nodes == 1 else 1.0)
+    if strategy == "ddp":
+        return hierarchical_allreduce(w.grad_bytes, c.nodes, c.gpus_per_node, intra, inter,
+                                      c.nics, c.allreduce)
+    if strategy == "ps":
+        # dlbench's ps over every rank; its chains cross the slowest link in the job.
+        link = intra if c.nodes == 1 else Link(min(inter.bandwidth_Bps * c.nics,
+                                                   intra.bandwidth_Bps), inter.latency_s)
+        return ps_collectives(_ps_shard_bytes(w.variables, c.gpus), link, c.ps_backend)
+    # push-pull: seed 004's server tasks, round robin over variables (TensorFlow's
+    # replica_device_setter default), task t on node t % nodes.
+    shards = c.ps_shards or c.nodes
+    task_of = [i % shards for i in range(len(w.variables))]
+    host_of = [t % c.nodes for t in task_of]
+    if c.nodes == 1:
+        return push_pull(w.variables, host_of, [c.gpus_per_node], intra)
+    return push_pull(w.variables, host_of, [c.gpus_per_node] * c.nodes, inter.scaled(c.nics))
+
+
+def predict(w: Workload, c: Cluster, strategy: str = "ddp", overlap: str = "none",
+            net_scale: float = 1.0) -> Prediction:
+    """The predicted step of ``strategy`` on ``c`` for workload ``w``."""
+    if overlap not in OVERLAPS:
+        raise ConfigError(f"--overlap must be none or full, got {overlap!r}")
+    comm = communication(w, c, strategy, net_scale)
+    notes = []
+    eff_overlap = overlap
+    if strategy == "ps" and overlap == "full":
+        eff_overlap = "none"
+        notes.append("dlbench's ps exchanges after the backward pass: no overlap")
+    if eff_overlap == "none" or c.gpus == 1:
+        step = w.compute_s + comm.time_s
+    else:
+        bwd = w.compute_s * w.backward_fraction
+        step = w.compute_s - bwd + max(bwd, comm.time_s)
+    return Prediction(w, c, strategy, eff_overlap, comm, step, tuple(notes))
+
+
+@dataclass(frozen=True)
+class Hiding:
+    """Where communication stops hiding (overlap full) or costs 10% (overlap none)."""
+
+    strategy: str
+    overlap: str
+    budget_s: float                  # the compute time communication may take
+    latency_s: float                 # the part of comm no bandwidth removes
+    bytes_per_Bps: float             # comm = latency + this / bandwidth multiplier
+    needed_Bps: float | None         # network (or intra-node) payload bandwidth to fit the budget
+    max_nodes: int | None            # the largest node count (doubling) still within budget
+
+    @property
+    def possible(self) -> bool:
+        return self.needed_Bps is not None
+
+
+def hiding(w: Workload, c: Cluster, strategy: str, overlap: str) -> Hiding:
+    """The bandwidth at which communication fits its budget, and the node count where it stops.
+
+    Budget: the backward pass with overlap ``full``; 10% of the compute (90% efficiency) with
+    ``none``, where communication never hides. Communication is linear in 1/bandwidth
+    (``latency + V / (k B)``), so two evaluations give both parts.
+    """
+    eff = "none" if strategy == "ps" else overlap
+    budget = w.compute_s * (w.backward_fraction if eff == "full" else 0.1)
+    t1 = communication(w, c, strategy, 1.0).time_s
+    t2 = communication(w, c, strategy, 2.0).time_s
+    v = 2 * (t1 - t2)                 # seconds of bandwidth term at scale 1
+    lat = max(0.0, t1 - v)
+    link = c.net_link() if c.nodes > 1 else c.intra_link()
+    needed = None if lat >= budget else (v * link.bandwidth_Bps / (budget - lat) if v > 0
+                                         else 0.0)
+    max_nodes = None
+    n = 1
+    while n <= MAX_NODES:
+        if communication(w, replace(c, nodes=n), strategy).time_s > budget:
+            break
+        max_nodes = n
+        n *= 2
+    return Hiding(strategy, eff, budget, lat, v, needed, max_nodes)
+
+
+def fmt_bps(bps: float) -> str:
+    """Bits per second in the unit people quote links in."""
+    if not math.isfinite(bps):
+        return "inf"
+    for unit, scale in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:.3g} {unit}"
+    return f"{bps:.3g} bit/s"
