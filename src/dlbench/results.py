@@ -168,6 +168,7 @@ RECORD_TYPES: dict[str, str] = {
     "maxbatch": "dlbench.results_memory:MaxBatchRecord",
     "peak": "dlbench.results_peak:PeakRecord",
     "net": "dlbench.results_net:NetRecord",
+    "train": "dlbench.results_train:TrainRecord",
 }
 
 

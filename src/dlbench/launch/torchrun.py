@@ -318,6 +318,9 @@ def main(job_path: str) -> int:
             if job.get("params_out") and rank == 0:
                 torch.save({k: v.detach().cpu() for k, v in saved["model"].named_parameters()},
                            job["params_out"])
+        elif job["kind"] == "train":
+            from dlbench.training.rank import run_rank as run_train_rank
+            result = run_train_rank(job, local_rank, control)
         else:
             from dlbench.workloads.comm import run_rank
             result = run_rank(job, local_rank, control)

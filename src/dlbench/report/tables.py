@@ -537,6 +537,9 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
             out.append(peak_table(recs))
         elif kind == "maxbatch":
             out.append(maxbatch_table(recs, thr))
+        elif kind == "train":
+            from dlbench.report.train_tables import train_tables
+            out += train_tables(recs)
         elif kind == "net":
             from dlbench.report.network import loss_table, net_table
             out += [net_table(recs), loss_table(recs)]

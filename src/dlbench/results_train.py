@@ -1,0 +1,254 @@
+"""Record kind ``train``: one training run to a target accuracy (or its failure), MLPerf-style.
+
+A :class:`TrainRecord` keeps the raw series of one run (seed): every epoch's training time,
+evaluation time and accuracy, the loss of every iteration and the wall time at which it ended,
+the MLPerf log the run wrote, and the throughput of the input pipeline alone and of the model on
+synthetic data, measured beside it. Figures (time to train, epochs to converge, median epoch
+time) are computed from those series. A run that diverged (NaN loss) or did not reach the target
+within its epoch cap is a record too, with ``status="error"``: MLPerf counts it (see
+:mod:`dlbench.training.scoring`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, ClassVar
+
+from dlbench.config import ConfigError, _choice
+from dlbench.measure.stats import percentile
+from dlbench.results import SCHEMA_VERSION, RecordBase, new_id, utc_now
+
+LOADERS = ("gpu", "dataloader")
+TRAIN_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+TRAIN_OPTIMIZERS = ("sgd", "adamw")
+BACKENDS = ("auto", "nccl", "gloo")
+
+#: ``error_type`` of a run that ended its epoch cap below the target.
+NOT_CONVERGED = "not_converged"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run: a model on a dataset, to a target accuracy, at one batch size, GPU count
+    and seed.
+
+    Attributes:
+        dataset: a name of :func:`dlbench.data.dataset_names` (``--dataset``).
+        model: ``cnn10``, ``wrn28_10``, ``resnet18``... or any image model of ``dlbench models``
+            (``--model``).
+        batch_size: samples per step on one GPU (``-b``); the global batch is this times ``gpus``.
+        gpus: data-parallel processes, one per GPU (DDP); on a machine without CUDA, gloo
+            processes on the CPU (``--gpus``).
+        target: evaluation accuracy (0..1) that ends the run (``--target``).
+        max_epochs: epoch cap; a run still below the target then has failed (``--max-epochs``).
+        seed: seed of the weights, the data order and augmentation (``--seed`` + run index).
+        loader: ``gpu``: the whole dataset held on the device, batches gathered there;
+            ``dataloader``: torch DataLoader with ``workers`` processes and pinned memory
+            (``--loader``).
+        workers: DataLoader worker processes per GPU (``--workers``).
+        optimizer: ``sgd`` (Nesterov momentum 0.9) or ``adamw`` (``--optimizer``).
+        lr: peak learning rate; None for the default rule (see ``training.loop.default_lr``).
+        weight_decay: L2 penalty (SGD) or decoupled decay (AdamW) (``--weight-decay``).
+        warmup_epochs: linear warm-up of the learning rate from 0 (``--warmup-epochs``).
+        precision: fp32 (no TF32), tf32, bf16 (autocast), fp16 (autocast + GradScaler).
+        augment: random crop (4 px padding) and horizontal flip on the device (``--augment``).
+        full_epochs: train all ``max_epochs`` even after the target (seed 003's fixed-length
+            runs); time to train is still taken at the first evaluation that reached it.
+        device: ``auto``, ``cpu`` or ``cuda``.
+        data_dir: where the dataset was read from (``--data-dir``); not part of the identity.
+        image_size: side of ImageFolder images (``--image-size``); None for the dataset's own.
+        backend: ``auto`` (nccl on GPUs, gloo on the CPU), ``nccl`` or ``gloo``.
+        throughput_steps: steps of the synthetic-data and input-pipeline measurements taken after
+            the run (first seed of a setup only); 0 skips them.
+    """
+
+    dataset: str
+    model: str
+    batch_size: int
+    target: float
+    gpus: int = 1
+    max_epochs: int = 30
+    seed: int = 0
+    loader: str = "gpu"
+    workers: int = 4
+    optimizer: str = "sgd"
+    lr: float | None = None
+    weight_decay: float = 5e-4
+    warmup_epochs: float = 1.0
+    precision: str = "fp32"
+    augment: bool = False
+    full_epochs: bool = False
+    device: str = "auto"
+    data_dir: str | None = None
+    image_size: int | None = None
+    backend: str = "auto"
+    throughput_steps: int = 50
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ConfigError(f"-b/--batch-size must be >= 1, got {self.batch_size}")
+        if self.gpus < 1:
+            raise ConfigError(f"--gpus must be >= 1, got {self.gpus}")
+        if not 0.0 < self.target <= 1.0:
+            raise ConfigError(f"--target is an accuracy in (0, 1], got {self.target}")
+        if self.max_epochs < 1:
+            raise ConfigError(f"--max-epochs must be >= 1, got {self.max_epochs}")
+        _choice("--loader", self.loader, LOADERS)
+        _choice("--optimizer", self.optimizer, TRAIN_OPTIMIZERS)
+        _choice("--precision", self.precision, TRAIN_PRECISIONS)
+        _choice("--backend", self.backend, BACKENDS)
+        if self.workers < 0:
+            raise ConfigError(f"--workers must be >= 0, got {self.workers}")
+        if self.lr is not None and not self.lr > 0:
+            raise ConfigError(f"--lr must be > 0, got {self.lr}")
+        if self.weight_decay < 0 or self.warmup_epochs < 0:
+            raise ConfigError("--weight-decay and --warmup-epochs must be >= 0")
+        if self.throughput_steps < 0:
+            raise ConfigError("--throughput-steps must be >= 0")
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            raise ConfigError(f"--device must be auto, cpu or cuda, got {self.device!r}")
+
+    # Not identity: where the files were, which device name was typed, and the side measurements.
+    _NOT_IDENTITY = ("data_dir", "device", "throughput_steps")
+
+    def key(self) -> str:
+        ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
+        return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+
+    def setup_key(self) -> str:
+        """The key of every run of this setup whatever its seed: the runs MLPerf scores together."""
+        return replace(self, seed=0).key()
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.gpus
+
+    @property
+    def label(self) -> str:
+        parts = [f"{self.model}@{self.dataset}", f"b{self.batch_size}", f"x{self.gpus}",
+                 self.precision, f"target={self.target:g}", f"seed={self.seed}"]
+        if self.loader != "gpu":
+            parts.append(f"{self.loader}({self.workers}w)")
+        if self.optimizer != "sgd":
+            parts.append(self.optimizer)
+        if self.augment:
+            parts.append("aug")
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def rate(m: dict[str, Any] | None) -> float | None:
+    """Samples per second of a side measurement: every rank's samples over the slowest rank's
+    time (the ranks ran at the same time)."""
+    if not m or not m.get("seconds"):
+        return None
+    return m["samples"] / m["seconds"]
+
+
+@dataclass(frozen=True)
+class TrainRecord(RecordBase):
+    """One training run to a target (or its failure), with every raw series.
+
+    Times are seconds on the host clock, each ending at a synchronisation (the evaluation reads
+    its accuracy, an epoch's last step is waited for), so queued GPU work is never left out.
+    ``iter_time_s[i]`` is when iteration i ended, from the run's start (seed 004's x axis).
+    """
+
+    kind: ClassVar[str] = "train"
+
+    config: TrainConfig
+    env: dict[str, Any]
+    status: str = "ok"
+    error_type: str | None = None
+    error: str | None = None
+    world: int = 1
+    backend: str | None = None
+    device: str | None = None                      # e.g. cuda, cpu
+    lr: float | None = None                        # the peak learning rate used
+    samples_per_epoch: int = 0                     # trained per epoch, all ranks
+    steps_per_epoch: int = 0
+    init_s: float | None = None                    # init_start -> init_stop (model, loader)
+    run_s: float | None = None                     # run_start -> run_stop
+    time_to_train_s: float | None = None           # run_start -> end of the eval that reached it
+    epochs_to_converge: int | None = None
+    epoch_times_s: tuple[float, ...] = ()          # training pass of each epoch
+    eval_times_s: tuple[float, ...] = ()
+    eval_end_s: tuple[float, ...] = ()             # from run start, at each evaluation's end
+    eval_accuracy: tuple[float, ...] = ()
+    eval_loss: tuple[float, ...] = ()
+    train_loss: tuple[float, ...] = ()             # mean over each epoch, all ranks
+    iter_loss: tuple[float, ...] = ()              # rank 0, every iteration
+    iter_time_s: tuple[float, ...] = ()            # rank 0, end of every iteration, from run start
+    pipeline: dict[str, Any] | None = None         # the input pipeline alone: samples, seconds
+    synthetic: dict[str, Any] | None = None        # the model on on-device random data
+    memory: dict[str, int | None] = field(default_factory=dict)
+    mllog: str | None = None                       # the MLPerf log of this run (rank 0)
+    compliance: dict[str, Any] | None = None       # the compliance checker's verdict on it
+    data_source: str | None = None                 # files the dataset was read from
+    rank_hosts: tuple[str, ...] = ()
+    launch_env: dict[str, str] = field(default_factory=dict)
+    run_id: str | None = None
+    id: str = field(default_factory=new_id)
+    created_at: str = field(default_factory=utc_now)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def converged(self) -> bool:
+        return self.time_to_train_s is not None
+
+    @property
+    def epochs(self) -> int:
+        return len(self.epoch_times_s)
+
+    @property
+    def first_epoch_s(self) -> float | None:
+        return self.epoch_times_s[0] if self.epoch_times_s else None
+
+    @property
+    def median_epoch_s(self) -> float | None:
+        """Median training time of epochs 2 onward (seed 003's steady-state figure); None with
+        one epoch, whose time holds start-up costs."""
+        rest = self.epoch_times_s[1:]
+        return percentile(rest, 50) if rest else None
+
+    @property
+    def final_accuracy(self) -> float | None:
+        return self.eval_accuracy[-1] if self.eval_accuracy else None
+
+    def train_samples_per_s(self) -> float | None:
+        """Real-data training throughput: samples of epochs 2+ over their time (epoch 1 alone when
+        there is no other); evaluation excluded."""
+        times = self.epoch_times_s[1:] or self.epoch_times_s
+        total = math.fsum(times)
+        return self.samples_per_epoch * len(times) / total if total > 0 else None
+
+    def pipeline_samples_per_s(self) -> float | None:
+        return rate(self.pipeline)
+
+    def synthetic_samples_per_s(self) -> float | None:
+        return rate(self.synthetic)
+
+    def headline(self) -> float | None:
+        """Time to train in seconds (converged runs only): the figure the store indexes."""
+        return self.time_to_train_s if self.ok else None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainRecord":
+        d = dict(d)
+        d.pop("kind", None)
+        d["config"] = TrainConfig.from_dict(d["config"])
+        for f in fields(cls):
+            if f.name in d and isinstance(d[f.name], list):
+                d[f.name] = tuple(d[f.name])
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})

@@ -1,0 +1,321 @@
+"""One training run to a target accuracy: the loop, its clock and its MLPerf log.
+
+The clock starts at ``run_start``, after init (model, optimizer, loaders, the dataset staged on
+the device), and time to train is read at the end of the evaluation that first reaches the
+target (MLPerf's definition). Inside an epoch nothing synchronises: the loss of every step stays
+on the device and a CUDA event marks every step's end; both are read once, when the epoch ends.
+The evaluation then synchronises, since its accuracy decides whether the run goes on.
+
+Measurement code prints nothing and writes no files: the run returns a dict of raw series, and
+``on_epoch`` (progress) is the caller's.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+from torch.nn import functional as F
+
+from dlbench.data.base import ArrayDataset, FolderDataset
+from dlbench.measure.memory import peak_memory, reset_peak_memory
+from dlbench.measure.timer import make_timer, synchronize
+from dlbench.results_train import TrainConfig
+from dlbench.training import mlperf
+from dlbench.training.models import build_model
+from dlbench.training.pipeline import Normalizer, make_loaders, measure_pipeline
+from dlbench.workloads.throughput import autocast_factory, precision_flags
+
+# Peak learning rates at the reference global batch; other batches scale by the square root of
+# the ratio (a middle way between linear scaling, which diverges at batch 8192 without LARS, and
+# none, which makes large batches crawl). Warm-up (--warmup-epochs) ramps up to it.
+REFERENCE_BATCH = 128
+BASE_LR = {"sgd": 0.1, "adamw": 1e-3}
+
+# Evaluation batches: large, as evaluation keeps no activations.
+EVAL_BATCH = 1024
+
+# Steps before the synthetic-data window: cuDNN autotuning and allocator warm-up.
+SYNTHETIC_WARMUP = 5
+
+
+def default_lr(cfg: TrainConfig) -> float:
+    """The peak learning rate of a config: ``--lr``, or the default rule."""
+    if cfg.lr is not None:
+        return cfg.lr
+    return BASE_LR[cfg.optimizer] * math.sqrt(cfg.global_batch / REFERENCE_BATCH)
+
+
+def make_optimizer(cfg: TrainConfig, params, lr: float) -> torch.optim.Optimizer:
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, nesterov=True,
+                               weight_decay=cfg.weight_decay)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
+
+
+def _all_sum(values: list[float], device: torch.device, world: int) -> list[float]:
+    """Sum of ``values`` over ranks (the numbers every rank must agree on: accuracy, loss)."""
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    if world > 1:
+        dist.all_reduce(t)
+    return t.tolist()  # note: a sync point
+
+
+def train_run(cfg: TrainConfig, data: ArrayDataset | FolderDataset, device: torch.device,
+              rank: int = 0, world: int = 1, mllog: bool = True, measure_side: bool = True,
+              on_epoch: Callable[[dict[str, Any]], None] | None = None,
+              clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """Train ``cfg`` to its target (or its epoch cap) on this rank; returns the raw results.
+
+    With ``world > 1`` the process group must be initialised (one process per device); the model
+    is wrapped in DistributedDataParallel and every rank returns the same accuracies.
+    """
+    log = mlperf.make_log(mllog, rank, clock)
+    t_init = clock()
+    log.start("init_start", t=t_init)
+    lr = default_lr(cfg)
+    _log_config(log, cfg, data, world, lr, device)
+
+    torch.manual_seed(cfg.seed)  # the same initial weights on every rank
+    model = build_model(cfg.model, data.channels, data.num_classes, data.size).to(device)
+    net = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        net = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    opt = make_optimizer(cfg, [p for p in model.parameters() if p.requires_grad], lr)
+    scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
+    train_loader, eval_loader = make_loaders(
+        data, cfg.loader, cfg.batch_size, max(EVAL_BATCH, cfg.batch_size), device, cfg.workers,
+        rank, world, cfg.seed)
+    normalize = Normalizer(data.mean, data.std, device, cfg.augment, seed=cfg.seed * 100 + rank)
+    steps = len(train_loader)
+    warmup_steps = cfg.warmup_epochs * steps
+    samples_per_epoch = train_loader.samples_per_epoch
+    autocast = autocast_factory(cfg.precision, device)
+    with precision_flags(cfg.precision, device):
+        _warm_up(model, data, cfg, device, autocast, max(EVAL_BATCH, cfg.batch_size))
+    reset_peak_memory(device)
+    synchronize(device)
+
+    out: dict[str, Any] = {
+        "rank": rank, "world": world, "host": socket.gethostname(), "device": device.type,
+        "lr": lr, "samples_per_epoch": samples_per_epoch, "steps_per_epoch": steps,
+        "epoch_times_s": [], "eval_times_s": [], "eval_end_s": [], "eval_accuracy": [],
+        "eval_loss": [], "train_loss": [], "iter_loss": [], "iter_time_s": [],
+        "time_to_train_s": None, "epochs_to_converge": None, "status": "ok",
+        "error_type": None, "error": None, "pipeline": None, "synthetic": None}
+
+    with precision_flags(cfg.precision, device):
+        t0 = clock()
+        out["init_s"] = t0 - t_init
+        log.end("init_stop", t=t0)
+        log.start("run_start", t=t0)
+        global_step = 0
+        for epoch in range(1, cfg.max_epochs + 1):
+            net.train()
+            t_epoch = clock()
+            log.start("epoch_start", metadata={"epoch_num": epoch}, t=t_epoch)
+            losses = torch.zeros(steps, device=device)
+            timer = make_timer(device, clock)
+            timer.start()
+            n = 0
+            for x, y in train_loader.epoch(epoch):
+                if global_step < warmup_steps:  # linear warm-up, a host-side float: no sync
+                    for g in opt.param_groups:
+                        g["lr"] = lr * (global_step + 1) / warmup_steps
+                with autocast():
+                    loss = F.cross_entropy(net(normalize(x)).float(), y)
+                opt.zero_grad(set_to_none=True)
+                if scaler is None:
+                    loss.backward()
+                    opt.step()
+                else:
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                losses[n] = loss.detach()
+                timer.lap()
+                n += 1
+                global_step += 1
+            step_times = timer.finish()  # note: the epoch's one sync point
+            t_end = clock()
+            out["epoch_times_s"].append(t_end - t_epoch)
+            start_rel = t_epoch - t0
+            out["iter_time_s"] += list(start_rel + t for t in _cumsum(step_times))
+            out["iter_loss"] += losses[:n].tolist()
+            loss_sum, loss_n = _all_sum([float(losses[:n].double().sum()), n], device, world)
+            train_loss = loss_sum / max(loss_n, 1)
+            out["train_loss"].append(train_loss)
+            log.end("epoch_stop", metadata={"epoch_num": epoch,
+                                             "samples_count": samples_per_epoch}, t=t_end)
+            log.event("train_loss", train_loss, metadata={"epoch_num": epoch}, t=t_end)
+
+            t_eval = clock()
+            log.start("eval_start", metadata={"epoch_num": epoch}, t=t_eval)
+            acc, eval_loss = _evaluate(model, eval_loader, normalize, autocast, device, world)
+            t_eval_end = clock()
+            out["eval_times_s"].append(t_eval_end - t_eval)
+            out["eval_end_s"].append(t_eval_end - t0)
+            out["eval_accuracy"].append(acc)
+            out["eval_loss"].append(eval_loss)
+            log.event("eval_accuracy", acc, metadata={"epoch_num": epoch}, t=t_eval_end)
+            log.end("eval_stop", metadata={"epoch_num": epoch}, t=t_eval_end)
+            if on_epoch is not None:
+                on_epoch({"epoch": epoch, "accuracy": acc, "train_loss": train_loss,
+                          "epoch_s": t_end - t_epoch, "elapsed_s": t_eval_end - t0})
+            if not math.isfinite(train_loss):
+                out.update(status="error", error_type="nan",
+                           error=f"the training loss was {train_loss} in epoch {epoch}: the run "
+                                 f"diverged (lr {lr:.3g}; try a smaller --lr or more "
+                                 "--warmup-epochs)")
+                break
+            if acc >= cfg.target and out["time_to_train_s"] is None:
+                out["time_to_train_s"] = t_eval_end - t0
+                out["epochs_to_converge"] = epoch
+                if not cfg.full_epochs:
+                    break
+        t_stop = clock() if cfg.full_epochs or out["time_to_train_s"] is None else t_eval_end
+        converged = out["time_to_train_s"] is not None and out["status"] == "ok"
+        log.end("run_stop", metadata={"status": "success" if converged else "aborted",
+                                      "epoch_num": len(out["epoch_times_s"])}, t=t_stop)
+        out["run_s"] = t_stop - t0
+        if out["status"] == "ok" and not converged:
+            best = max(out["eval_accuracy"])
+            out.update(status="error", error_type="not_converged",
+                       error=f"accuracy {out['eval_accuracy'][-1]:.4f} after {cfg.max_epochs} "
+                             f"epochs (best {best:.4f}) did not reach the target "
+                             f"{cfg.target:g}; raise --max-epochs or lower --target")
+        out["memory"] = peak_memory(device)
+
+        if measure_side and cfg.throughput_steps > 0:
+            # After run_stop, so the side measurements never touch the time to train.
+            out["pipeline"] = measure_pipeline(train_loader, normalize, cfg.throughput_steps,
+                                               device, cfg.max_epochs + 1, clock)
+            out["synthetic"] = _synthetic(net, opt, scaler, autocast, data, cfg, device, clock)
+    out["mllog"] = log.text()
+    return out
+
+
+def _warm_up(model: torch.nn.Module, data, cfg: TrainConfig, device: torch.device, autocast,
+             eval_batch: int) -> None:
+    """Two training steps and one evaluation batch on a throwaway copy of the model, with random
+    data (never the training set), during init: cuDNN autotuning, lazy initialisation and the
+    libraries' first-use imports happen here, so a process's first seed is not slower than the
+    others. MLPerf permits warm-up on synthetic data in init."""
+    import copy
+    m = copy.deepcopy(model)
+    opt = make_optimizer(cfg, [p for p in m.parameters() if p.requires_grad], 1e-12)
+    scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
+    g = torch.Generator(device=device).manual_seed(12345)  # leaves the global RNG untouched
+    shape = (data.channels, data.size, data.size)
+    m.train()
+    for _ in range(2):
+        x = torch.randn(cfg.batch_size, *shape, device=device, generator=g)
+        y = torch.randint(0, data.num_classes, (cfg.batch_size,), device=device, generator=g)
+        with autocast():
+            loss = F.cross_entropy(m(x).float(), y)
+        opt.zero_grad(set_to_none=True)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+    m.eval()
+    with torch.no_grad(), autocast():
+        m(torch.randn(min(eval_batch, data.eval_len), *shape, device=device, generator=g))
+    synchronize(device)
+    del m, opt
+
+
+def _cumsum(xs: list[float]) -> list[float]:
+    out, acc = [], 0.0
+    for x in xs:
+        acc += x
+        out.append(acc)
+    return out
+
+
+def _evaluate(model: torch.nn.Module, loader, normalize: Normalizer, autocast, device,
+              world: int) -> tuple[float, float]:
+    """Accuracy and mean loss over the whole evaluation set (each rank a share, summed)."""
+    model.eval()  # the plain module: no DDP hooks; BN uses the running statistics
+    correct = torch.zeros((), dtype=torch.float64, device=device)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    count = 0
+    with torch.no_grad():
+        for x, y in loader.epoch(0):
+            with autocast():
+                logits = model(normalize(x, train=False)).float()
+            correct += (logits.argmax(1) == y).sum()
+            loss_sum += F.cross_entropy(logits, y, reduction="sum").double()
+            count += len(y)
+    c, s, n = _all_sum([float(correct), float(loss_sum), count], device, world)
+    return c / n, s / n
+
+
+def _synthetic(net, opt, scaler, autocast, data, cfg: TrainConfig, device: torch.device,
+               clock) -> dict[str, Any]:
+    """The same model and optimizer on one batch of random data kept on the device: the speed
+    the input pipeline is measured against (tf_cnn_benchmarks' synthetic mode)."""
+    g = torch.Generator(device=device).manual_seed(cfg.seed + 7)
+    x = torch.randn(cfg.batch_size, data.channels, data.size, data.size, device=device,
+                    generator=g)
+    y = torch.randint(0, data.num_classes, (cfg.batch_size,), device=device, generator=g)
+    net.train()
+
+    def step() -> None:
+        with autocast():
+            loss = F.cross_entropy(net(x).float(), y)
+        opt.zero_grad(set_to_none=True)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+
+    for _ in range(SYNTHETIC_WARMUP):
+        step()
+    synchronize(device)
+    timer = make_timer(device, clock)
+    timer.start()
+    for _ in range(cfg.throughput_steps):
+        step()
+        timer.lap()
+    times = timer.finish()  # note: the window's one sync point
+    return {"samples": cfg.batch_size * len(times), "seconds": math.fsum(times),
+            "steps": len(times)}
+
+
+def _log_config(log, cfg: TrainConfig, data, world: int, lr: float, device: torch.device) -> None:
+    log.event("submission_benchmark", f"{mlperf.BENCHMARK_PREFIX}{data.name}_{cfg.model}")
+    log.event("submission_org", "dlbench")
+    log.event("submission_division", "open")
+    log.event("submission_status", "research")
+    log.event("submission_platform", _platform(device, world))
+    log.event("seed", cfg.seed)
+    log.event("global_batch_size", cfg.global_batch)
+    log.event("train_samples", data.train_len)
+    log.event("eval_samples", data.eval_len)
+    log.event("target_accuracy", cfg.target)
+    log.event("opt_name", cfg.optimizer)
+    log.event("opt_base_learning_rate", lr)
+    log.event("opt_learning_rate_warmup_epochs", cfg.warmup_epochs)
+    log.event("opt_weight_decay", cfg.weight_decay)
+    log.event("number_of_nodes", 1)
+    log.event("accelerators_per_node", world)
+    log.event("precision", cfg.precision)
+    log.event("loader", cfg.loader)
+
+
+def _platform(device: torch.device, world: int) -> str:
+    if device.type == "cuda":
+        return f"{world}x{torch.cuda.get_device_name(device)}"
+    return f"{world}xCPU"

@@ -1,0 +1,52 @@
+"""MLPerf's olympic mean and failure rules on made-up runs."""
+
+import pytest
+
+from dlbench.training.scoring import olympic_mean
+
+
+def test_five_runs_drop_the_fastest_and_the_slowest():
+    s = olympic_mean([10.0, 12.0, 11.0, 30.0, 9.0])
+    assert s.valid and s.mean_s == pytest.approx(11.0)
+    assert s.kept == (10.0, 11.0, 12.0) and sorted(s.dropped) == [9.0, 30.0]
+    assert s.failures == 0 and s.runs == 5
+
+
+def test_one_failure_is_the_slowest_run():
+    s = olympic_mean([10.0, 12.0, 11.0, None, 9.0])
+    # 9 (fastest) dropped; the failure takes the slowest place, so 12 is kept
+    assert s.valid and s.kept == (10.0, 11.0, 12.0) and s.mean_s == pytest.approx(11.0)
+    assert s.failures == 1 and s.dropped == (9.0, None)
+    # a failure never makes the score better than dropping the real slowest would
+    assert olympic_mean([10.0, 12.0, 11.0, 40.0, 9.0]).mean_s <= s.mean_s
+
+
+def test_two_failures_make_the_result_invalid():
+    s = olympic_mean([10.0, None, 11.0, None, 9.0])
+    assert not s.valid and s.mean_s is None and s.failures == 2
+    assert "invalid" in s.reason and "2 runs failed" in s.reason
+
+
+def test_too_few_runs_have_no_olympic_mean():
+    s = olympic_mean([10.0, 11.0])
+    assert not s.valid and "at least 3 runs" in s.reason
+    assert olympic_mean([10.0, 11.0, 12.0]).mean_s == pytest.approx(11.0)
+    assert olympic_mean([10.0, None, 12.0]).mean_s == pytest.approx(12.0)
+
+
+def test_bad_times_are_refused():
+    with pytest.raises(ValueError):
+        olympic_mean([1.0, float("nan"), 2.0])
+
+
+@pytest.mark.parametrize("times", [
+    [10.0, 12.0, 11.0, 30.0, 9.0],
+    [10.0, 12.0, 11.0, None, 9.0],
+    [5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0],
+    [5.0, None, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0],
+])
+def test_agrees_with_mlperfs_result_summarizer(times):
+    summarizer = pytest.importorskip("mlperf_logging.result_summarizer.result_summarizer")
+    ok = [t for t in times if t is not None]
+    theirs = summarizer._compute_olympic_average(list(ok), len(times) - len(ok), 1)
+    assert olympic_mean(times).mean_s == pytest.approx(theirs)
