@@ -186,24 +186,13 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 # -- gpus ------------------------------------------------------------------------------------------
 def _own_points(db: str, model: str, mode: str, x_precision: str) -> list:
     """The user's FP32 results of ``model``/``mode`` as fit points (spec TFLOPS, 1000/ms)."""
-    from dlbench.measure.mfu import spec_for_env
-    from dlbench.reference import FitPoint
+    from dlbench.reference import own_point
     if not Path(db).exists():
         return []
-    pts = []
     with Store(db) as store:
-        for r in store.results(kind="throughput", model=model, status="ok"):
-            c = r.config
-            if c.mode != mode or c.precision != "fp32":
-                continue
-            spec, _ = spec_for_env(r.env)
-            s = r.summary()
-            if spec is None or s is None or not spec.tflops(x_precision):
-                continue
-            # seed 002's speed: batches of 16 per second; other batches scaled to 16 samples
-            pts.append(FitPoint(f"{envmod.device_label(r.env)} (yours, b{c.batch_size}, {c.method})",
-                                spec.tflops(x_precision), s.throughput / 16.0, own=True))
-    return pts
+        recs = store.results(kind="throughput", model=model, status="ok")
+    pts = (own_point(r, x_precision) for r in recs if r.config.mode == mode)
+    return [p for p in pts if p is not None]
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:

@@ -17,8 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report", help="write an HTML report (tables and charts, one file) or Markdown tables",
         description="Write one self-contained HTML file: the environment, the throughput and "
-                    "seed-style tables, and charts (throughput per configuration, throughput "
-                    "against batch size) where their data exists. No network is needed to view "
+                    "seed-style tables, and charts where their data exists (throughput per "
+                    "configuration and against batch size, memory against batch size with OOM "
+                    "points, scaling by GPU count, interconnect A/B, MFU, roofline, your GPU "
+                    "among published GPUs, telemetry timelines). No network is needed to view "
                     "it: styles and charts (SVG) are inline, and there is no script.",
         epilog="examples:\n  dlbench report -o report.html\n  dlbench report --tag nightly "
                "--markdown -o nightly.md\n  dlbench report --run latest",

@@ -182,6 +182,23 @@ class FitPoint:
     own: bool = False   # measured by this user, not published
 
 
+def own_point(record: Any, x_precision: str = "fp32") -> FitPoint | None:
+    """A user's FP32 throughput result as a point beside seed 002's: its GPU's datasheet TFLOPS
+    and seed 002's speed, batches of 16 per second (other batch sizes scaled to 16 samples).
+    None for a failure, another precision, or a device the spec table does not know."""
+    from dlbench import env as envmod
+    from dlbench.measure.mfu import spec_for_env
+    s = record.summary() if record.ok else None
+    if s is None or record.config.precision != "fp32":
+        return None
+    spec, _ = spec_for_env(record.env)
+    if spec is None or not spec.tflops(x_precision):
+        return None
+    c = record.config
+    return FitPoint(f"{envmod.device_label(record.env)} (yours, b{c.batch_size}, {c.method})",
+                    spec.tflops(x_precision), s.throughput / 16.0, own=True)
+
+
 def speed_of(r: ReferenceResult) -> float:
     """A "faster is larger" figure: 1/time for times, the value itself for rates."""
     if r.metric == "ms_per_batch":

@@ -1,8 +1,9 @@
 """The report: one self-contained HTML file (inline CSS, charts as inline SVG), or Markdown tables.
 
-matplotlib draws the charts: it is already the plotting library of ``dlbench roofline``, it writes
-SVG with no JavaScript and no external resources, and it runs headless (Agg). Text in the SVG is
-drawn as paths, so the file looks the same without the fonts.
+matplotlib draws the charts (their builders are in :mod:`dlbench.report.charts`): it is already
+the plotting library of ``dlbench roofline``, it writes SVG with no JavaScript and no external
+resources, and it runs headless (Agg). Text in the SVG is drawn as paths, so the file looks the
+same without the fonts.
 
 Every piece of text that comes from the user or the store (tags, model names, commands, paths)
 goes through :func:`html.escape`; builders here return strings and write no files.
@@ -11,16 +12,14 @@ goes through :func:`html.escape`; builders here return strings and write no file
 from __future__ import annotations
 
 import html
-import io
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from dlbench import env as envmod
-from dlbench.report import tables
+from dlbench.report import charts, tables
+from dlbench.report.charts import Chart
 from dlbench.report.tables import Table
-
-UNIT_LABEL = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
@@ -103,134 +102,33 @@ def run_table(runs: Sequence[RunMeta]) -> Table:
 
 # -- charts ---------------------------------------------------------------------------------------
 
-def _pyplot():
-    from dlbench.report.plots import _pyplot as load
-    plt = load()
-    plt.rcParams["svg.fonttype"] = "path"    # glyphs as paths: no font needed to view it
-    plt.rcParams["svg.hashsalt"] = "dlbench"  # stable ids, so the same data gives the same file
-    plt.rcParams["text.parse_math"] = False  # a '$' in a label or command is text
-    return plt
+# The report's charts, in the order they appear. Each builder takes (records, commands by run id)
+# and returns its charts, none where its data is absent (dlbench.report.charts says more). A
+# record kind with charts of its own plugs its builder in here: the train kind's loss curves
+# (against iteration and wall time) belong after the telemetry timelines.
+CHART_BUILDERS: tuple[charts.Builder, ...] = (
+    charts.throughput_charts,
+    charts.batch_charts,
+    charts.memory_charts,
+    charts.scaling_charts,
+    charts.interconnect_charts,
+    charts.mfu_charts,
+    charts.roofline_charts,
+    charts.published_charts,
+    charts.telemetry_charts,
+)
 
 
-def _svg(fig: Any, n: int) -> str:
-    """The figure as an inline <svg> element: no XML prolog, no DOCTYPE, no metadata, and every
-    id prefixed with the chart number so several charts in one page do not collide."""
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    text = buf.getvalue()
-    text = text[text.index("<svg"):]
-    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
-    prefix = f"c{n}-"
-    ids = set(re.findall(r'\bid="([^"]+)"', text))
-    if ids:
-        alt = "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True))
-        text = re.sub(rf'\bid="({alt})"', lambda m: f'id="{prefix}{m.group(1)}"', text)
-        text = re.sub(rf'#({alt})(?=["\)])', lambda m: f"#{prefix}{m.group(1)}", text)
-    return text
+def all_charts(records: Sequence[Any], runs: Sequence[RunMeta]) -> list[Chart]:
+    """Every chart whose data the records hold, in :data:`CHART_BUILDERS` order."""
+    commands = {r.run_id: r.command for r in runs}
+    return [c for build in CHART_BUILDERS for c in build(records, commands)]
 
 
-def _commands_of(records: Sequence[Any], runs: dict[str, RunMeta]) -> list[str]:
-    return list(dict.fromkeys(runs[r.run_id].command for r in records
-                              if r.run_id in runs and runs[r.run_id].command))
-
-
-@dataclass(frozen=True)
-class Chart:
-    title: str
-    svg: str
-    commands: tuple[str, ...]
-
-
-def _per_s(r: Any) -> tuple[float, float, float]:
-    """Units per second and the interval's ends (a missing upper end drawn at the figure)."""
-    s = r.summary()
-    k = r.units_per_sample
-    high = s.throughput_high if s.throughput_high != float("inf") else s.throughput
-    return s.throughput * k, s.throughput_low * k, high * k
-
-
-def _footer(fig: Any, commands: Sequence[str]) -> None:
-    text = "data: " + ("; ".join(commands) if commands else "command not recorded")
-    fig.text(0.01, 0.01, text[:180] + ("..." if len(text) > 180 else ""), fontsize=6,
-             color="#555", ha="left", va="bottom")
-
-
-def throughput_charts(records: Sequence[Any], runs: dict[str, RunMeta],
-                      start: int = 0) -> list[Chart]:
-    """Bar charts of throughput per result (one chart per unit), the 95% interval as error
-    bars. Only ok throughput results are drawn; none gives no chart."""
-    ok = [r for r in records if r.kind == "throughput" and r.summary() is not None]
-    by_unit: dict[str, list] = {}
-    for r in ok:
-        by_unit.setdefault(r.unit, []).append(r)
-    out = []
-    for i, (unit, recs) in enumerate(by_unit.items()):
-        plt = _pyplot()
-        label = UNIT_LABEL.get(unit, f"{unit}/s")
-        vals = [_per_s(r) for r in recs]
-        fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(recs) + 2), 4.8), dpi=100)
-        xs = range(len(recs))
-        ax.bar(xs, [v[0] for v in vals], color="tab:blue",
-               yerr=[[v[0] - v[1] for v in vals], [v[2] - v[0] for v in vals]],
-               capsize=3, ecolor="black")
-        ax.set_xticks(list(xs), [r.config.label for r in recs], rotation=35, ha="right",
-                      fontsize=7)
-        ax.set_ylabel(f"throughput ({label})")
-        ax.set_xlabel("configuration (model, batch, precision, mode)")
-        title = f"Throughput per configuration, {label} (error bars: 95% interval)"
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, axis="y", lw=0.3, alpha=0.6)
-        cmds = _commands_of(recs, runs)
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
-        _footer(fig, cmds)
-        out.append(Chart(title, _svg(fig, start + i), tuple(cmds)))
-        plt.close(fig)
-    return out
-
-
-def batch_charts(records: Sequence[Any], runs: dict[str, RunMeta], start: int = 0) -> list[Chart]:
-    """Throughput against batch size, one line per setup that has two or more batch sizes."""
-    ok = [r for r in records if r.kind == "throughput" and r.summary() is not None]
-    groups: dict[tuple, list] = {}
-    for r in ok:
-        groups.setdefault(tables.setup_of(r), []).append(r)
-    sweeps = {k: v for k, v in groups.items() if len({r.config.batch_size for r in v}) > 1}
-    by_unit: dict[str, dict[tuple, list]] = {}
-    for k, v in sweeps.items():
-        by_unit.setdefault(v[0].unit, {})[k] = v
-    out = []
-    for i, (unit, lines) in enumerate(by_unit.items()):
-        plt = _pyplot()
-        label = UNIT_LABEL.get(unit, f"{unit}/s")
-        fig, ax = plt.subplots(figsize=(7, 4.8), dpi=100)
-        used = []
-        for k, recs in lines.items():
-            latest = {r.config.batch_size: r for r in recs}  # a rerun of a batch wins
-            bs = sorted(latest)
-            vals = [_per_s(latest[b]) for b in bs]
-            ax.errorbar(bs, [v[0] for v in vals],
-                        yerr=[[v[0] - v[1] for v in vals], [v[2] - v[0] for v in vals]],
-                        marker="o", capsize=3, label=" ".join(str(x) for x in k[:4] if x))
-            used += recs
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("batch size (samples per step, per device)")
-        ax.set_ylabel(f"throughput ({label})")
-        title = f"Throughput against batch size, {label}"
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="both", lw=0.3, alpha=0.6)
-        ax.legend(fontsize=7)
-        cmds = _commands_of(used, runs)
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
-        _footer(fig, cmds)
-        out.append(Chart(title, _svg(fig, start + i), tuple(cmds)))
-        plt.close(fig)
-    return out
-
-
-def _figure(c: Chart) -> str:
+def _figure(c: Chart, n: int) -> str:
     cmds = "; ".join(f"<code>{esc(x)}</code>" for x in c.commands) or "command not recorded"
-    return (f"<figure>{c.svg}<figcaption>{esc(c.title)}. Data from: {cmds}</figcaption>"
-            f"</figure>")
+    return (f"<figure>{charts.prefix_ids(c.svg, f'c{n}-')}<figcaption>{esc(c.title)}. "
+            f"Data from: {cmds}</figcaption></figure>")
 
 
 # -- documents ------------------------------------------------------------------------------------
@@ -244,7 +142,6 @@ def _device(records: Sequence[Any]) -> str:
 def render_html(records: Sequence[Any], runs: Sequence[RunMeta], title: str = "dlbench report",
                 source: str | None = None, generated_at: str | None = None) -> str:
     """The whole report as one HTML document (no external resources, no scripts)."""
-    run_map = {r.run_id: r for r in runs}
     device = _device(records)
     parts = [f"<h1>{esc(title)}</h1>"]
     sub = [f"{len(records)} result(s) from {len(runs)} run(s)"]
@@ -261,11 +158,10 @@ def render_html(records: Sequence[Any], runs: Sequence[RunMeta], title: str = "d
     if tbls:
         parts.append("<h2>Tables</h2>")
         parts += [table_html(t) for t in tbls]
-    charts = throughput_charts(records, run_map)
-    charts += batch_charts(records, run_map, start=len(charts))
-    if charts:
+    drawn = all_charts(records, runs)
+    if drawn:
         parts.append("<h2>Charts</h2>")
-        parts += [_figure(c) for c in charts]
+        parts += [_figure(c, n) for n, c in enumerate(drawn)]
     body = "\n".join(parts)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -1,5 +1,6 @@
-"""Plots written to files: the roofline (PNG and SVG). matplotlib is imported lazily, with the
-Agg backend, so a machine without a display (or without matplotlib) can run everything else."""
+"""Plots written to files: the roofline (PNG and SVG; the HTML report embeds the same figure).
+matplotlib is imported lazily, with the Agg backend, so a machine without a display (or without
+matplotlib) can run everything else."""
 
 from __future__ import annotations
 
@@ -20,12 +21,23 @@ def _pyplot():
     return plt
 
 
-def roofline_plot(points: Sequence[RooflinePoint], roofs: Roofs, stem: str | Path,
-                  title: str | None = None) -> list[Path]:
-    """Log-log roofline with one marker per point; writes ``stem.png`` and ``stem.svg``."""
+def plain_log_ticks(ax, axis: str = "x") -> None:
+    """Plain numbers ("16", "0.1") as the major labels of a log axis, none on the minor ticks.
+
+    matplotlib labels log axes in mathtext ("10^{2}"); the report turns math parsing off (a "$"
+    in a command line is text), which would print those labels as their source. Call it after
+    ``set_xscale`` / ``set_yscale``, which reset the formatters.
+    """
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    scale = ax.xaxis if axis == "x" else ax.yaxis
+    scale.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    scale.set_minor_formatter(NullFormatter())
+
+
+def roofline_figure(points: Sequence[RooflinePoint], roofs: Roofs, title: str | None = None):
+    """Log-log roofline with one marker per point, as a matplotlib figure: ``dlbench roofline``
+    saves it to files, the HTML report embeds it. The caller closes it."""
     plt = _pyplot()
-    stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
     ais = [p.intensity for p in points] or [1.0]
     peaks = list(roofs.compute_tflops.values()) or [1.0]
@@ -49,12 +61,24 @@ def roofline_plot(points: Sequence[RooflinePoint], roofs: Roofs, stem: str | Pat
                     xytext=(4, 3), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_ticks(ax, "x")
+    plain_log_ticks(ax, "y")
     ax.set_xlabel("arithmetic intensity (FLOP / byte, stated byte model)")
     ax.set_ylabel("TFLOP/s (model FLOPs)")
     ax.set_title(title or f"Roofline: {roofs.device} (roofs: {roofs.source})", fontsize=9)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
+    return fig
+
+
+def roofline_plot(points: Sequence[RooflinePoint], roofs: Roofs, stem: str | Path,
+                  title: str | None = None) -> list[Path]:
+    """The roofline of :func:`roofline_figure`; writes ``stem.png`` and ``stem.svg``."""
+    plt = _pyplot()
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    fig = roofline_figure(points, roofs, title)
     out = []
     for ext in ("png", "svg"):
         path = stem.with_suffix(f".{ext}")
