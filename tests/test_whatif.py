@@ -45,6 +45,17 @@ def test_tree_allreduce_trades_bandwidth_for_latency():
     assert tree_allreduce(1e6, 4, fast).time_s > ring_allreduce(1e6, 4, fast).time_s
 
 
+def test_gloo_binomial_broadcast_span():
+    from dlbench.whatif.comm import _binomial_span
+    # 2 ranks: one copy. 4: the root's two copies share its link (2), then rank 1 forwards (3).
+    # 3: the root's two copies, nobody forwards. 8: 3 + 2 + 1.
+    assert [_binomial_span(n) for n in (1, 2, 3, 4, 8)] == [0, 1, 2, 3, 6]
+    c = ps_collectives([400e3, 0, 0, 0], L, "gloo")
+    # shard 0 only: reduce-scatter 3 steps of 100 kB, gather 3 x 100 kB into the root,
+    # broadcast 3 x 400 kB of span; latencies 3 + 1 + 2.
+    assert c.time_s == pytest.approx(6e-3 + 0.3 + 0.3 + 1.2)
+
+
 def test_gloo_binomial_broadcast_sends():
     assert _binomial_sends(2, 0) == [1, 0]
     assert _binomial_sends(4, 0) == [2, 1, 0, 0]
@@ -236,3 +247,60 @@ def test_whatif_command_tables(capsys):
     assert "over 5x" in capsys.readouterr().out
     assert main(["whatif", "--networks"]) == 0
     assert "ib-ndr" in capsys.readouterr().out
+
+
+def _store_with_gpu_records(path):
+    """What the lead's GPU runs leave in a store: a one-GPU training record, dlbench comm
+    all-reduce rows, and dlbench scale at 1 and 2 GPUs (figures made up, times exact)."""
+    from dlbench.config import ThroughputConfig
+    from dlbench.results import ThroughputRecord
+    from dlbench.results_dist import CommConfig, CommRecord, ScalingConfig, ScalingRecord
+    from dlbench.store import Store
+    base = ThroughputConfig(model="tiny_mlp", batch_size=8, device="cpu")
+    recs = [ThroughputRecord(config=base, env={}, step_times_s=(0.004,) * 5, samples_per_step=8)]
+    # 8 B in 20 us (latency per ring step: 20 us / 2(n-1) = 10 us), 1 MB at busbw 100 MB/s.
+    for size, t in ((8, 20e-6), (1 << 20, (1 << 20) / 100e6)):
+        recs.append(CommRecord(config=CommConfig(op="all_reduce", size_bytes=size, ranks=2,
+                                                 backend="nccl"), env={},
+                               rank_times_s=((t,) * 3,) * 2, count=size // 4, wrong=0))
+    for gpus, step in ((1, 0.004), (2, 0.0065)):
+        cfg = ScalingConfig(base=base, gpus=gpus, strategy="ddp")
+        recs.append(ScalingRecord(config=cfg, env={}, rank_step_times_s=((step,) * 4,) * gpus,
+                                  rank_samples_per_step=(8,) * gpus))
+    with Store(path) as store:
+        store.start_run("r1", "test", {}, "k", "cpu")
+        for r in recs:
+            store.add(r.with_run("r1"), "k")
+
+
+def test_whatif_takes_measured_step_and_busbw_from_records(tmp_path, capsys):
+    from dlbench.cli import main
+    db = str(tmp_path / "gpu.db")
+    _store_with_gpu_records(db)
+    assert main(["whatif", "-m", "tiny_mlp", "--db", db, "--busbw-from", db, "--nodes", "1",
+                 "--gpus-per-node", "2", "--overlap", "none", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    g = 4 * 49_866
+    # compute: the newest one-GPU record (the 1-GPU scaling run, 4 ms); link: busbw 100 MB/s,
+    # 10 us per ring step: a 2-GPU ring moves G in 2 steps.
+    assert row["compute_s"] == pytest.approx(0.004)
+    assert row["comm_s"] == pytest.approx(2 * 10e-6 + g / 100e6)
+    assert row["compute_source"].startswith("scaling ")
+
+
+def test_whatif_check_against_scaling_records(tmp_path, capsys):
+    from dlbench.cli import main
+    db = str(tmp_path / "gpu.db")
+    _store_with_gpu_records(db)
+    assert main(["whatif", "--check", "--db", db, "--busbw-from", db]) == 0
+    out = capsys.readouterr().out
+    assert "dlbench scale" in out and "mean absolute error" in out
+    from dlbench.store import Store
+    from dlbench.whatif.check import check_scaling
+    from dlbench.whatif.comm import Link
+    with Store(db) as store:
+        rows = check_scaling(store.results(), Link(100e6, 10e-6), {"tiny_mlp": 4 * 49_866})
+    assert len(rows) == 1
+    want = 0.004 + 2 * 10e-6 + 4 * 49_866 / 100e6
+    assert rows[0].predicted_none_s == pytest.approx(want)
+    assert rows[0].error_none == pytest.approx((want - 0.0065) / 0.0065)

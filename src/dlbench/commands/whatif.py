@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-m", "--model", action="append", type=csv_list(), help="model name(s)")
     p.add_argument("-b", "--batch-size", type=int, help="batch per GPU (with --step-ms/"
-                   "--throughput; default: the record's)")
+                   "--throughput); with --db, take only records of this batch")
+    p.add_argument("--precision", help="with --db, take only records of this precision")
     p.add_argument("--step-ms", action="append", type=csv_list(float),
                    help="one-GPU step time(s) in ms, one per model")
     p.add_argument("--throughput", action="append", type=csv_list(float),
@@ -143,7 +144,7 @@ def _workloads(args: argparse.Namespace) -> list:
         found = compute_inputs([rec])
         models = models or list(found)
     elif not given:
-        found = compute_inputs(_records(args.db))
+        found = compute_inputs(_records(args.db), args.batch_size, args.precision)
     if not models:
         raise ConfigError("name the model(s) with -m (and give --step-ms, --throughput, or a "
                           "--db holding a one-GPU training record)")

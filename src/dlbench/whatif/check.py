@@ -5,10 +5,12 @@ For every ``dlbench net`` record the model is given only what a user would know 
 latency the link probe measured, and its predicted step time and bytes per host are set beside
 the measured ones. The error is (predicted - measured) / measured.
 
-The emulated link counts whole frames: TCP moves 1448 payload bytes per 1514-byte frame, and the
-acknowledgements of the opposite flow (a 66-byte frame every second segment) share the
-direction: payload is 1448 / (1514 + 33) of the shaped rate. Unshaped, the veth's rate is the
-probe's measured goodput (the kernel sends 64 KiB segments there, so headers cost about 1%).
+The emulated link counts whole frames: where tbf cuts segments into MTU frames (rates below about
+500 Mbit/s, whose 1 ms bucket is smaller than a 64 KiB segment) TCP moves 1448 payload bytes per
+1514-byte frame, and the acknowledgements of the opposite flow (a 66-byte frame every second
+segment) share the direction: payload is 1448 / (1514 + 33) of the shaped rate. Above that, and
+unshaped, the kernel's 64 KiB segments pass whole and headers cost about 1%; unshaped, the
+veth's rate is the probe's measured goodput.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from dlbench.measure.stats import mean
+from dlbench.netemu.shaping import burst_bytes
 from dlbench.whatif.comm import CommCost, Link, ps_collectives, ring_allreduce
 from dlbench.whatif.networks import Network
 
 EMULATED_EFFICIENCY = 1448 / (1514 + 33)
 UNSHAPED_HEADER_SHARE = 1.01
+#: The largest segment the kernel hands a device (GSO): 64 KiB.
+GSO_MAX_BYTES = 65536
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,12 @@ def emulated_link(record: Any) -> tuple[Link, float]:
         if not goodput:
             raise ValueError(f"{record.id}: an unshaped link needs its probe's goodput")
         return Link(goodput / 8, latency + record.config.delay_s), UNSHAPED_HEADER_SHARE
-    return (Link(record.config.rate_bps / 8 * EMULATED_EFFICIENCY,
-                 latency + record.config.delay_s), 1 / EMULATED_EFFICIENCY)
+    rate = record.config.rate_bps
+    # tbf cuts a segment larger than its bucket into MTU frames (each with its headers); from
+    # about 500 Mbit/s up the bucket holds a whole 64 KiB segment and the kernel's large
+    # segments pass as they are, with headers once per segment, as on the unshaped veth.
+    share = UNSHAPED_HEADER_SHARE if burst_bytes(rate) >= GSO_MAX_BYTES else 1 / EMULATED_EFFICIENCY
+    return Link(rate / 8 / share, latency + record.config.delay_s), share
 
 
 def net_comm(record: Any, link: Link) -> CommCost:

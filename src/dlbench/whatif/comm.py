@@ -123,13 +123,38 @@ def _binomial_sends(n: int, root: int) -> list[int]:
     return sends
 
 
+def _binomial_span(n: int) -> float:
+    """How many times g / beta gloo's binomial broadcast of g bytes takes to finish.
+
+    gloo/broadcast.cc: a rank sends nothing before it has received the whole buffer, then
+    issues all its sends at once; they share its link, so they all end together, ``copies``
+    transfers later. Virtual rank v receives from v - 2^hb(v) (hb = its highest set bit) and sends
+    to v + 2^i for every i above hb(v) with v + 2^i < n. The root's copies slow its first child,
+    which forwards only then: with 4 ranks 3 g / beta, not the 2 that sequential rounds suggest.
+    """
+    if n <= 1:
+        return 0.0
+    dim = math.ceil(math.log2(n))
+    received = {0: 0.0}
+    span = 0.0
+    for v in range(n):   # every v's parent is smaller, so it is known by then
+        hb = v.bit_length() - 1
+        children = [v + (1 << i) for i in range(hb + 1, dim) if v + (1 << i) < n]
+        done = received[v] + len(children)
+        for c in children:
+            received[c] = done
+        span = max(span, done)
+    return span
+
+
 def ps_collectives(shard_bytes: Sequence[float], link: Link, backend: str = "gloo") -> CommCost:
     """dlbench's ps: per shard (rank r owns ``shard_bytes[r]``), reduce to r then broadcast from r.
 
     The collectives run one after the other (each ``dist.reduce``/``dist.broadcast`` blocks), so
     times add. gloo's reduce is a ring reduce-scatter (n-1 steps of g/n, every host at once)
     followed by a gather of the n-1 other chunks into the root's one link; its broadcast is a
-    binomial tree whose root sends g in each of its ceil(log2 n) rounds, one after the other.
+    binomial tree in which every rank sends its copies at once once it holds the buffer
+    (:func:`_binomial_span`).
     NCCL's reduce and broadcast are pipelined chains through the ring: g / beta plus n-1
     latencies each.
     """
@@ -156,7 +181,7 @@ def ps_collectives(shard_bytes: Sequence[float], link: Link, backend: str = "glo
                 if h != r:
                     recv[h] += g
             dim = math.ceil(math.log2(n))
-            time_s += dim * (link.latency_s + g / link.bandwidth_Bps)
+            time_s += dim * link.latency_s + _binomial_span(n) * g / link.bandwidth_Bps
             rounds += (n - 1) + 1 + dim
         elif backend == "nccl":
             # Reduce: a chain r+1 -> r+2 -> ... -> r-1 -> r; broadcast: r -> r+1 -> ... -> r-1.

@@ -52,11 +52,16 @@ def _device(r: Any) -> str:
         return "?"
 
 
-def compute_inputs(records: Sequence[Any]) -> dict[str, ComputeInput]:
-    """For each model, the newest record that gives a one-GPU compute time per step."""
+def compute_inputs(records: Sequence[Any], batch: int | None = None,
+                   precision: str | None = None) -> dict[str, ComputeInput]:
+    """For each model, the newest record that gives a one-GPU compute time per step (of that
+    batch and precision, where given)."""
     found: dict[str, ComputeInput] = {}
     for r in records:
         if not r.ok:
+            continue
+        base = getattr(r.config, "base", r.config)
+        if (batch and base.batch_size != batch) or (precision and base.precision != precision):
             continue
         if r.kind == "throughput" and r.config.mode == "train" and r.config.method == "standard":
             s = r.summary()
