@@ -7,6 +7,7 @@ records; the clean-up tests start ``dlbench net`` and kill it.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from dlbench.whatif import check
 from dlbench.whatif.comm import ps_collectives, ring_allreduce
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-RATE = 16e6   # low enough that tiny_mlp's 200 kB of gradients take ~100 ms: measurably slower
+_ENV = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
 # -- pure parts: no privileges needed -----------------------------------------------------------
@@ -86,6 +87,18 @@ def test_without_privileges_it_says_so(monkeypatch):
     monkeypatch.setattr(topo_mod, "_capabilities", lambda: 0)
     msg = privilege_problem()
     assert msg and "root" in msg and "CAP_NET_ADMIN" in msg
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="needs root and setpriv to run a child without the capabilities")
+def test_a_process_without_the_capabilities_is_told_so():
+    # The child keeps uid 0 but loses CAP_NET_ADMIN and CAP_SYS_ADMIN from its bounding set,
+    # as in a container that does not grant them: the kernel would refuse, and dlbench says why.
+    out = subprocess.run(["setpriv", "--bounding-set", "-net_admin,-sys_admin", sys.executable,
+                          "-c", "from dlbench.netemu.topology import privilege_problem; "
+                                "print(privilege_problem())"],
+                         env=_ENV, capture_output=True, text=True, timeout=60)
+    assert "CAP_NET_ADMIN and CAP_SYS_ADMIN" in out.stdout, out.stdout + out.stderr
 
 
 # -- real namespaces ------------------------------------------------------------------------------
@@ -189,8 +202,6 @@ def test_loss_per_iteration_matches_across_links_and_strategies(net_records):
     assert net_records[("ddp", "16mbit")].step_end_s[-1] > \
         3 * net_records[("ddp", "unshaped")].step_end_s[-1]
 
-
-_ENV = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 # A run's owner without the command line around it (which imports torch: seconds): the same
 # topology and launcher dlbench net uses, running long enough to be killed mid-way.
