@@ -186,8 +186,9 @@ def test_parameter_server_bytes_follow_gloo_reduce_and_broadcast(net_records):
     cost = ps_collectives(r.shard_bytes, check.emulated_link(r)[0], "gloo")
     for host in range(2):
         assert r.tx_per_step()[host] == pytest.approx(cost.sent[host] * wire, rel=0.05)
-    # The owner of the big first layer sends half again as much: the busiest host.
-    assert r.busiest_host() == cost.busiest == 0
+    # The owner of the big first layer sends half again as much (and, with two hosts, the other
+    # receives it: both carry that much in one direction).
+    assert cost.sent[0] > 1.4 * cost.sent[1]
     assert r.tx_per_step()[0] > 1.3 * r.tx_per_step()[1]
     assert r.step_s > net_records[("ddp", "16mbit")].step_s     # more, one-way, collectives
 
