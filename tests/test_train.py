@@ -102,6 +102,24 @@ def test_records_in_the_store_and_the_tables(tmp_path, run, mnist5k):
     assert epochs.rows[0][4] == "3"                                    # runs with epochs
 
 
+def test_curves_chart_in_the_html_report(run, mnist5k):
+    from dlbench.report import html as report_html
+    from dlbench.report.charts import training_charts
+    from dlbench.report.charts.training import smooth
+    res, _ = run
+    recs = [to_record(cfg(None, seed=s), {}, [res], mnist5k.source).with_run("r1")
+            for s in range(2)]
+    (chart,) = training_charts(recs, {"r1": "dlbench train --dataset mnist5k"})
+    assert "tiny_mlp on mnist5k" in chart.title and "2 run(s)" in chart.title
+    assert chart.svg.startswith("<svg") and chart.commands == ("dlbench train --dataset mnist5k",)
+    page = report_html.render_html(recs, [report_html.RunMeta("r1", "dlbench train")])
+    assert "seed 004" in page and "Time to train (MLPerf-style)" in page
+    # the running mean: about 1% of the series per point, each point the mean of its window
+    xs, ys = smooth(range(1000), [float(i) for i in range(1000)])
+    assert len(xs) <= 500 and ys[0] == pytest.approx(sum(range(10)) / 10)
+    assert smooth([1, 2], [float("nan"), float("inf")]) == ([], [])
+
+
 def test_divergence_is_a_failed_run_not_an_exception(data_dir, mnist5k):
     res = train_run(cfg(data_dir, model="test_nan", throughput_steps=0), mnist5k, CPU,
                     mllog=False)
@@ -217,3 +235,15 @@ def test_help_teaches_datasets_rules_and_examples(capsys):
                  "cifar-10-batches-py", "compliance_checker", "--seeds", "exit codes",
                  "sqrt(global batch / 128)"):
         assert text in out, text
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("loader", ["gpu", "dataloader"])
+def test_a_run_on_the_gpu_with_both_loaders(data_dir, mnist5k, loader):
+    res = train_run(cfg(data_dir, model="cnn10_small", precision="bf16", loader=loader,
+                        workers=2, device="cuda", throughput_steps=20), mnist5k,
+                    torch.device("cuda", 0))
+    assert res["status"] == "ok", res["error"]
+    assert res["device"] == "cuda" and res["memory"]["allocated_peak_bytes"] > 0
+    assert res["synthetic"]["samples"] == 20 * 64 and res["pipeline"]["seconds"] > 0
+    assert torch.cuda.get_device_name(0) in res["mllog"]          # submission_platform

@@ -104,8 +104,7 @@ def run_table(runs: Sequence[RunMeta]) -> Table:
 
 # The report's charts, in the order they appear. Each builder takes (records, commands by run id)
 # and returns its charts, none where its data is absent (dlbench.report.charts says more). A
-# record kind with charts of its own plugs its builder in here: the train kind's loss curves
-# (against iteration and wall time) belong after the telemetry timelines.
+# record kind with charts of its own plugs its builder in here.
 CHART_BUILDERS: tuple[charts.Builder, ...] = (
     charts.throughput_charts,
     charts.batch_charts,
@@ -116,6 +115,7 @@ CHART_BUILDERS: tuple[charts.Builder, ...] = (
     charts.roofline_charts,
     charts.published_charts,
     charts.telemetry_charts,
+    charts.training_charts,
 )
 
 

@@ -10,7 +10,8 @@ from dlbench.report.charts.roofline import roofline_charts
 from dlbench.report.charts.scaling import interconnect_charts, scaling_charts
 from dlbench.report.charts.telemetry import telemetry_charts
 from dlbench.report.charts.throughput import batch_charts, throughput_charts
+from dlbench.report.charts.training import training_charts
 
 __all__ = ["Builder", "Chart", "prefix_ids", "batch_charts", "interconnect_charts",
            "memory_charts", "mfu_charts", "published_charts", "roofline_charts",
-           "scaling_charts", "telemetry_charts", "throughput_charts"]
+           "scaling_charts", "telemetry_charts", "throughput_charts", "training_charts"]
