@@ -165,7 +165,9 @@ def check_log(log_path: str | Path, rules: str | Path | None = None, timeout_s: 
     if not available():
         raise MLPerfUnavailable(INSTALL_HINT)
     ruleset = latest_ruleset() or "4.0.0"
-    rules = str(rules or rules_path())
+    # Absolute paths: the checker runs in a scratch folder (it writes its own log file there).
+    rules = str(Path(rules or rules_path()).resolve())
+    log_path = Path(log_path).resolve()
     with tempfile.TemporaryDirectory(prefix="dlbench-cc-") as tmp:
         cmd = [sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
                "--ruleset", ruleset, "--config", rules, "--log_output",
