@@ -102,3 +102,21 @@ def test_interrupt_keeps_results_and_marks_the_run(tmp_path, cpu_env):
         assert out.status == "interrupted" and "--resume" in out.message
         assert len(st.results(run_id=out.run_id)) == 1
         assert st.runs()[0].status == "interrupted"
+
+
+def test_merge_copies_what_is_missing_and_keeps_what_is_there(tmp_path, cpu_env):
+    recs = {}
+    for name in ("a", "b"):
+        with Store(tmp_path / f"{name}.db") as st:
+            st.start_run(f"run-{name}", "dlbench test", cpu_env, env_key(cpu_env), "CPU")
+            recs[name] = fake_record(cfg(), cpu_env).with_run(f"run-{name}")
+            st.add(recs[name], env_key(cpu_env))
+            st.finish_run(f"run-{name}", "done")
+    from dlbench.cli import main
+    assert main(["results", "merge", "--db", str(tmp_path / "a.db"), str(tmp_path / "b.db")]) == 0
+    with Store(tmp_path / "a.db") as st:
+        assert st.merge_from(tmp_path / "b.db") == (0, 0)  # a second merge adds nothing
+        assert {r.run_id for r in st.runs()} == {"run-a", "run-b"}
+        assert sorted(r.id for r in st.results()) == sorted(r.id for r in recs.values())
+        with pytest.raises(StoreError):
+            st.merge_from(tmp_path / "missing.db")

@@ -192,6 +192,28 @@ class Store:
                              f"{self.path}; 'dlbench results ls --results' lists ids")
         return record_from_dict(json.loads(rows[0][0]))
 
+    def merge_from(self, other: str | Path) -> tuple[int, int]:
+        """Copy every run and result of the store at ``other`` that this one lacks (by id):
+        several hosts' stores of one multi-node job, or the stores of several calls on one
+        machine, become one. Returns (runs added, results added); rows already here are kept."""
+        src = Path(other)
+        if not src.exists():
+            raise StoreError(f"no result store at {src}")
+        with Store(src):  # refuses a file that is not a store, or a newer schema
+            pass
+        before_runs = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        before = self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        self._db.execute("ATTACH DATABASE ? AS other", (str(src),))
+        try:
+            with self._db:
+                self._db.execute("INSERT OR IGNORE INTO runs SELECT * FROM other.runs")
+                self._db.execute("INSERT OR IGNORE INTO results SELECT * FROM other.results")
+        finally:
+            self._db.execute("DETACH DATABASE other")
+        runs = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] - before_runs
+        results = self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0] - before
+        return runs, results
+
     def measured_keys(self, env_key: str, statuses: tuple[str, ...] = ("ok",),
                       error_types: tuple[str, ...] = ("oom", "unsupported")) -> set[str]:
         """Config keys already measured in this environment: what ``--resume`` skips.

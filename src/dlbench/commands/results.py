@@ -1,4 +1,4 @@
-"""``dlbench results ls|show|export``: what the store holds."""
+"""``dlbench results ls|show|export|merge``: what the store holds."""
 
 from __future__ import annotations
 
@@ -42,9 +42,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--tag", help="only runs with this tag")
     q.add_argument("--format", choices=("json", "csv"), default="json")
     q.add_argument("-o", "--output", help="file to write (default: stdout)")
+    q = rsub.add_parser("merge", help="copy the runs and results of other stores into --db",
+                        description="Copy every run and result of the given stores that --db "
+                                    "lacks (matched by id): the stores of a multi-node job's "
+                                    "hosts, or of several sessions on one machine, become one. "
+                                    "The sources are only read.")
+    add_store_flags(q)
+    q.add_argument("sources", nargs="+", metavar="SRC.db", help="stores to copy from")
 
 
 def cmd_results(args: argparse.Namespace) -> int:
+    if args.rcmd == "merge":
+        with Store(args.db) as store:
+            for src in args.sources:
+                runs, results = store.merge_from(src)
+                terminal.stderr.print(f"{src}: {runs} run(s), {results} result(s) added to "
+                                      f"{args.db}")
+        return EXIT_OK
     if not Path(args.db).exists():
         raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
     with Store(args.db) as store:
