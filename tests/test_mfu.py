@@ -1,6 +1,7 @@
 """FLOP counts of known layers, MFU arithmetic on known numbers, the roofline and its plot."""
 
 import pytest
+from dataclasses import replace
 import torch
 
 from dlbench.config import ThroughputConfig
@@ -73,9 +74,14 @@ def test_latest_peak_run_of_the_device_wins():
     assert peaks == {"NVIDIA H100 80GB HBM3": {"bf16": 700.0}}
 
 
-def test_mfu_is_none_where_it_would_mislead(cpu_env):
-    cpu = mfumod.mfu(_rec(cpu_env))
+def test_mfu_is_none_where_it_would_mislead():
+    cpu = mfumod.mfu(_rec({"accelerator": "cpu", "gpus": []}))
     assert cpu.datasheet is None and "CPU" in cpu.datasheet_reason
+    # --device cpu on a GPU machine: the environment names the H100, the result is the CPU's.
+    on_gpu_host = _rec(H100_ENV)
+    on_gpu_host = replace(on_gpu_host, config=replace(on_gpu_host.config, device="cpu"))
+    host = mfumod.mfu(on_gpu_host, {mfumod.device_key(H100_ENV): {"bf16": 800.0}})
+    assert host.datasheet is None and host.measured is None and "CPU" in host.datasheet_reason
     unknown = mfumod.mfu(_rec({"accelerator": "cuda", "gpus": [{"name": "NVIDIA H100 NVL"}]}))
     assert unknown.datasheet is None and "not in the spec table" in unknown.datasheet_reason
     no_tensor = mfumod.mfu(_rec({"accelerator": "cuda", "gpus": [{"name": "NVIDIA GeForce GTX 1080 Ti"}]},

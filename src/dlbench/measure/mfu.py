@@ -96,6 +96,11 @@ def mfu(record: Any, peaks: Mapping[str, Mapping[str, float]] | None = None) -> 
         why = (f"failed result ({record.error_type})" if not record.ok
                else "no counted FLOPs for this model")
         return Mfu(None, None, None, why, None, None, why)
+    if getattr(record.config, "device", "auto") == "cpu":
+        # Run on the CPU of a GPU machine: the environment names the GPU, whose peaks say
+        # nothing about this result.
+        why = "CPU: no datasheet peak table for CPUs"
+        return Mfu(ach, None, None, why, None, None, why)
     prec = record.config.precision
     ds, ds_peak, ds_why, gpu = datasheet_mfu(ach, record.env, prec)
     meas = meas_peak = None
