@@ -1,7 +1,8 @@
 """FLOP counts of known layers, MFU arithmetic on known numbers, the roofline and its plot."""
 
-import pytest
 from dataclasses import replace
+
+import pytest
 import torch
 
 from dlbench.config import ThroughputConfig
