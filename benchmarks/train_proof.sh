@@ -18,6 +18,8 @@
 #      seed each, at each GPU count.
 #   3. MLPerf's compliance checker, its own command line, on every MLPerf log: compliance.txt.
 #   4. Exports: train.json, train.csv, tables.md, report.html (the curves), the logs in mllog/.
+# TARGET, MODEL, DATASET and PRECISION override the defaults (a dry run of this script on a CPU:
+#   MODEL=tiny_mlp DATASET=mnist5k TARGET=0.85 benchmarks/train_proof.sh /tmp/p MNIST5K_DIR).
 set -uo pipefail
 out=$1; data=$2; gpus=${3:-1}
 target=${TARGET:-0.90}
@@ -29,8 +31,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 end=$((SECONDS + ${SLOT_SECONDS:-230}))
 left() { echo $((end - SECONDS > 5 ? end - SECONDS : 5)); }
 py=python3
-common=(--dataset fashion-mnist --data-dir "$data" -m cnn10 --target "$target" --gpus "$gpus"
-        --precision bf16 --db "$db" --log-dir "$out/mllog" --timeout 600)
+common=(--dataset "${DATASET:-fashion-mnist}" --data-dir "$data" -m "${MODEL:-cnn10}"
+        --target "$target" --gpus "$gpus" --precision "${PRECISION:-bf16}" --db "$db"
+        --log-dir "$out/mllog" --timeout 600)
 {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv 2>/dev/null || true
   $py -c "import mlperf_logging, torch; print('mlperf-logging', mlperf_logging.__file__, 'torch', torch.__version__)" || {

@@ -64,7 +64,8 @@ def test_a_real_short_run_reaches_a_modest_target_within_a_minute(run, mnist5k):
     assert len(res["iter_loss"]) == len(res["iter_time_s"]) == steps * n
     assert all(a <= b for a, b in zip(res["iter_time_s"], res["iter_time_s"][1:]))
     assert res["iter_time_s"][-1] <= res["time_to_train_s"]
-    assert sum(res["iter_loss"][-steps:]) < sum(res["iter_loss"][:steps])   # it learned
+    k = steps // 4
+    assert sum(res["iter_loss"][-k:]) < 0.7 * sum(res["iter_loss"][:k])      # it learned
     # the side measurements, taken after run stop
     assert res["pipeline"]["samples"] == 5 * 64 and res["synthetic"]["samples"] == 5 * 64
     assert res["pipeline"]["seconds"] > 0 and res["synthetic"]["seconds"] > 0
@@ -161,9 +162,9 @@ def test_models_and_learning_rate_rule():
     wrn = build_model("wrn28_10", 3, 10, 32)
     assert sum(p.numel() for p in wrn.parameters()) == pytest.approx(36.5e6, rel=0.01)
     base = TrainConfig(dataset="d", model="m", batch_size=128, target=0.9)
-    assert default_lr(base) == pytest.approx(0.1)
+    assert default_lr(base) == pytest.approx(0.05)
     assert default_lr(TrainConfig(dataset="d", model="m", batch_size=256, gpus=2, target=0.9)
-                      ) == pytest.approx(0.2)                          # sqrt(512 / 128) = 2
+                      ) == pytest.approx(0.1)                          # sqrt(512 / 128) = 2
     assert default_lr(TrainConfig(dataset="d", model="m", batch_size=128, target=0.9,
                                   lr=0.01)) == 0.01
 

@@ -50,7 +50,7 @@ datasets (--dataset; read from --data-dir, never downloaded):
 models (--model): cnn10 (seed 003's 10-layer CNN), cnn10_small, wrn28_10 (Wide ResNet 28-10),
   resnet18 (small-input stem), or any image model of 'dlbench models'.
 learning rate: SGD with Nesterov momentum 0.9 (or AdamW), linear warm-up over --warmup-epochs,
-  then constant; the peak is --lr, or 0.1 (SGD) / 0.001 (AdamW) x sqrt(global batch / 128).
+  then constant; the peak is --lr, or 0.05 (SGD) / 0.001 (AdamW) x sqrt(global batch / 128).
 batch: -b is per GPU; the global batch is -b x GPUs. --gpus N > 1 runs a torchrun job of N
   processes (DDP; gloo processes on a machine without CUDA).
 MLPerf logs: one file per run in --log-dir (default: next to --db), checked with

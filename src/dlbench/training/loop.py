@@ -34,7 +34,7 @@ from dlbench.workloads.throughput import autocast_factory, precision_flags
 # the ratio (a middle way between linear scaling, which diverges at batch 8192 without LARS, and
 # none, which makes large batches crawl). Warm-up (--warmup-epochs) ramps up to it.
 REFERENCE_BATCH = 128
-BASE_LR = {"sgd": 0.1, "adamw": 1e-3}
+BASE_LR = {"sgd": 0.05, "adamw": 1e-3}
 
 # Evaluation batches: large, as evaluation keeps no activations.
 EVAL_BATCH = 1024
