@@ -62,6 +62,12 @@ def test_scaling_and_interconnect_tables():
     assert "default 2G" in ab.columns and "no-p2p 2G" in ab.columns
     cell = ab.rows[0][ab.columns.index("no-p2p 2G")]
     assert cell.endswith("(0.832)")  # 0.0104 / 0.0125
+    assert "default 1G" not in ab.columns  # no other profile was measured on 1 GPU
+    # The report and `results show` lay a store's records out the same way: one scaling table
+    # per profile, and the A/B table.
+    from dlbench.report.tables import tables_for
+    titles = [t.title for t in tables_for(recs, "")]
+    assert sum("by GPU count" in t for t in titles) == 2 and any("Interconnect" in t for t in titles)
 
 
 def test_records_round_trip_through_the_registry():

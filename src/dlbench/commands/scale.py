@@ -182,11 +182,8 @@ def show_scaling(recs) -> None:
     if not recs:
         terminal.stdout.print("no results")
         return
-    profiles = list(dict.fromkeys(r.config.interconnect for r in recs))
-    for prof in profiles:
-        terminal.print_table(tables.scaling_table(recs, prof))
-    if len(profiles) > 1:
-        terminal.print_table(tables.interconnect_table(recs))
+    for table in tables.tables_for(recs, ""):
+        terminal.print_table(table)
     for r in recs:
         if not r.ok:
             terminal.error(f"{r.config.label}: {r.error_type}: {(r.error or '')[:2000]}")

@@ -434,10 +434,14 @@ def interconnect_table(records: Sequence, baseline: str = "default") -> Table:
                             lambda r: f"{r.config.interconnect}|{r.config.gpus}")
     profiles = list(dict.fromkeys(r.config.interconnect for r in recs))
     profiles = [baseline] * (baseline in profiles) + [p for p in profiles if p != baseline]
-    counts = sorted({r.config.gpus for r in recs})
+    # Only the GPU counts and rows that some other profile was measured at: the baseline's
+    # other figures are in the scaling table.
+    other = [r for r in recs if r.config.interconnect != baseline]
+    counts = sorted({r.config.gpus for r in other})
+    measured = {_scale_row_key(r) for r in other}
     cols = ["model", "precision", "strategy"] + [f"{p} {n}G" for p in profiles for n in counts]
     out = []
-    for key in rows:
+    for key in (k for k in rows if k in measured):
         model, prec, strat, _ = key.split("|")
         line = [model, prec, strat]
         for p in profiles:
@@ -530,7 +534,10 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
             out.append(energy_table(thr))
     for kind, recs in by_kind.items():
         if kind == "scaling":
-            out.append(scaling_table(recs))
+            profiles = list(dict.fromkeys(r.config.interconnect for r in recs))
+            out += [scaling_table(recs, p) for p in profiles]
+            if len(profiles) > 1:
+                out.append(interconnect_table(recs))
         elif kind == "comm":
             out.append(comm_table(recs))
         elif kind == "peak":
