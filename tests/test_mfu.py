@@ -166,3 +166,11 @@ def test_roofline_cli_writes_table_and_plots(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "tiny_cnn" in out and "roofs (measured + datasheet (H100 SXM))" in out
     assert (tmp_path / "roof.png").stat().st_size > 0 and (tmp_path / "roof.svg").stat().st_size > 0
+
+
+def test_mfu_above_the_peak_is_kept_and_explained():
+    # 10 samples x 1e12 FLOP / 0.01 s = 1000 TFLOP/s against a measured 800: above 100%.
+    r = _rec(H100_ENV)
+    m = mfumod.mfu(r, {mfumod.device_key(H100_ENV): {"bf16": 800.0}})
+    assert m.measured == pytest.approx(1.25) and "Winograd" in m.measured_reason
+    assert m.datasheet == pytest.approx(1000 / 989.5) and "Winograd" in m.datasheet_reason

@@ -351,7 +351,7 @@ def mfu_table(records: Sequence[ThroughputRecord], peaks: dict | None = None,
     from dlbench.measure.mfu import mfu
     from dlbench.measure.roofline import point_for
     cols = ("model", "mode", "batch", "prec", "TFLOP/s", "datasheet peak", "MFU (datasheet)",
-            "measured peak", "MFU (measured)", "FLOP/byte", "bound", "why no MFU")
+            "measured peak", "MFU (measured)", "FLOP/byte", "bound", "note (why no MFU)")
     rows = []
     for r in records:
         m = mfu(r, peaks)
