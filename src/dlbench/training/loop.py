@@ -28,6 +28,7 @@ from dlbench.results_train import TrainConfig
 from dlbench.training import mlperf
 from dlbench.training.models import build_model
 from dlbench.training.pipeline import Normalizer, make_loaders, measure_pipeline
+from dlbench.workloads.step import update
 from dlbench.workloads.throughput import autocast_factory, precision_flags
 
 # Peak learning rates at the reference global batch; other batches scale by the square root of
@@ -129,14 +130,7 @@ def train_run(cfg: TrainConfig, data: ArrayDataset | FolderDataset, device: torc
                         g["lr"] = lr * (global_step + 1) / warmup_steps
                 with autocast():
                     loss = F.cross_entropy(net(normalize(x)).float(), y)
-                opt.zero_grad(set_to_none=True)
-                if scaler is None:
-                    loss.backward()
-                    opt.step()
-                else:
-                    scaler.scale(loss).backward()
-                    scaler.step(opt)
-                    scaler.update()
+                update(loss, opt, scaler)
                 losses[n] = loss.detach()
                 timer.lap()
                 n += 1
@@ -218,14 +212,7 @@ def _warm_up(model: torch.nn.Module, data, cfg: TrainConfig, device: torch.devic
         y = torch.randint(0, data.num_classes, (cfg.batch_size,), device=device, generator=g)
         with autocast():
             loss = F.cross_entropy(m(x).float(), y)
-        opt.zero_grad(set_to_none=True)
-        if scaler is None:
-            loss.backward()
-            opt.step()
-        else:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
+        update(loss, opt, scaler)
     m.eval()
     with torch.no_grad(), autocast():
         m(torch.randn(min(eval_batch, data.eval_len), *shape, device=device, generator=g))
@@ -272,14 +259,7 @@ def _synthetic(net, opt, scaler, autocast, data, cfg: TrainConfig, device: torch
     def step() -> None:
         with autocast():
             loss = F.cross_entropy(net(x).float(), y)
-        opt.zero_grad(set_to_none=True)
-        if scaler is None:
-            loss.backward()
-            opt.step()
-        else:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
+        update(loss, opt, scaler)
 
     for _ in range(SYNTHETIC_WARMUP):
         step()

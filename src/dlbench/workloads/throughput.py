@@ -26,6 +26,7 @@ from dlbench.models.base import ModelSpec
 from dlbench.results import ThroughputRecord
 from dlbench.workloads.checkpointing import enable_checkpointing
 from dlbench.workloads.devices import check_supported, resolve_device
+from dlbench.workloads.step import update
 
 # How often the loop asks the stopping rule (host seconds). Reading a few events and computing
 # batch means costs ~0.1 ms; at 10 Hz that is under 0.1% of the window.
@@ -105,21 +106,13 @@ def build_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
         return seed002_step
 
     opt = make_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad])
-    # fp16 needs loss scaling; GradScaler.step reads found_inf on the host, a sync point per step
-    # that every eager fp16 PyTorch training loop has, so it stays in the measured figure.
+    # fp16 needs loss scaling (and a sync per step: see workloads.step.update).
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
 
     def train_step() -> torch.Tensor:
         with autocast():
             loss = spec.loss(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        if scaler is None:
-            loss.backward()
-            opt.step()
-        else:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
+        update(loss, opt, scaler)
         return loss
     train_step.optimizer = opt  # read once after the window, to count its state's bytes
     train_step.scaler = scaler  # its scale is read before and after the window (skipped steps)
