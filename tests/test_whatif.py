@@ -250,7 +250,7 @@ def test_whatif_command_tables(capsys):
 
 
 def _store_with_gpu_records(path):
-    """What the lead's GPU runs leave in a store: a one-GPU training record, dlbench comm
+    """What GPU runs leave in a store: a one-GPU training record, dlbench comm
     all-reduce rows, and dlbench scale at 1 and 2 GPUs (figures made up, times exact)."""
     from dlbench.config import ThroughputConfig
     from dlbench.results import ThroughputRecord

@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = rsub.add_parser("merge", help="copy the runs and results of other stores into --db",
                         description="Copy every run and result of the given stores that --db "
                                     "lacks (matched by id): the stores of a multi-node job's "
-                                    "hosts, or of several sessions on one machine, become one. "
+                                    "hosts, or of several runs on one machine, become one. "
                                     "The sources are only read.")
     add_store_flags(q)
     q.add_argument("sources", nargs="+", metavar="SRC.db", help="stores to copy from")
