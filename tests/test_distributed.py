@@ -68,6 +68,16 @@ def test_scaling_and_interconnect_tables():
     from dlbench.report.tables import tables_for
     titles = [t.title for t in tables_for(recs, "")]
     assert sum("by GPU count" in t for t in titles) == 2 and any("Interconnect" in t for t in titles)
+    # with telemetry, the data-parallel energy table: one row per run, labelled with its GPUs
+    from dataclasses import replace
+    tele = {"summary": {"gpus": [{"mean_sm_clock_mhz": 1980.0, "throttle": {"flags": []}}] * 2,
+                        "total": {"energy_j": 600.0, "mean_power_w": 1200.0,
+                                  "j_per_sample": 0.5, "methods": ["counter"]},
+                        "throttled": []}}
+    tables = tables_for([replace(r, telemetry=tele) for r in recs], "")
+    energy = next(t for t in tables if t.title.startswith("Energy"))
+    assert energy.rows[0][0] == "tiny_cnn x1 ddp" and energy.rows[1][0] == "tiny_cnn x2 ddp"
+    assert energy.rows[0][energy.columns.index("J/sample")] == "0.500"
 
 
 def test_records_round_trip_through_the_registry():
@@ -116,6 +126,10 @@ def test_ps_and_ddp_give_the_same_parameters(tmp_path):
         assert rec.ok, rec.error
         assert [len(t) for t in rec.rank_step_times_s] == [3, 3]
         params[strategy] = torch.load(out)
+        # local rank 0 sampled the host over the run; the window is rank 0's
+        tele = rec.telemetry
+        assert tele["host"]["series"]["t_s"] and tele["summary"]["window_s"] > 0
+        assert {"warmup_start", "window_start", "window_end"} <= set(tele["marks"])
     assert params["ddp"].keys() == params["ps"].keys()
     for name in params["ddp"]:
         torch.testing.assert_close(params["ps"][name], params["ddp"][name], rtol=1e-5, atol=1e-6)
@@ -182,3 +196,7 @@ def test_ddp_on_two_gpus():
         ScalingConfig(base=base(device="auto", precision="bf16"), gpus=2), {})
     assert rec.ok, rec.error and rec.backend == "nccl"
     assert rec.launch_env["NCCL_NVLS_ENABLE"] == "0"
+    # both GPUs sampled by local rank 0, energy summed over them
+    summ = rec.telemetry["summary"]
+    assert len(summ["gpus"]) == 2 and summ["total"]["energy_j"] > 0
+    assert summ["total"]["j_per_sample"] is not None

@@ -190,6 +190,10 @@ class ScalingRecord(StepRateMixin, RecordBase):
     final_loss: float | None = None              # rank 0's
     launch_env: dict[str, str] = field(default_factory=dict)     # variables dlbench set per rank
     backend: str | None = None
+    # The first host's GPUs (all of them, sampled by its local rank 0) over the run, with the
+    # summary summed over those GPUs (dlbench.telemetry); None when off. In a multi-node job the
+    # other hosts' GPUs are not in it.
+    telemetry: dict[str, Any] | None = None
     run_id: str | None = None
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)

@@ -190,7 +190,8 @@ class TorchrunLauncher:
                 stop_reason=rs[0]["stop_reason"], unit=rs[0]["unit"],
                 units_per_sample=rs[0]["units_per_sample"],
                 flops_per_sample=rs[0]["flops_per_sample"], memory=rs[0]["memory"],
-                final_loss=rs[0]["final_loss"], launch_env=out.launch_env, backend=backend)
+                final_loss=rs[0]["final_loss"], launch_env=out.launch_env, backend=backend,
+                telemetry=rs[0].get("telemetry"))
         rank, kind, msg = out.first_failure()
         errors = {str(r): d.get("error") or "" for r, d in out.rank_files.items() if not d.get("ok")}
         where = f"rank {rank}: " if rank is not None else ""

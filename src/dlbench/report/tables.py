@@ -300,7 +300,7 @@ def energy_table(records: Sequence[ThroughputRecord], title: str = "Energy and t
             "samples/J", "SM MHz", "max °C", "util %", "NVML GiB", "throttled", "energy from")
     rows = []
     for r in records:
-        c = r.config
+        c = getattr(r.config, "base", r.config)  # a scaling record's config wraps its base
         tele = getattr(r, "telemetry", None) or {}
         summ = tele.get("summary") or {}
         tot = summ.get("total") or {}
@@ -312,9 +312,11 @@ def energy_table(records: Sequence[ThroughputRecord], title: str = "Energy and t
 
         mem = [g["max_mem_used_bytes"] for g in gpus if g.get("max_mem_used_bytes") is not None]
         temps = [g["max_temp_c"] for g in gpus if g.get("max_temp_c") is not None]
+        count = getattr(r.config, "gpus", None)  # a data-parallel run: its GPUs and strategy
         rows.append((
-            c.model, c.mode, str(c.batch_size), c.precision,
-            fmt_num(tot.get("mean_power_w"), 3), fmt_num(tot.get("max_power_w"), 3),
+            c.model + (f" x{count} {r.config.strategy}" if count else ""), c.mode,
+            str(c.batch_size), c.precision, fmt_num(tot.get("mean_power_w"), 3),
+            fmt_num(tot.get("max_power_w"), 3),
             fmt_num(tot.get("idle_power_w"), 3) + (" *" if summ.get("idle_settled") is False
                                                    else ""),
             fmt_num(tot.get("energy_j"), 4), fmt_num(tot.get("j_per_sample"), 3),
@@ -538,6 +540,9 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
             out += [scaling_table(recs, p) for p in profiles]
             if len(profiles) > 1:
                 out.append(interconnect_table(recs))
+            if any(getattr(r, "telemetry", None) for r in recs):
+                out.append(energy_table(recs, "Energy and telemetry, data-parallel runs (the "
+                                              "first host's GPUs summed; batch per GPU)"))
         elif kind == "comm":
             out.append(comm_table(recs))
         elif kind == "peak":

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from dlbench import telemetry
 from dlbench.measure.memory import peak_memory, reset_peak_memory
 from dlbench.measure.stopping import StopReason, decide
 from dlbench.measure.timer import make_timer, synchronize
@@ -77,7 +78,14 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
     gen = torch.Generator(device=gen_device).manual_seed(base.seed * 1000 + rank)
     batch = base.batch_size * (cfg.gpus if cfg.strategy == "dp" else 1)
 
-    with precision_flags(base.precision, device), compiled_graphs_freed(base):
+    # Telemetry: local rank 0 samples every GPU of its host on a thread (the others none), and
+    # takes the idle baseline before any rank starts work (the barrier).
+    sampler = _host_sampler(cfg, local_rank, device)
+    per_host = 1 if cfg.strategy == "dp" else cfg.gpus // cfg.nnodes
+    with precision_flags(base.precision, device), compiled_graphs_freed(base), sampler:
+        sampler.idle(telemetry.IDLE_BASELINE_S)
+        if control is not None:
+            dist.barrier(group=control)
         t = clock()
         model = spec.build(size).to(device)
         x, y = spec.make_batch(batch, device, size, generator=gen)
@@ -100,6 +108,7 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
         timer = make_timer(device, clock)
         timer.start()
         t = clock()
+        sampler.mark("warmup_start", t)
         n = 0
         while n < base.warmup_steps or clock() - t < base.warmup_seconds:
             step()
@@ -112,6 +121,7 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
 
         timer.start()
         t0 = clock()
+        sampler.mark("window_start", t0)
         issued, reason = 0, None
         while reason is None:
             if fail_at_step is not None and issued == fail_at_step:
@@ -126,8 +136,10 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
                 reason = _REASONS[_agree(_REASONS.index(mine), control)]
         times = tuple(timer.finish())  # note: the one CPU-GPU sync point of the window
         window_wall_s = clock() - t0
+        sampler.mark("window_end", t0 + window_wall_s)
         final = check_finite(base, out)
         memory = peak_memory(device)
+    tele = telemetry.finish(sampler.stop(), len(times) * batch * per_host)
     if on_done is not None:
         on_done(model)
 
@@ -137,7 +149,19 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
             "samples_per_step": batch, "unit": spec.unit,
             "units_per_sample": spec.units_per_sample(size),
             "flops_per_sample": count_flops_safe(spec, "train", size) if rank == 0 else None,
-            "memory": memory, "final_loss": final}
+            "memory": memory, "final_loss": final, "telemetry": tele}
+
+
+def _host_sampler(cfg: ScalingConfig, local_rank: int, device: torch.device):
+    """The telemetry sampler of this rank: on local rank 0 every GPU of the host that the job
+    uses (or, on the CPU, the host alone); a no-op elsewhere or when telemetry is off."""
+    interval = cfg.base.telemetry_interval_s
+    if interval is None or local_rank != 0:
+        return telemetry.NullSampler()
+    if device.type != "cuda":
+        return telemetry.Sampler(interval, gpus=None, host=True)
+    n = cfg.gpus if cfg.strategy == "dp" else cfg.gpus // cfg.nnodes
+    return telemetry.Sampler(interval, gpus=[{"index": i} for i in range(n)], host=True)
 
 
 def _wrap(cfg: ScalingConfig, spec, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
