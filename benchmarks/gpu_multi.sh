@@ -7,7 +7,10 @@
 #   They share the host (CPU, PCIe) but no GPU and no NVLink traffic with the scaling jobs.
 # Phase B (every GPU): scale at N GPUs, interconnect A/B at 2 and N GPUs, collectives at 2 and N.
 # Every command's results go to OUTDIR/dlbench.db as they finish; a command cut by the slot stops
-# cleanly (SIGINT) and keeps what it measured. The last lines print the tables.
+# cleanly (SIGINT) and keeps what it measured, and a rerun with OUTDIR's store resumes (--resume).
+# The last lines print the tables.
+# Budget: on a 4x H200 host each scale config took about 20 s (process start, model build, cuDNN
+# autotuning; fp32 first steps up to a minute), so the whole matrix needs two or three slots.
 set -uo pipefail
 out=$1
 mkdir -p "$out"
@@ -19,7 +22,7 @@ end=$((SECONDS + ${SLOT_SECONDS:-560}))
 left() { echo $((end - SECONDS > 5 ? end - SECONDS : 5)); }
 py=python3
 n=$(nvidia-smi -L | wc -l)
-fast="--warmup 3 --warmup-time 0.5 --min-steps 5 --min-time 1 --max-time 3 --timeout 240 --pg-timeout 120 -q"
+fast="--resume --warmup 3 --warmup-time 0.5 --min-steps 5 --min-time 1 --max-time 3 --timeout 240 --pg-timeout 120 -q"
 seed6=resnet50,inception_v3,vgg16,resnet152,inception_v4,nasnet
 four=resnet50,inception_v3,vgg16,resnet152
 {
