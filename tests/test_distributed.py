@@ -126,10 +126,7 @@ def test_ps_and_ddp_give_the_same_parameters(tmp_path):
         assert rec.ok, rec.error
         assert [len(t) for t in rec.rank_step_times_s] == [3, 3]
         params[strategy] = torch.load(out)
-        # local rank 0 sampled the host over the run; the window is rank 0's
-        tele = rec.telemetry
-        assert tele["host"]["series"]["t_s"] and tele["summary"]["window_s"] > 0
-        assert {"warmup_start", "window_start", "window_end"} <= set(tele["marks"])
+        assert rec.telemetry is None  # gloo on the CPU: no sampler thread in the ranks
     assert params["ddp"].keys() == params["ps"].keys()
     for name in params["ddp"]:
         torch.testing.assert_close(params["ps"][name], params["ddp"][name], rtol=1e-5, atol=1e-6)

@@ -286,7 +286,7 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def main(job_path: str) -> int:
+def main(job_path: str) -> None:
     job = json.loads(Path(job_path).read_text())
     out_dir = Path(job["out_dir"])
     rank = int(os.environ.get("RANK", "0"))
@@ -335,20 +335,29 @@ def main(job_path: str) -> int:
         if local_rank == 0:  # one copy per host: each host's dlbench stores the whole job
             _write(out_dir / "all.json", everything)
         dist.destroy_process_group()
-        return 0
     except BaseException as exc:  # the rank's failure is data for the parent
-        from dlbench.launch.failures import classify, describe
-        injected = "failure injected" in str(exc)
-        _write(out_dir / f"rank{rank}.json",
-               {"rank": rank, "ok": False, "time": time.time(), "injected": injected,
-                "host": socket.gethostname(),
-                "error_type": classify(exc) if isinstance(exc, Exception) else ErrorType.CRASHED,
-                "error": describe(exc) if isinstance(exc, Exception) else repr(exc)})
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Not destroy_process_group(): with a peer gone it may wait for the timeout. Exit now.
-        os._exit(1)
+        _fail(out_dir, rank, exc)
+    # Every result is on disk: skip the interpreter's teardown, where native thread pools are
+    # torn down and an abort would turn a finished job into a failed one.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _fail(out_dir: Path, rank: int, exc: BaseException) -> None:
+    """Write the rank's failure for the parent, and end the process at once."""
+    from dlbench.launch.failures import classify, describe
+    injected = "failure injected" in str(exc)
+    _write(out_dir / f"rank{rank}.json",
+           {"rank": rank, "ok": False, "time": time.time(), "injected": injected,
+            "host": socket.gethostname(),
+            "error_type": classify(exc) if isinstance(exc, Exception) else ErrorType.CRASHED,
+            "error": describe(exc) if isinstance(exc, Exception) else repr(exc)})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Not destroy_process_group(): with a peer gone it may wait for the timeout. Exit now.
+    os._exit(1)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    main(sys.argv[1])

@@ -84,8 +84,9 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
     per_host = 1 if cfg.strategy == "dp" else cfg.gpus // cfg.nnodes
     with precision_flags(base.precision, device), compiled_graphs_freed(base), sampler:
         sampler.idle(telemetry.IDLE_BASELINE_S)
-        if control is not None:
-            dist.barrier(group=control)
+        if control is not None and base.telemetry_interval_s is not None \
+                and device.type == "cuda":  # the same answer on every rank: all or none wait
+            dist.barrier(group=control)  # no rank starts work during the idle baseline
         t = clock()
         model = spec.build(size).to(device)
         x, y = spec.make_batch(batch, device, size, generator=gen)
@@ -154,12 +155,12 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
 
 def _host_sampler(cfg: ScalingConfig, local_rank: int, device: torch.device):
     """The telemetry sampler of this rank: on local rank 0 every GPU of the host that the job
-    uses (or, on the CPU, the host alone); a no-op elsewhere or when telemetry is off."""
+    uses; a no-op elsewhere, on the CPU, or when telemetry is off."""
     interval = cfg.base.telemetry_interval_s
-    if interval is None or local_rank != 0:
+    if interval is None or local_rank != 0 or device.type != "cuda":
+        # On the CPU a data-parallel job's ranks share the host's cores: its CPU% says little
+        # about any one of them, so gloo jobs run without a sampler thread.
         return telemetry.NullSampler()
-    if device.type != "cuda":
-        return telemetry.Sampler(interval, gpus=None, host=True)
     n = cfg.gpus if cfg.strategy == "dp" else cfg.gpus // cfg.nnodes
     return telemetry.Sampler(interval, gpus=[{"index": i} for i in range(n)], host=True)
 
