@@ -288,3 +288,31 @@ def test_a_delay_needs_netem_or_is_measured():
             return
         rtt = probe_link(topo)["rtt_s"]
         assert rtt == pytest.approx(2 * 5e-3, abs=3e-3)   # each side's sends wait 5 ms
+
+
+def test_cleanup_counts_a_peer_the_kernel_removed_first(monkeypatch):
+    # The kernel tears a deleted namespace down in the background: its veth peer is still listed,
+    # then gone before its own delete, which fails with "Cannot find device". Removed, not an error.
+    import json
+    import types
+    monkeypatch.setattr(topo_mod, "require_privileges", lambda: None)
+    dead = 2 ** 22 + 7  # no such pid
+    ns, peer = f"dlbench-abcde-{dead}-h0", "dlbabcdep0"
+    state = {"links": [{"ifname": peer, "ifalias": f"dlbench-net owner={dead} token=abcde"}],
+             "netns": [ns]}
+
+    def runner(argv):
+        out = ""
+        if argv[:3] == ["ip", "netns", "list"]:
+            out = "\n".join(state["netns"])
+        elif argv[:3] == ["ip", "-j", "link"]:
+            out = json.dumps(state["links"])
+        elif argv[:3] == ["ip", "netns", "del"]:
+            state["netns"].remove(argv[3])
+        elif argv[:3] == ["ip", "link", "del"]:
+            state["links"] = []  # the kernel got there first
+            raise NetEmuError(f"'ip link del {argv[3]}' failed: Cannot find device \"{argv[3]}\"")
+        return types.SimpleNamespace(stdout=out, stderr="", returncode=0)
+
+    removed, errors = topo_mod.cleanup_leftovers(runner)
+    assert sorted(removed) == sorted([ns, peer]) and errors == []

@@ -349,7 +349,9 @@ def cleanup_leftovers(runner: Runner = run_cmd, include_live: bool = False
             removed.append(name)
         except NetEmuError as exc:
             errors.append(str(exc))
-    # Deleting a namespace deletes its veth ends, and with them their peers: look again.
+    # Deleting a namespace deletes its veth ends, and with them their peers: look again. The
+    # kernel tears a namespace down in the background, so a peer may still be listed and then
+    # vanish before its own delete: gone is gone, whoever removed it.
     present = {d.get("ifname") for d in list_links(runner)}
     for name in [n for n in names if not n.startswith(NS_PREFIX)]:
         if name not in present:
@@ -359,5 +361,8 @@ def cleanup_leftovers(runner: Runner = run_cmd, include_live: bool = False
             runner(["ip", "link", "del", name])
             removed.append(name)
         except NetEmuError as exc:
-            errors.append(str(exc))
+            if name in {d.get("ifname") for d in list_links(runner)}:
+                errors.append(str(exc))
+            else:
+                removed.append(name)
     return removed, errors
