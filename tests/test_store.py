@@ -120,3 +120,14 @@ def test_merge_copies_what_is_missing_and_keeps_what_is_there(tmp_path, cpu_env)
         assert sorted(r.id for r in st.results()) == sorted(r.id for r in recs.values())
         with pytest.raises(StoreError):
             st.merge_from(tmp_path / "missing.db")
+        # a foreign SQLite file is refused and left as it was (sources are only read)
+        other = tmp_path / "other.db"
+        con = sqlite3.connect(other)
+        con.execute("CREATE TABLE t (x)")
+        con.commit()
+        con.close()
+        with pytest.raises(StoreError, match="not a dlbench result store"):
+            st.merge_from(other)
+        con = sqlite3.connect(other)
+        assert [r[0] for r in con.execute("SELECT name FROM sqlite_master")] == ["t"]
+        con.close()

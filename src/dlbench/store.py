@@ -199,8 +199,7 @@ class Store:
         src = Path(other)
         if not src.exists():
             raise StoreError(f"no result store at {src}")
-        with Store(src):  # refuses a file that is not a store, or a newer schema
-            pass
+        _check_source(src)
         before_runs = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
         before = self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
         self._db.execute("ATTACH DATABASE ? AS other", (str(src),))
@@ -226,3 +225,21 @@ class Store:
             f"SELECT config_key FROM results WHERE env_key=? AND (status IN ({marks})"
             f" OR error_type IN ({emarks}))", (env_key, *statuses, *error_types))
         return {r[0] for r in rows}
+
+
+def _check_source(path: Path) -> None:
+    """Refuse a file that is not a dlbench store, or one of a newer schema, without writing to
+    it (opening it as a Store would add the tables to a foreign SQLite file)."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a dlbench result store ({exc})") from None
+    if row is None:
+        raise StoreError(f"{path} is not a dlbench result store (no schema version)")
+    if int(row[0]) > SCHEMA_VERSION:
+        raise StoreError(f"{path} was written by a newer dlbench (schema {row[0]} > "
+                         f"{SCHEMA_VERSION}); upgrade dlbench to read it")
