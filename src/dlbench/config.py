@@ -23,6 +23,10 @@ OPTIMIZERS = ("sgd", "adamw")
 METHODS = ("standard", "seed002")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEVICES = ("auto", "cpu", "cuda")
+# "default": PyTorch's choice (foreach kernels on CUDA); "foreach"; "fused": one kernel per step.
+OPTIMIZER_IMPLS = ("default", "foreach", "fused")
+# torch.nn.attention.SDPBackend members the scaled-dot-product attention may be pinned to.
+ATTENTION_BACKENDS = ("flash", "efficient", "cudnn", "math")
 
 
 class ConfigError(ValueError):
@@ -55,6 +59,14 @@ class ThroughputConfig:
         checkpointing: activation checkpointing (``--checkpointing``): blocks keep only their
             inputs and recompute their activations in the backward pass, trading compute for
             memory (train only; models without a supported block structure are refused).
+        cuda_graph: capture the whole step (forward, loss, backward, optimizer step) in one CUDA
+            graph over static input buffers and replay it (``--cuda-graph``): no per-kernel
+            launch cost. The capture happens in the first step and is timed with it.
+        optimizer_impl: ``default``, ``foreach`` or ``fused`` optimizer kernels (``--optimizer-impl``).
+        attention: pin scaled-dot-product attention to one backend (``--attention``); None
+            lets PyTorch choose.
+        tuned_from: for tuned mode's pick (``--tuned``), the key of the plain config it is
+            compared with (measured in the same run); None for any other config.
     """
 
     model: str
@@ -73,6 +85,10 @@ class ThroughputConfig:
     seed: int = 0
     telemetry_interval_s: float | None = 0.1
     checkpointing: bool = False
+    cuda_graph: bool = False
+    optimizer_impl: str = "default"
+    attention: str | None = None
+    tuned_from: str | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -95,15 +111,36 @@ class ThroughputConfig:
         if self.checkpointing and self.mode != "train":
             raise ConfigError("--checkpointing needs --mode train: eval keeps no activations "
                               "for a backward pass")
+        _choice("--optimizer-impl", self.optimizer_impl, OPTIMIZER_IMPLS)
+        if self.attention is not None:
+            _choice("--attention", self.attention, ATTENTION_BACKENDS)
+        if self.cuda_graph:
+            self._check_graph()
+
+    def _check_graph(self) -> None:
+        if (self.mode == "train" and self.method == "standard" and self.precision == "fp16"):
+            raise ConfigError("--cuda-graph cannot capture fp16 training: GradScaler reads its "
+                              "overflow flag on the host every step; use bf16 (no loss scaling)")
+        if self.compile in ("reduce-overhead", "max-autotune"):
+            raise ConfigError(f"--cuda-graph with --compile {self.compile}: that compile mode "
+                              "captures CUDA graphs itself; use --compile default or "
+                              "max-autotune-no-cudagraphs with --cuda-graph")
+        if self.checkpointing:
+            raise ConfigError("--cuda-graph with --checkpointing: recomputation saves and "
+                              "restores the RNG state, which a graph capture forbids; pick one")
 
     # Identity: what makes two measurements "the same config" (for --resume and comparisons).
     # The stopping rule and warm-up change how well a figure is known, not what it measures.
     _NOT_IDENTITY = ("stop", "warmup_steps", "warmup_seconds", "device", "telemetry_interval_s")
+    _LATER_FIELDS = (("checkpointing", False), ("cuda_graph", False),
+                     ("optimizer_impl", "default"), ("attention", None), ("tuned_from", None))
 
     def key(self) -> str:
         ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
-        if not self.checkpointing:  # off: the key of a result stored before the field existed
-            del ident["checkpointing"]
+        # A field at its default drops out: the key of a result stored before the field existed.
+        for name, default in self._LATER_FIELDS:
+            if ident[name] == default:
+                del ident[name]
         blob = json.dumps(ident, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -116,6 +153,10 @@ class ThroughputConfig:
         d["stop"] = StopRule(**d.get("stop", {}))
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+    @property
+    def tuned(self) -> bool:
+        return self.tuned_from is not None
 
     @property
     def label(self) -> str:
@@ -133,6 +174,14 @@ class ThroughputConfig:
             parts.append(self.optimizer)
         if self.checkpointing:
             parts.append("ckpt")
+        if self.cuda_graph:
+            parts.append("graph")
+        if self.optimizer_impl != "default":
+            parts.append(f"{self.optimizer_impl}-opt")
+        if self.attention:
+            parts.append(f"attn={self.attention}")
+        if self.tuned_from:
+            parts.append("tuned")
         return " ".join(parts)
 
 
@@ -148,6 +197,7 @@ def expand(
     precisions: Sequence[str] = ("fp32",),
     compiles: Sequence[str | None] = (None,),
     channels_last: Sequence[bool] = (False,),
+    cuda_graphs: Sequence[bool] = (False,),
     default_batch: Callable[[str], int] | None = None,
     **common: Any,
 ) -> list[ThroughputConfig]:
@@ -156,14 +206,14 @@ def expand(
     A batch size of None stands for ``default_batch(model)``: the model's batch for the device.
     """
     out = []
-    for model, bs, mode, prec, comp, cl in itertools.product(
-            models, batch_sizes, modes, precisions, compiles, channels_last):
+    for model, bs, mode, prec, comp, cl, graph in itertools.product(
+            models, batch_sizes, modes, precisions, compiles, channels_last, cuda_graphs):
         if bs is None:
             if default_batch is None:
                 raise ConfigError("-b/--batch-size: 'default' needs a device to size it for")
             bs = default_batch(model)
         out.append(ThroughputConfig(model=model, batch_size=bs, mode=mode, precision=prec,
-                                    compile=comp, channels_last=cl, **common))
+                                    compile=comp, channels_last=cl, cuda_graph=graph, **common))
     return out
 
 

@@ -12,7 +12,7 @@ from dlbench import env as envmod
 from dlbench.commands.common import (EPILOG, EXIT_FAILED_RESULTS, EXIT_FATAL, EXIT_INTERRUPTED,
                                      EXIT_OK, add_sweep_flags, batch_size, compile_mode, csv_list,
                                      device_facts, flatten, on_off, preflight)
-from dlbench.config import ThroughputConfig, expand
+from dlbench.config import ATTENTION_BACKENDS, OPTIMIZER_IMPLS, ThroughputConfig, expand
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 from dlbench.report import export, tables, terminal
@@ -21,6 +21,12 @@ from dlbench.suites import SUITES, gpu_batch, suite_for
 from dlbench.sweep import NullProgress, SweepOutcome, run_sweep
 
 ORDER = 10
+
+TUNED_HELP = ("tuned mode: also run each config in the fastest configuration dlbench knows for "
+              "this device (a 'dlbench tune' result in --db, a recipe measured on this GPU kind, "
+              "else every lever that applies: channels_last, fused optimizer, torch.compile, "
+              "CUDA graph) and print it beside the plain figure, with the factor, the setup "
+              "time and the steps it takes to pay that back")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", help="suite name; --list-suites shows them")
     p.add_argument("--list-suites", action="store_true", help="list the suites and exit")
+    p.add_argument("--tuned", action="store_true", help=TUNED_HELP)
     add_sweep_flags(p)
     p.set_defaults(handler=cmd_run)
 
@@ -77,6 +84,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=int, default=100_000, help="stop after this many steps")
     p.add_argument("--target-ci", type=float, default=0.01,
                    help="stop once the 95%% interval half-width is below this fraction (default 0.01)")
+    p.add_argument("--cuda-graph", action="append", type=csv_list(on_off),
+                   help="on/off: capture the whole step (forward, backward, optimizer) in one "
+                        "CUDA graph and replay it (not with fp16 training: GradScaler syncs)")
+    p.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="default",
+                   help="optimizer kernels: default (PyTorch's pick), foreach or fused")
+    p.add_argument("--attention", choices=ATTENTION_BACKENDS,
+                   help="pin scaled-dot-product attention to one backend (transformer models)")
+    p.add_argument("--tuned", action="store_true", help=TUNED_HELP)
     p.add_argument("--checkpointing", action="store_true",
                    help="activation checkpointing (train): less memory, more compute")
     p.add_argument("--telemetry-interval", type=float, default=0.1, metavar="S",
@@ -94,7 +109,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                   + (" [dim](GPU only)[/dim]" if s.gpu_only else ""))
         return EXIT_OK
     suite, configs = suite_for(args.suite, device_facts())
-    return _sweep(args, configs, suite.name, suite.view)
+    return _sweep(args, configs, suite.name, suite.view, tuned=args.tuned,
+                  keep=("precision", "batch_size"))
 
 
 def cmd_throughput(args: argparse.Namespace) -> int:
@@ -105,14 +121,19 @@ def cmd_throughput(args: argparse.Namespace) -> int:
     facts = device_facts()
     on_gpu = args.device != "cpu" and facts.cuda
     batches = flatten(args.batch_size, [None])
+    precisions = flatten(args.precision, [])
+    if not precisions:  # tuned mode's own default is mixed precision on a GPU
+        precisions = [("bf16" if facts.bf16 else "fp16") if args.tuned and on_gpu else "fp32"]
     fixed = [b for b in batches if b != AUTO]
     auto = len(fixed) < len(batches)
     configs = expand(
         models, fixed or [1],
         modes=flatten(args.mode, ["train"]),
-        precisions=flatten(args.precision, ["fp32"]),
+        precisions=precisions,
         compiles=flatten(args.compile, [None]),
         channels_last=flatten(args.channels_last, [False]),
+        cuda_graphs=flatten(args.cuda_graph, [False]),
+        optimizer_impl=args.optimizer_impl, attention=args.attention,
         default_batch=lambda m: gpu_batch(m, facts.memory_bytes) if on_gpu else _cpu_batch(m),
         optimizer=args.optimizer, method=args.method, input_size=args.input_size,
         device=args.device, warmup_steps=args.warmup, warmup_seconds=args.warmup_time,
@@ -129,7 +150,9 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         sized = resolve_auto(setups, args.db, args.command_line, tag=args.tag, quiet=args.quiet)
         configs = list({c.key(): c for c in (configs if fixed else []) + sized}.values())
     view = "seed002" if args.method == "seed002" else "throughput"
-    return _sweep(args, configs, None, view)
+    keep = [name for name, given in (("precision", args.precision), ("batch_size", args.batch_size))
+            if given]
+    return _sweep(args, configs, None, view, tuned=args.tuned, keep=keep)
 
 
 AUTO = "auto"
@@ -146,10 +169,19 @@ def _cpu_batch(model: str) -> int:
 
 
 def _sweep(args: argparse.Namespace, configs: list[ThroughputConfig], suite: str | None,
-           view: str) -> int:
+           view: str, tuned: bool = False, keep: Sequence[str] = ()) -> int:
     preflight(configs)
     env = envmod.capture_environment()
     label = envmod.device_label(env)
+    if tuned:
+        from dlbench.tuning.plan import plan
+        configs, notes = plan(configs, env, args.db, keep)
+        preflight(configs)
+        if not args.quiet:
+            terminal.stderr.print("[bold]tuned mode[/bold]: each config is measured plain, then "
+                                  "tuned; the recipes:")
+            for note in notes:
+                terminal.stderr.print(f"  {note}")
     from dlbench.launch.inline import InlineLauncher
     from dlbench.launch.subprocess_launcher import SubprocessLauncher
     launcher = SubprocessLauncher() if args.isolate else InlineLauncher()

@@ -64,7 +64,8 @@ def _is_image(r: ThroughputRecord) -> bool:
 
 
 def _compile(r: ThroughputRecord) -> str:
-    return r.config.compile or "eager"
+    c = r.config
+    return (c.compile or "eager") + ("+graph" if getattr(c, "cuda_graph", False) else "")
 
 
 def _short_error(r: ThroughputRecord) -> str:
@@ -524,10 +525,15 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
     thr = by_kind.pop("throughput", [])
     if thr:
         out.append(throughput_table(thr, f"Throughput on {device}"))
-        ok_train = [r for r in thr if r.config.mode == "train" and r.config.method == "standard"]
+        if any(r.config.tuned for r in thr):
+            from dlbench.report.tuned_tables import tuned_table
+            out.append(tuned_table(thr))
+        # The seed layouts compare like with like: tuned picks stay out of them.
+        plain = [r for r in thr if not r.config.tuned]
+        ok_train = [r for r in plain if r.config.mode == "train" and r.config.method == "standard"]
         if ok_train and view in (None, "seed000"):
             out.append(seed000_table(ok_train))
-        s002 = [r for r in thr if r.config.method == "seed002"]
+        s002 = [r for r in plain if r.config.method == "seed002"]
         if s002 and view in (None, "seed002"):
             out.append(seed002_table(s002, device))
         if view is None and has_batch_sweep(thr):

@@ -25,7 +25,7 @@ from dlbench.models import get_model
 from dlbench.models.base import ModelSpec
 from dlbench.results import ThroughputRecord
 from dlbench.workloads.checkpointing import enable_checkpointing
-from dlbench.workloads.devices import check_supported, resolve_device
+from dlbench.workloads.devices import UnsupportedError, check_supported, resolve_device
 from dlbench.workloads.step import update
 
 # How often the loop asks the stopping rule (host seconds). Reading a few events and computing
@@ -71,23 +71,92 @@ def compiled_graphs_freed(cfg: ThroughputConfig) -> Iterator[None]:
             torch._dynamo.reset()
 
 
-def autocast_factory(precision: str, device: torch.device) -> Callable[[], contextlib.AbstractContextManager]:
-    """A factory of the autocast context for ``precision`` (a null context for fp32 and tf32)."""
+def autocast_factory(precision: str, device: torch.device,
+                     cache: bool = True) -> Callable[[], contextlib.AbstractContextManager]:
+    """A factory of the autocast context for ``precision`` (a null context for fp32 and tf32).
+
+    ``cache=False`` for a CUDA graph capture: autocast's cast cache would hold tensors made
+    during the capture that a replay does not refresh (PyTorch's CUDA-graph notes).
+    """
     dtype = AUTOCAST_DTYPES.get(precision)
-    return (lambda: torch.autocast(device.type, dtype=dtype)) if dtype else contextlib.nullcontext
+    if not dtype:
+        return contextlib.nullcontext
+    return lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=cache)
 
 
-def make_optimizer(name: str, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    """The optimizer of a training step: ``sgd`` (momentum 0.9, as seed 000) or ``adamw``."""
+def make_optimizer(name: str, params: list[torch.nn.Parameter],
+                   impl: str = "default") -> torch.optim.Optimizer:
+    """The optimizer of a training step: ``sgd`` (momentum 0.9, as seed 000) or ``adamw``;
+    ``impl`` picks PyTorch's default, the foreach or the fused kernels."""
+    kernels = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[impl]
     if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9)  # seed 000: --optimizer=momentum
-    return torch.optim.AdamW(params, lr=1e-4)
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kernels)  # seed 000: momentum
+    return torch.optim.AdamW(params, lr=1e-4, **kernels)
+
+
+def attention_context(backend: str | None) -> Callable[[], contextlib.AbstractContextManager]:
+    """A factory of the context that pins scaled-dot-product attention to ``backend``."""
+    if backend is None:
+        return contextlib.nullcontext
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    member = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+              "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}[backend]
+    return lambda: sdpa_kernel(member)
+
+
+def graphed(step: Callable[[], torch.Tensor], device: torch.device,
+            warmup: int = 3) -> Callable[[], torch.Tensor]:
+    """``step`` captured in one CUDA graph on its first call, then replayed.
+
+    The recipe of PyTorch's "whole-network capture" notes: a few eager steps on a side stream
+    (lazy state such as momentum buffers gets allocated outside the graph), then the capture.
+    The inputs are the synthetic batch, already static. The returned step gives the output
+    tensor the graph rewrites on every replay; the first call's time holds warm-up and capture.
+    """
+    state: dict = {}
+
+    def replay() -> torch.Tensor:
+        graph = state.get("graph")
+        if graph is None:
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                for _ in range(warmup):
+                    step()
+            torch.cuda.current_stream(device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                state["out"] = step()
+            state["graph"] = graph
+        graph.replay()
+        return state["out"]
+    return replay
 
 
 def build_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
                x: torch.Tensor, y: torch.Tensor, device: torch.device) -> Callable[[], torch.Tensor]:
     """The function one step calls: returns the loss (train) or the output (eval), unsynchronised."""
-    autocast = autocast_factory(cfg.precision, device)
+    step = _eager_step(cfg, spec, model, x, y, device)
+    attention = attention_context(cfg.attention)
+    if cfg.attention is not None:
+        inner = step
+
+        def step() -> torch.Tensor:
+            with attention():
+                return inner()
+        step.__dict__.update(inner.__dict__)
+    if cfg.cuda_graph:
+        if device.type != "cuda":
+            raise UnsupportedError("--cuda-graph needs a CUDA GPU")
+        capture = graphed(step, device)
+        capture.__dict__.update(step.__dict__)
+        return capture
+    return step
+
+
+def _eager_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
+                x: torch.Tensor, y: torch.Tensor, device: torch.device) -> Callable[[], torch.Tensor]:
+    autocast = autocast_factory(cfg.precision, device, cache=not cfg.cuda_graph)
 
     if cfg.mode == "eval":
         def eval_step() -> torch.Tensor:
@@ -105,7 +174,8 @@ def build_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
             return out
         return seed002_step
 
-    opt = make_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad])
+    opt = make_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad],
+                         cfg.optimizer_impl)
     # fp16 needs loss scaling (and a sync per step: see workloads.step.update).
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
 

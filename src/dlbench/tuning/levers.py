@@ -1,0 +1,159 @@
+"""The techniques tuned mode tries, each a change of one or two config fields, and where each
+applies. A lever that cannot apply says why, so the lever table shows it rather than hiding it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from dlbench.config import ThroughputConfig
+from dlbench.models.base import ModelSpec
+
+# (new config, None) when the lever applies; (None, why not) when it does not.
+Outcome = tuple[ThroughputConfig | None, str | None]
+
+
+@dataclass(frozen=True)
+class Lever:
+    name: str
+    what: str
+    apply: Callable[[ThroughputConfig, ModelSpec, str], Outcome]
+
+
+def uses_attention(spec: ModelSpec) -> bool:
+    """Models whose attention runs through scaled_dot_product_attention: the transformers of
+    the registry (transformers' sdpa implementation; torchvision's ViT through MultiheadAttention)."""
+    return spec.kind == "text" or spec.name.startswith("vit")
+
+
+def _graph_blocker(cfg: ThroughputConfig) -> str | None:
+    if cfg.mode == "train" and cfg.method == "standard" and cfg.precision == "fp16":
+        return "fp16 training: GradScaler reads its overflow flag on the host each step"
+    if cfg.compile in ("reduce-overhead", "max-autotune"):
+        return f"compile mode {cfg.compile} captures CUDA graphs itself"
+    if cfg.checkpointing:
+        return "activation checkpointing saves RNG state, which a capture forbids"
+    return None
+
+
+def _channels_last(cfg, spec, device) -> Outcome:
+    if spec.kind != "image":
+        return None, "not an image model"
+    if cfg.channels_last:
+        return None, "already channels_last"
+    return replace(cfg, channels_last=True), None
+
+
+def _fused_optimizer(cfg, spec, device) -> Outcome:
+    if cfg.mode != "train" or cfg.method != "standard":
+        return None, "no optimizer step"
+    if cfg.optimizer_impl == "fused":
+        return None, "already fused"
+    return replace(cfg, optimizer_impl="fused"), None
+
+
+def _flash(cfg, spec, device) -> Outcome:
+    if not uses_attention(spec):
+        return None, "no attention"
+    if device != "cuda":
+        return None, "flash attention kernels are CUDA's"
+    if cfg.precision not in ("fp16", "bf16"):
+        return None, "flash attention needs fp16 or bf16"
+    return replace(cfg, attention="flash"), None
+
+
+def _compile(cfg, spec, device) -> Outcome:
+    if device != "cuda":
+        return None, "not tried on the CPU: compile time there outweighs a short benchmark"
+    if cfg.compile:
+        return None, f"already compiled ({cfg.compile})"
+    return replace(cfg, compile="default"), None
+
+
+def _cuda_graph(cfg, spec, device) -> Outcome:
+    if device != "cuda":
+        return None, "CUDA graphs need a CUDA GPU"
+    if cfg.cuda_graph:
+        return None, "already captured"
+    blocker = _graph_blocker(cfg)
+    return (None, blocker) if blocker else (replace(cfg, cuda_graph=True), None)
+
+
+def _other_16bit(cfg, spec, device) -> Outcome:
+    if device != "cuda":
+        return None, "the CPU's 16-bit autocast is bf16"
+    if cfg.precision == "bf16":
+        if cfg.cuda_graph and _graph_blocker(replace(cfg, cuda_graph=False, precision="fp16")):
+            return None, "fp16 training cannot be captured in the CUDA graph kept before"
+        return replace(cfg, precision="fp16"), None
+    if cfg.precision == "fp16":
+        return replace(cfg, precision="bf16"), None
+    return None, f"{cfg.precision} was asked for; only a 16-bit type is swapped"
+
+
+def _double_batch(cfg, spec, device) -> Outcome:
+    return replace(cfg, batch_size=cfg.batch_size * 2), None
+
+
+LEVERS: tuple[Lever, ...] = (
+    Lever("channels_last", "NHWC memory layout", _channels_last),
+    Lever("fused-optimizer", "the optimizer's fused kernels", _fused_optimizer),
+    Lever("flash-attention", "SDPA pinned to flash attention", _flash),
+    Lever("compile", "torch.compile, default mode", _compile),
+    Lever("cuda-graph", "whole step captured in one CUDA graph", _cuda_graph),
+    Lever("other-16-bit", "fp16 instead of bf16 (or back)", _other_16bit),
+    Lever("batch-x2", "twice the batch", _double_batch),
+)
+
+BY_NAME = {lever.name: lever for lever in LEVERS}
+
+
+def lever_named(name: str) -> Lever:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown lever {name!r}; levers: {', '.join(BY_NAME)}") from None
+
+
+def describe_change(before: ThroughputConfig, after: ThroughputConfig) -> str:
+    """What differs between two configs, as a reader would say it (``compile default``)."""
+    a, b = before.to_dict(), after.to_dict()
+    parts = []
+    for name in ("channels_last", "optimizer_impl", "attention", "compile", "cuda_graph",
+                 "precision", "batch_size"):
+        if a[name] != b[name]:
+            value = b[name]
+            parts.append({
+                "channels_last": "channels_last" if value else "NCHW",
+                "optimizer_impl": f"{value} optimizer",
+                "attention": f"attention {value}",
+                "compile": f"compile {value}" if value else "eager",
+                "cuda_graph": "CUDA graph" if value else "no CUDA graph",
+                "precision": value,
+                "batch_size": f"batch {value}",
+            }[name])
+    return ", ".join(parts) or "no change"
+
+
+def flags_of(cfg: ThroughputConfig) -> str:
+    """The ``dlbench throughput`` flags that reproduce ``cfg`` by hand."""
+    out = [f"-m {cfg.model}", f"-b {cfg.batch_size}", f"--precision {cfg.precision}"]
+    if cfg.mode != "train":
+        out.append(f"--mode {cfg.mode}")
+    if cfg.method != "standard":
+        out.append(f"--method {cfg.method}")
+    if cfg.input_size:
+        out.append(f"--seq-len {cfg.input_size}")
+    if cfg.channels_last:
+        out.append("--channels-last on")
+    if cfg.compile:
+        out.append(f"--compile {cfg.compile}")
+    if cfg.cuda_graph:
+        out.append("--cuda-graph on")
+    if cfg.optimizer != "sgd":
+        out.append(f"--optimizer {cfg.optimizer}")
+    if cfg.optimizer_impl != "default":
+        out.append(f"--optimizer-impl {cfg.optimizer_impl}")
+    if cfg.attention:
+        out.append(f"--attention {cfg.attention}")
+    return " ".join(out)

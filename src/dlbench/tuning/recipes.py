@@ -1,0 +1,128 @@
+"""What ``--tuned`` runs: the plain config with the levers that won for its model and device.
+
+Where they come from, first match wins:
+1. a ``dlbench tune`` search of the same model and mode stored in ``--db`` on the same device
+   (this machine's own measurement);
+2. ``MEASURED``: searches dlbench ran on a GPU kind, cited by their results file;
+3. the generic recipe: every lever that applies on the device (channels_last, fused optimizer
+   kernels, torch.compile, whole-step CUDA graph), neither batch nor 16-bit type changed.
+A change the config or device cannot take (a CUDA graph of fp16 training, compile on the CPU)
+is dropped with a note, and the fields the user set explicitly are never changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping
+
+from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.models.base import ModelSpec
+from dlbench.tuning.levers import LEVERS
+
+# The config fields a recipe may set.
+TUNED_FIELDS = ("channels_last", "optimizer_impl", "attention", "compile", "cuda_graph",
+                "precision", "batch_size")
+GENERIC_LEVERS = ("channels_last", "fused-optimizer", "compile", "cuda-graph")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    changes: Mapping[str, Any]
+    source: str
+
+
+# (device name as recipe_device gives it, model, mode) -> recipe. Filled from `dlbench tune` runs on that
+# GPU; the source names the committed results file.
+MEASURED: dict[tuple[str, str, str], Recipe] = {}
+
+
+def changes_between(plain: ThroughputConfig, best: ThroughputConfig) -> dict[str, Any]:
+    a, b = plain.to_dict(), best.to_dict()
+    return {f: b[f] for f in TUNED_FIELDS if a[f] != b[f]}
+
+
+def generic(cfg: ThroughputConfig, spec: ModelSpec, device: str) -> tuple[Recipe, list[str]]:
+    """Every generic lever that applies, pulled in order; the ones that do not, as notes."""
+    current, notes = cfg, []
+    for lever in LEVERS:
+        if lever.name not in GENERIC_LEVERS:
+            continue
+        nxt, why_not = lever.apply(current, spec, device)
+        if nxt is None:
+            if not why_not.startswith("already"):
+                notes.append(f"{lever.name}: {why_not}")
+            continue
+        current = nxt
+    return Recipe(changes_between(cfg, current), "generic recipe (not measured for this "
+                                                 "model on this GPU)"), notes
+
+
+def recipe_device(env: Mapping[str, Any]) -> str:
+    """The device a recipe is for: the first GPU's name (``NVIDIA H100 80GB HBM3``; a recipe is
+    per GPU, whatever the count), else the CPU's label."""
+    from dlbench import env as envmod
+    gpus = env.get("gpus") or []
+    if env.get("accelerator") == "cuda" and gpus:
+        return str(gpus[0].get("name") or "unknown GPU")
+    return envmod.device_label(dict(env))
+
+
+def tuned_config(cfg: ThroughputConfig, spec: ModelSpec, device: str, device_name: str,
+                 learned: Mapping[tuple[str, str], Recipe] | None = None,
+                 keep: Iterable[str] = ()) -> tuple[ThroughputConfig, Recipe, list[str]]:
+    """The tuned config for ``cfg`` with the recipe it came from and notes on what was left out.
+
+    ``keep``: config fields the user set explicitly (``precision``, ``batch_size``).
+    """
+    keep = set(keep)
+    notes: list[str] = []
+    recipe = (learned or {}).get((spec.name, cfg.mode)) or \
+        MEASURED.get((device_name, spec.name, cfg.mode))
+    if recipe is None:
+        recipe, notes = generic(cfg, spec, device)
+    tuned = cfg
+    for name, value in recipe.changes.items():
+        if name in keep:
+            notes.append(f"{name}: kept as asked ({getattr(cfg, name)}; the recipe has {value})")
+            continue
+        try:
+            candidate = replace(tuned, **{name: value})
+        except ConfigError as exc:
+            notes.append(f"{name}={value} left out: {exc}")
+            continue
+        blocker = _device_blocker(candidate, spec, device)
+        if blocker:
+            notes.append(f"{name}={value} left out: {blocker}")
+            continue
+        tuned = candidate
+    return replace(tuned, tuned_from=cfg.key()), recipe, notes
+
+
+def _device_blocker(cfg: ThroughputConfig, spec: ModelSpec, device: str) -> str | None:
+    if device != "cuda" and cfg.cuda_graph:
+        return "CUDA graphs need a CUDA GPU"
+    if device != "cuda" and cfg.compile:
+        return "compile is not tried on the CPU (compile time there outweighs a short benchmark)"
+    if device != "cuda" and cfg.attention in ("flash", "efficient", "cudnn"):
+        return "that attention backend is CUDA's"
+    if cfg.channels_last and spec.kind != "image":
+        return "not an image model"
+    return None
+
+
+def learned_recipes(records: Iterable, device_name: str) -> dict[tuple[str, str], Recipe]:
+    """Recipes from stored ``dlbench tune`` searches on ``device_name``: the latest per model
+    and mode. ``records``: throughput records of tune runs, oldest first, with ``run_id`` set."""
+    from dlbench.tuning.search import replay, winner
+    runs: dict[tuple[str, str, str], list] = {}
+    for r in records:
+        if recipe_device(r.env) != device_name:
+            continue
+        runs.setdefault((r.run_id, r.config.model, r.config.mode), []).append(r)
+    out: dict[tuple[str, str], Recipe] = {}
+    for (run_id, model, mode), recs in runs.items():  # later runs overwrite earlier ones
+        best = winner(replay(recs))
+        if best is not None:
+            out[(model, mode)] = Recipe(changes_between(recs[0].config, best.config),
+                                        f"dlbench tune run {run_id} on {device_name}")
+    return out

@@ -1,0 +1,215 @@
+"""Tuned mode: lever rules, the greedy search's decisions, payback arithmetic, recipes, the CLI."""
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.models import get_model
+from dlbench.results import ThroughputRecord
+from dlbench.tuning import levers, payback, recipes, search
+from test_cli import FAST, dlbench
+
+
+def cfg(**kw):
+    base = dict(model="resnet50", batch_size=100, precision="bf16")
+    base.update(kw)
+    return ThroughputConfig(**base)
+
+
+def rec(config, step, first=1.0, build=0.5, status="ok", run_id="r1"):
+    if status != "ok":
+        return ThroughputRecord(config=config, env={}, status="error", error_type="oom",
+                                error="CUDA out of memory", run_id=run_id)
+    return ThroughputRecord(config=config, env={}, step_times_s=(step,) * 10,
+                            samples_per_step=config.batch_size, unit="images",
+                            stop_reason="converged", first_step_s=first, build_s=build,
+                            run_id=run_id)
+
+
+# -- config --------------------------------------------------------------------------------------
+def test_new_fields_at_their_defaults_keep_old_keys():
+    # Keys computed by the config code before these fields existed: --resume still matches.
+    assert cfg(batch_size=256, channels_last=True).key() == "0458cffece7d9baa"
+    assert ThroughputConfig(model="gpt2", batch_size=8, checkpointing=True).key() == \
+        "5425c0569e9d9cbf"
+    assert cfg(cuda_graph=True).key() != cfg().key()
+    assert cfg(optimizer_impl="fused").key() != cfg().key()
+
+
+@pytest.mark.parametrize("kw, flag", [
+    (dict(precision="fp16"), "GradScaler"),
+    (dict(compile="reduce-overhead"), "captures CUDA graphs itself"),
+    (dict(checkpointing=True), "RNG state"),
+])
+def test_cuda_graph_refuses_what_a_capture_cannot_hold(kw, flag):
+    with pytest.raises(ConfigError, match=flag):
+        cfg(cuda_graph=True, **kw)
+
+
+def test_cuda_graph_of_fp16_without_an_optimizer_is_allowed():
+    # seed 002's method has no GradScaler: nothing syncs inside the step.
+    assert cfg(cuda_graph=True, precision="fp16", method="seed002").cuda_graph
+    assert cfg(cuda_graph=True, precision="fp16", mode="eval").cuda_graph
+
+
+def test_unknown_optimizer_impl_and_attention_name_the_flag():
+    with pytest.raises(ConfigError, match="--optimizer-impl"):
+        cfg(optimizer_impl="apex")
+    with pytest.raises(ConfigError, match="--attention"):
+        cfg(attention="xformers")
+
+
+# -- levers --------------------------------------------------------------------------------------
+def test_levers_say_why_they_do_not_apply():
+    resnet, gpt2 = get_model("resnet50"), get_model("gpt2")
+    assert levers.BY_NAME["compile"].apply(cfg(), resnet, "cpu")[1].startswith("not tried")
+    assert levers.BY_NAME["cuda-graph"].apply(cfg(), resnet, "cpu") == \
+        (None, "CUDA graphs need a CUDA GPU")
+    assert "GradScaler" in levers.BY_NAME["cuda-graph"].apply(cfg(precision="fp16"), resnet,
+                                                              "cuda")[1]
+    assert levers.BY_NAME["flash-attention"].apply(cfg(), resnet, "cuda")[1] == "no attention"
+    tuned, why = levers.BY_NAME["flash-attention"].apply(cfg(model="gpt2"), gpt2, "cuda")
+    assert why is None and tuned.attention == "flash"
+    assert levers.BY_NAME["channels_last"].apply(cfg(model="gpt2"), gpt2, "cuda")[1] == \
+        "not an image model"
+
+
+def test_fp16_is_not_tried_on_top_of_a_kept_cuda_graph():
+    out, why = levers.BY_NAME["other-16-bit"].apply(cfg(cuda_graph=True), get_model("resnet50"),
+                                                    "cuda")
+    assert out is None and "CUDA graph" in why
+    out, why = levers.BY_NAME["other-16-bit"].apply(cfg(), get_model("resnet50"), "cuda")
+    assert out.precision == "fp16"
+
+
+def test_flags_of_reproduce_the_config():
+    c = cfg(channels_last=True, compile="default", cuda_graph=True, optimizer_impl="fused")
+    assert levers.flags_of(c) == ("-m resnet50 -b 100 --precision bf16 --channels-last on "
+                                  "--compile default --cuda-graph on --optimizer-impl fused")
+    assert levers.describe_change(cfg(), c) == \
+        "channels_last, fused optimizer, compile default, CUDA graph"
+
+
+# -- search: decisions on recorded numbers -------------------------------------------------------
+def test_greedy_search_keeps_only_levers_that_win_by_more_than_the_margin():
+    spec = get_model("resnet50")
+    base = cfg()
+    # Step times per config (batch 100): baseline 100 ms (1,000 img/s).
+    steps = {"plain": 0.100, "channels_last": 0.080, "fused": 0.0795, "compile": 0.070,
+             "graph": 0.060, "fp16": 0.061, "x2": None}
+    s = search.LeverSearch(base, spec, "cuda")
+    it = iter(s)
+    order = []
+    for c in it:
+        d = levers.describe_change(base, c)
+        key = ("x2" if c.batch_size == 200 else "fp16" if c.precision == "fp16" else
+               "graph" if c.cuda_graph else "compile" if c.compile else
+               "fused" if c.optimizer_impl == "fused" else
+               "channels_last" if c.channels_last else "plain")
+        order.append(key)
+        step = steps[key]
+        s.observe(rec(c, step) if step else rec(c, 0, status="error"))
+    assert order == ["plain", "channels_last", "fused", "compile", "graph", "x2"]
+    by = {t.lever: t for t in s.trials}
+    assert by["channels_last"].kept and by["channels_last"].over_previous == pytest.approx(1.25)
+    assert not by["fused-optimizer"].kept and "within 1%" in by["fused-optimizer"].why
+    assert by["flash-attention"].record is None and by["flash-attention"].why == "n/a: no attention"
+    assert by["compile"].kept and by["cuda-graph"].kept
+    assert by["cuda-graph"].over_baseline == pytest.approx(0.100 / 0.060)
+    # fp16 cannot be captured with the kept graph: not measured at all.
+    assert by["other-16-bit"].record is None
+    assert not by["batch-x2"].kept and by["batch-x2"].why.startswith("failed: oom")
+    assert s.best.config == cfg(channels_last=True, compile="default", cuda_graph=True)
+
+
+def test_replay_of_stored_records_takes_the_same_decisions():
+    a = cfg()
+    b = replace(a, channels_last=True)
+    c = replace(b, optimizer_impl="fused")
+    d = replace(b, compile="default")
+    trials = search.replay([rec(a, 0.1), rec(b, 0.08), rec(c, 0.0799), rec(d, 0.07)])
+    assert [(t.lever, t.kept) for t in trials] == [
+        ("baseline", True), ("channels_last", True), ("fused-optimizer", False), ("compile", True)]
+    assert search.winner(trials).config == d
+
+
+# -- payback -------------------------------------------------------------------------------------
+def test_payback_arithmetic():
+    plain = rec(cfg(batch_size=10), 0.1, first=0.5, build=0.5)      # 100 samples/s, 1 s setup
+    tuned = rec(cfg(batch_size=10, compile="default"), 0.05, first=10.5, build=0.5)  # 200/s, 11 s
+    p = payback.payback(plain, tuned)
+    # 10 s extra; each sample saves 1/100 - 1/200 = 5 ms: 2,000 samples, 200 steps, 10 s.
+    assert p.extra_setup_s == pytest.approx(10.0)
+    assert p.samples == pytest.approx(2000) and p.steps == pytest.approx(200)
+    assert p.seconds == pytest.approx(10.0)
+    slower = rec(cfg(batch_size=10, compile="default"), 0.2, first=10.5)
+    assert payback.payback(plain, slower).never and math.isinf(payback.payback(plain, slower).steps)
+    cheap = rec(cfg(batch_size=10, cuda_graph=True), 0.05, first=0.1, build=0.1)
+    assert payback.payback(plain, cheap).samples == 0
+    assert payback.payback(plain, rec(cfg(), 0, status="error")) is None
+
+
+# -- recipes -------------------------------------------------------------------------------------
+def test_generic_recipe_on_the_cpu_falls_back_and_says_so():
+    plain = cfg(precision="fp32")
+    tuned, recipe, notes = recipes.tuned_config(plain, get_model("resnet50"), "cpu", "CPU")
+    assert tuned.tuned_from == plain.key() and tuned.tuned
+    assert tuned.channels_last and tuned.optimizer_impl == "fused"
+    assert not tuned.compile and not tuned.cuda_graph
+    assert any(n.startswith("compile: not tried on the CPU") for n in notes)
+    assert any(n.startswith("cuda-graph: CUDA graphs need") for n in notes)
+    assert recipe.source.startswith("generic")
+
+
+def test_generic_recipe_on_a_gpu_pulls_every_lever_that_applies():
+    tuned, _, notes = recipes.tuned_config(cfg(), get_model("resnet50"), "cuda", "GPU")
+    assert (tuned.channels_last, tuned.optimizer_impl, tuned.compile, tuned.cuda_graph) == \
+        (True, "fused", "default", True)
+    tuned, _, notes = recipes.tuned_config(cfg(precision="fp16"), get_model("resnet50"),
+                                           "cuda", "GPU")
+    assert not tuned.cuda_graph and any("GradScaler" in n for n in notes)
+
+
+def test_learned_recipe_wins_and_explicit_fields_are_kept():
+    a = cfg()
+    env = {"accelerator": "cuda", "gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}
+    stored = [replace(rec(a, 0.1), env=env),
+              replace(rec(replace(a, batch_size=200), 0.09), env=env),
+              replace(rec(cfg(model="vgg16"), 0.1), env={"accelerator": "cuda",
+                                                         "gpus": [{"name": "other"}]})]
+    learned = recipes.learned_recipes(stored, "NVIDIA H100 80GB HBM3")
+    assert set(learned) == {("resnet50", "train")}
+    assert learned[("resnet50", "train")].changes == {"batch_size": 200}
+    tuned, recipe, notes = recipes.tuned_config(a, get_model("resnet50"), "cuda",
+                                                "NVIDIA H100 80GB HBM3", learned)
+    assert tuned.batch_size == 200 and recipe.source.startswith("dlbench tune run r1")
+    tuned, _, notes = recipes.tuned_config(a, get_model("resnet50"), "cuda",
+                                           "NVIDIA H100 80GB HBM3", learned, keep=("batch_size",))
+    assert tuned.batch_size == 100 and any("kept as asked" in n for n in notes)
+
+
+def test_tuned_table_reports_the_plain_figure_where_tuned_loses():
+    from dlbench.report.tuned_tables import tuned_table
+    plain = rec(cfg(), 0.1)
+    lost = rec(replace(cfg(channels_last=True), tuned_from=plain.config.key()), 0.2)
+    t = tuned_table([plain, lost])
+    row = dict(zip(t.columns, t.rows[0]))
+    assert row["factor"] == "0.50x" and row["pick"] == "plain (tuned lost)"
+    assert row["tuned pays back after"] == "never"
+    assert row["tuned = plain +"] == "channels_last"
+
+
+# -- the command line, for real on the CPU -------------------------------------------------------
+def test_tune_then_tuned_throughput_uses_the_winner(tmp_path):
+    db = str(tmp_path / "t.db")
+    r = dlbench("tune", "-m", "tiny_cnn", "-b", "4", "--device", "cpu", "--levers",
+                "channels_last,batch-x2", "--min-time", "0.05", "--max-time", "1",
+                "--warmup", "1", "--warmup-time", "0", "--db", db, "-q")
+    assert r.returncode == 0, r.stderr
+    assert "Levers for tiny_cnn" in r.stdout and "fastest found: dlbench throughput" in r.stdout
+    r = dlbench("throughput", "-m", "tiny_cnn", "--device", "cpu", "--tuned", *FAST, "--db", db)
+    assert r.returncode == 0, r.stderr
+    assert "dlbench tune run" in r.stderr          # the recipe came from the search above
+    assert "Tuned mode" in r.stdout and "plain eager" in r.stdout
