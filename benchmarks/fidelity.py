@@ -9,6 +9,9 @@ overhead (or its timing) shows in its figures.
     python benchmarks/fidelity.py                      # GPU: ResNet-50, batch 256, bf16, NHWC, train
     python benchmarks/fidelity.py --device cpu         # CPU: tiny_cnn, batch 64, fp32
     python benchmarks/fidelity.py --out results/fidelity-....json
+    python benchmarks/fidelity.py --compile default --cuda-graph on --optimizer-impl fused
+                                                       # tuned mode's path against a bare loop
+                                                       # written with the same techniques
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ LOW, HIGH = 0.98, 1.02
 
 
 def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool,
-              device: torch.device, warmup: int, steps: int) -> float:
+              device: torch.device, warmup: int, steps: int, compile: str | None = None,
+              graph: bool = False, fused: bool = False) -> float:
     """The loop a careful user would write by hand; returns samples/s."""
     spec = get_model(model_name)
     torch.manual_seed(0)
@@ -41,15 +45,35 @@ def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool,
     x, y = spec.make_batch(batch, device)
     if channels_last:
         model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    if compile:
+        model = torch.compile(model, mode=compile)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, fused=fused or None)
     dtype = {"bf16": torch.bfloat16}.get(precision)
 
     def step() -> None:
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None,
+                            cache_enabled=not graph):
             loss = F.cross_entropy(model(x).float(), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
+    if graph:  # PyTorch's CUDA-graph notes, "whole network capture", as written there
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(g):
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None,
+                                cache_enabled=False):
+                loss = F.cross_entropy(model(x).float(), y)
+            loss.backward()
+            opt.step()
+        step = g.replay
 
     for _ in range(warmup):
         step()
@@ -69,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int)
     ap.add_argument("--precision", choices=("fp32", "bf16"))
     ap.add_argument("--channels-last", choices=("on", "off"))
+    ap.add_argument("--compile", choices=("none", "default", "max-autotune-no-cudagraphs"),
+                    default="none", help="torch.compile both sides (tuned mode's path)")
+    ap.add_argument("--cuda-graph", choices=("on", "off"), default="off",
+                    help="capture both sides' whole step in a CUDA graph (tuned mode's path)")
+    ap.add_argument("--optimizer-impl", choices=("default", "fused"), default="default")
     ap.add_argument("--rounds", type=int, default=None,
                     help="pairs of runs (default 4 on a GPU, 10 on the CPU, which is noisier)")
     ap.add_argument("--threads", type=int, default=None,
@@ -92,8 +121,12 @@ def main(argv: list[str] | None = None) -> int:
 
     stop = StopRule(min_steps=30, min_seconds=3.0, max_seconds=15.0) if gpu else \
         StopRule(min_steps=30, min_seconds=2.0, max_seconds=8.0, target_rel_ci=0.02)
+    compile = None if a.compile == "none" else a.compile
+    graph, fused = a.cuda_graph == "on", a.optimizer_impl == "fused"
     cfg = ThroughputConfig(model=model, batch_size=batch, precision=precision, channels_last=cl,
-                           device=a.device, warmup_steps=10, warmup_seconds=1.0, stop=stop)
+                           device=a.device, warmup_steps=10, warmup_seconds=1.0, stop=stop,
+                           compile=compile, cuda_graph=graph, optimizer_impl=a.optimizer_impl)
+    techniques = dict(compile=compile, graph=graph, fused=fused)
     env = envmod.capture_environment(include_topology=False)
     rounds = []
     steps = 0
@@ -104,10 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         if dlbench_first:
             rec = measure(cfg, env, flops=lambda *_: None)
             steps = rec.summary().steps
-            bare = bare_loop(model, batch, precision, cl, device, 10, steps)
+            bare = bare_loop(model, batch, precision, cl, device, 10, steps, **techniques)
         else:
-            bare = bare_loop(model, batch, precision, cl, device, 10, steps)
+            bare = bare_loop(model, batch, precision, cl, device, 10, steps, **techniques)
             rec = measure(cfg, env, flops=lambda *_: None)
+        if compile:
+            torch._dynamo.reset()  # the bare side's compiled graphs too, as dlbench frees its own
         ours = rec.summary().throughput
         ratio = ours / bare
         rounds.append({"dlbench_first": dlbench_first, "steps": rec.summary().steps,

@@ -97,8 +97,8 @@ def test_greedy_search_keeps_only_levers_that_win_by_more_than_the_margin():
     spec = get_model("resnet50")
     base = cfg()
     # Step times per config (batch 100): baseline 100 ms (1,000 img/s).
-    steps = {"plain": 0.100, "channels_last": 0.080, "fused": 0.0795, "compile": 0.070,
-             "graph": 0.060, "fp16": 0.061, "x2": None}
+    steps = {"plain": 0.100, "channels_last": 0.080, "fused": 0.0795, "fp16": 0.0802,
+             "compile": 0.070, "graph": 0.060, "x2": None}
     s = search.LeverSearch(base, spec, "cuda")
     it = iter(s)
     order = []
@@ -111,15 +111,14 @@ def test_greedy_search_keeps_only_levers_that_win_by_more_than_the_margin():
         order.append(key)
         step = steps[key]
         s.observe(rec(c, step) if step else rec(c, 0, status="error"))
-    assert order == ["plain", "channels_last", "fused", "compile", "graph", "x2"]
+    assert order == ["plain", "channels_last", "fused", "fp16", "compile", "graph", "x2"]
     by = {t.lever: t for t in s.trials}
     assert by["channels_last"].kept and by["channels_last"].over_previous == pytest.approx(1.25)
     assert not by["fused-optimizer"].kept and "within 1%" in by["fused-optimizer"].why
     assert by["flash-attention"].record is None and by["flash-attention"].why == "n/a: no attention"
     assert by["compile"].kept and by["cuda-graph"].kept
     assert by["cuda-graph"].over_baseline == pytest.approx(0.100 / 0.060)
-    # fp16 cannot be captured with the kept graph: not measured at all.
-    assert by["other-16-bit"].record is None
+    assert not by["other-16-bit"].kept    # fp16 lost: bf16 stays, and the graph can be tried
     assert not by["batch-x2"].kept and by["batch-x2"].why.startswith("failed: oom")
     assert s.best.config == cfg(channels_last=True, compile="default", cuda_graph=True)
 
@@ -158,15 +157,14 @@ def test_generic_recipe_on_the_cpu_falls_back_and_says_so():
     assert tuned.tuned_from == plain.key() and tuned.tuned
     assert tuned.channels_last and tuned.optimizer_impl == "fused"
     assert not tuned.compile and not tuned.cuda_graph
-    assert any(n.startswith("compile: not tried on the CPU") for n in notes)
     assert any(n.startswith("cuda-graph: CUDA graphs need") for n in notes)
     assert recipe.source.startswith("generic")
 
 
-def test_generic_recipe_on_a_gpu_pulls_every_lever_that_applies():
+def test_generic_recipe_on_a_gpu_pulls_the_cheap_levers_that_apply():
     tuned, _, notes = recipes.tuned_config(cfg(), get_model("resnet50"), "cuda", "GPU")
     assert (tuned.channels_last, tuned.optimizer_impl, tuned.compile, tuned.cuda_graph) == \
-        (True, "fused", "default", True)
+        (True, "fused", None, True)   # compile only where a search measured it winning
     tuned, _, notes = recipes.tuned_config(cfg(precision="fp16"), get_model("resnet50"),
                                            "cuda", "GPU")
     assert not tuned.cuda_graph and any("GradScaler" in n for n in notes)

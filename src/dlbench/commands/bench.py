@@ -24,8 +24,8 @@ ORDER = 10
 
 TUNED_HELP = ("tuned mode: also run each config in the fastest configuration dlbench knows for "
               "this device (a 'dlbench tune' result in --db, a recipe measured on this GPU kind, "
-              "else every lever that applies: channels_last, fused optimizer, torch.compile, "
-              "CUDA graph) and print it beside the plain figure, with the factor, the setup "
+              "else the cheap levers that apply: channels_last, fused optimizer, whole-step CUDA "
+              "graph) and print it beside the plain figure, with the factor, the setup "
               "time and the steps it takes to pay that back")
 
 

@@ -20,6 +20,7 @@ from dlbench import env as envmod
 from dlbench.report import charts, tables
 from dlbench.report.charts import Chart
 from dlbench.report.tables import Table
+from dlbench.report.tuned_tables import lever_tables
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
@@ -154,7 +155,7 @@ def render_html(records: Sequence[Any], runs: Sequence[RunMeta], title: str = "d
     parts += [table_html(t) for t in environment_tables(records)] or ["<p>no results</p>"]
     if runs:
         parts.append(table_html(run_table(runs)))
-    tbls = tables.tables_for(records, device)
+    tbls = tables.tables_for(records, device) + lever_tables(records, runs)
     if tbls:
         parts.append("<h2>Tables</h2>")
         parts += [table_html(t) for t in tbls]
@@ -174,7 +175,7 @@ def render_markdown(records: Sequence[Any], runs: Sequence[RunMeta],
     """The report's tables as Markdown (for a README or an issue); no charts."""
     device = _device(records)
     tbls = environment_tables(records) + ([run_table(runs)] if runs else [])
-    tbls += tables.tables_for(records, device)
+    tbls += tables.tables_for(records, device) + lever_tables(records, runs)
     return f"# {title}\n\n" + "\n\n".join(_md_table(t) for t in tbls) + "\n"
 
 

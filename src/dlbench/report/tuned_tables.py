@@ -83,3 +83,14 @@ def lever_table(trials: Sequence[Trial], model: str) -> Table:
                  ("lever", "change", "throughput", "x previous best", "x plain", "setup s",
                   "decision"), tuple(rows),
                  ("a lever is kept only if it gains more than 1% over the best config before it",))
+
+
+def lever_tables(records: Sequence, runs: Sequence) -> list[Table]:
+    """The lever table of every stored ``dlbench tune`` search (runs of suite ``tune``)."""
+    from dlbench.tuning.search import replay
+    tune_runs = {r.run_id for r in runs if getattr(r, "suite", None) == "tune"}
+    searches: dict[tuple, list] = {}
+    for r in records:
+        if r.run_id in tune_runs and r.kind == "throughput":
+            searches.setdefault((r.run_id, r.config.model, r.config.mode), []).append(r)
+    return [lever_table(replay(recs), model) for (_, model, _), recs in searches.items()]

@@ -99,9 +99,10 @@ LEVERS: tuple[Lever, ...] = (
     Lever("channels_last", "NHWC memory layout", _channels_last),
     Lever("fused-optimizer", "the optimizer's fused kernels", _fused_optimizer),
     Lever("flash-attention", "SDPA pinned to flash attention", _flash),
+    # Before the CUDA graph, which fp16 training (GradScaler) would rule out.
+    Lever("other-16-bit", "fp16 instead of bf16 (or back)", _other_16bit),
     Lever("compile", "torch.compile, default mode", _compile),
     Lever("cuda-graph", "whole step captured in one CUDA graph", _cuda_graph),
-    Lever("other-16-bit", "fp16 instead of bf16 (or back)", _other_16bit),
     Lever("batch-x2", "twice the batch", _double_batch),
 )
 

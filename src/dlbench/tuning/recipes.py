@@ -4,8 +4,10 @@ Where they come from, first match wins:
 1. a ``dlbench tune`` search of the same model and mode stored in ``--db`` on the same device
    (this machine's own measurement);
 2. ``MEASURED``: searches dlbench ran on a GPU kind, cited by their results file;
-3. the generic recipe: every lever that applies on the device (channels_last, fused optimizer
-   kernels, torch.compile, whole-step CUDA graph), neither batch nor 16-bit type changed.
+3. the generic recipe: the cheap levers that apply on the device (channels_last, fused optimizer
+   kernels, whole-step CUDA graph). torch.compile costs a minute or more per model and loses for
+   some, so it enters a recipe only where a search measured it winning; batch and 16-bit type
+   likewise.
 A change the config or device cannot take (a CUDA graph of fp16 training, compile on the CPU)
 is dropped with a note, and the fields the user set explicitly are never changed.
 """
@@ -22,7 +24,7 @@ from dlbench.tuning.levers import LEVERS
 # The config fields a recipe may set.
 TUNED_FIELDS = ("channels_last", "optimizer_impl", "attention", "compile", "cuda_graph",
                 "precision", "batch_size")
-GENERIC_LEVERS = ("channels_last", "fused-optimizer", "compile", "cuda-graph")
+GENERIC_LEVERS = ("channels_last", "fused-optimizer", "cuda-graph")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU proof of tuned mode on one GPU, in stages that each fit one slot (default 560 s):
+#   benchmarks/gpu_tuned.sh OUTDIR STAGE
+# OUTDIR/dlbench.db may hold the store of an earlier stage: later stages read the lever searches
+# from it (--tuned uses what 'dlbench tune' found on this GPU) and resume from it.
+#   tune     the lever-by-lever tables of ResNet-50 (batch 256) and GPT-2 (seq 1024, batch 16)
+#   suite    the default suite, plain and tuned (dlbench run --tuned --resume)
+#   seed002  seed 002's batch-16 table, fp32 and fp16, plain and tuned; then the fidelity of the
+#            tuned path (tuned ResNet-50 against a bare loop written with the same techniques)
+# Every command stops cleanly (SIGINT) at the slot's end and keeps what it measured.
+set -uo pipefail
+out=$1; stage=$2
+mkdir -p "$out"
+db=$out/dlbench.db
+export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}src
+end=$((SECONDS + ${SLOT_SECONDS:-560}))
+left() { echo $((end - SECONDS > 5 ? end - SECONDS : 5)); }
+py=python3
+short="--warmup 5 --warmup-time 1 --min-time 2 --max-time 5"
+{
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,power.limit --format=csv
+  case $stage in
+    tune)
+      timeout -s INT "$(left)" $py -m dlbench tune -m resnet50 -b 256 $short --db "$db" \
+          --tag tune-resnet50 -q
+      timeout -s INT "$(left)" $py -m dlbench tune -m gpt2 -b 16 $short --db "$db" \
+          --tag tune-gpt2 -q ;;
+    suite)
+      timeout -s INT "$(left)" $py -m dlbench run --tuned --resume --db "$db" --tag tuned-suite -q ;;
+    seed002)
+      timeout -s INT "$(left)" $py -m dlbench throughput -m vgg16,resnet152,densenet161 -b 16 \
+          --precision fp32,fp16 --mode eval,train --method seed002 --tuned --resume $short \
+          --db "$db" --tag tuned-seed002 -q
+      timeout -s INT "$(left)" $py benchmarks/fidelity.py --model resnet50 --batch 256 \
+          --precision bf16 --channels-last on --cuda-graph on --optimizer-impl fused \
+          ${FIDELITY_COMPILE:+--compile $FIDELITY_COMPILE} --rounds 4 \
+          --out "$out/fidelity-tuned.json" ;;
+    *) echo "unknown stage $stage: tune, suite or seed002"; exit 2 ;;
+  esac
+  $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
+  $py -m dlbench report --db "$db" --markdown -o "$out/tables.md"
+  grep -v '^$' "$out/tables.md" | grep -i -v 'environment' | cut -c1-170 | tail -n 60
+} 2>&1 | tee "$out/$stage.log"
