@@ -128,3 +128,14 @@ def test_skipped_fp16_steps_are_counted_from_the_loss_scale():
     again = ThroughputRecord.from_dict(rec.to_dict())
     assert again.loss_scale == (65536.0, 8192.0) and again.skipped_steps() == 3
     assert ThroughputRecord(config=cfg, env={}).skipped_steps() is None
+
+
+def test_autotuning_can_be_turned_off_for_threaded_replicas():
+    # nn.DataParallel's replica threads would autotune cuDNN again on every step.
+    from dlbench.workloads.throughput import precision_flags
+    saved = torch.backends.cudnn.benchmark
+    with precision_flags("bf16", torch.device("cuda")):
+        assert torch.backends.cudnn.benchmark
+    with precision_flags("bf16", torch.device("cuda"), autotune=False):
+        assert not torch.backends.cudnn.benchmark
+    assert torch.backends.cudnn.benchmark == saved

@@ -40,11 +40,16 @@ class NanLossError(RuntimeError):
 
 
 @contextlib.contextmanager
-def precision_flags(precision: str, device: torch.device) -> Iterator[None]:
+def precision_flags(precision: str, device: torch.device,
+                    autotune: bool = True) -> Iterator[None]:
     """Set TF32 and cuDNN autotuning for the run and restore the process's settings after.
 
     ``fp32`` means true IEEE fp32: PyTorch lets cuDNN use TF32 for convolutions by default, which
     would make an "fp32" figure a TF32 one on Ampere and newer GPUs.
+    ``autotune=False`` for nn.DataParallel: cuDNN's v8 API keeps its autotuning results per
+    thread (pytorch/pytorch#191744), and DataParallel runs each replica in a new thread every
+    step, so with autotuning on, every step would autotune again: on four H200s that made
+    DataParallel 5 to 10 times slower than one GPU. Without it, cuDNN's heuristics pick.
     """
     saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32,
              torch.backends.cudnn.benchmark)
@@ -52,7 +57,7 @@ def precision_flags(precision: str, device: torch.device) -> Iterator[None]:
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = tf32
     # Autotune convolution algorithms for the fixed input shape, as every serious CNN benchmark does.
-    torch.backends.cudnn.benchmark = device.type == "cuda"
+    torch.backends.cudnn.benchmark = device.type == "cuda" and autotune
     try:
         yield
     finally:
