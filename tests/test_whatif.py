@@ -304,3 +304,25 @@ def test_whatif_check_against_scaling_records(tmp_path, capsys):
     want = 0.004 + 2 * 10e-6 + 4 * 49_866 / 100e6
     assert rows[0].predicted_none_s == pytest.approx(want)
     assert rows[0].error_none == pytest.approx((want - 0.0065) / 0.0065)
+
+
+def test_whatif_check_takes_each_profiles_own_link_and_the_shared_one_gpu_record():
+    from dlbench.config import ThroughputConfig
+    from dlbench.results_dist import ScalingConfig, ScalingRecord
+    from dlbench.whatif.check import check_scaling
+    from dlbench.whatif.comm import Link
+    base = ThroughputConfig(model="tiny_mlp", batch_size=8, device="cpu")
+
+    def scale(gpus, step, profile="default"):
+        cfg = ScalingConfig(base=base, gpus=gpus, strategy="ddp", interconnect=profile)
+        return ScalingRecord(config=cfg, env={}, rank_step_times_s=((step,) * 4,) * gpus,
+                             rank_samples_per_step=(8,) * gpus)
+    recs = [scale(1, 0.004), scale(2, 0.0065), scale(2, 0.0200, "no-p2p+no-shm"),
+            scale(2, 0.0100, "no-p2p")]
+    links = {("default", 2): Link(100e6, 10e-6), ("no-p2p+no-shm", 2): Link(10e6, 10e-6)}
+    rows = check_scaling(recs, lambda p, n: links.get((p, n)), {"tiny_mlp": 4 * 49_866})
+    # no-p2p was never measured by comm: left out rather than predicted with another link.
+    assert [r.link for r in rows] == ["default", "no-p2p+no-shm"]
+    slow = rows[1]
+    assert slow.compute_s == pytest.approx(0.004)   # the one-GPU record, whatever the profile
+    assert slow.predicted_none_s == pytest.approx(0.004 + 2 * 10e-6 + 4 * 49_866 / 10e6)

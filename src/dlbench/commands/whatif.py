@@ -253,19 +253,47 @@ def _check(args: argparse.Namespace) -> int:
         _summary(error_summary(rows))
     scaling = [r for r in recs if r.kind == "scaling" and r.ok]
     if scaling:
-        intra = _intra(args)
         grads = {}
         for m in {r.config.model for r in scaling}:
             grads[m] = model_gradients(m, bytes_per_param=args.bytes_per_param)[0]
-        srows = check_scaling(scaling, Link(intra.payload_Bps, intra.latency_s), grads,
-                              args.backward_fraction)
+        link_for, where = _scaling_links(args)
+        srows = check_scaling(scaling, link_for, grads, args.backward_fraction)
         if srows:
             terminal.print_table(check_table(srows, f"The what-if model against dlbench scale "
-                                                    f"(intra-node link: {intra.name})"))
+                                                    f"(intra-node link: {where})"))
             _summary(error_summary(srows))
+            for profile in dict.fromkeys(r.link for r in srows):
+                part = [r for r in srows if r.link == profile]
+                terminal.stdout.print(f"  {profile} ({len(part)} rows): ", end="")
+                _summary(error_summary(part))
     if not rows and not scaling:
         terminal.stdout.print(f"no net or scaling records in {args.db} to check against")
     return EXIT_OK
+
+
+def _scaling_links(args: argparse.Namespace):
+    """The intra-node link per interconnect profile and GPU count: with --busbw-from, the
+    all-reduce busbw 'dlbench comm' measured under that profile at that rank count (a profile
+    or count it never measured is left out of the check); else --intra for the default profile."""
+    from dlbench.config import ConfigError
+    from dlbench.whatif.comm import Link
+    from dlbench.whatif.inputs import link_from_comm
+    if not args.busbw_from:
+        named = _intra(args)
+        link = Link(named.payload_Bps, named.latency_s)
+        return (lambda profile, n: link if profile == "default" else None), named.name
+    comm = _records(args.busbw_from)
+    cache: dict = {}
+
+    def link_for(profile: str, n: int):
+        if (profile, n) not in cache:
+            try:
+                m = link_from_comm(comm, interconnect=profile, ranks=n)
+                cache[(profile, n)] = Link(m.bandwidth_Bps, m.latency_s)
+            except ConfigError:
+                cache[(profile, n)] = None
+        return cache[(profile, n)]
+    return link_for, "all_reduce busbw measured by dlbench comm, per profile and GPU count"
 
 
 def _summary(s: dict) -> None:

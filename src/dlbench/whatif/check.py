@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from dlbench.measure.stats import mean
 from dlbench.netemu.shaping import burst_bytes
@@ -153,23 +153,30 @@ def _net_key(r: Any) -> tuple:
     return (c.model, c.base.batch_size, c.base.precision, c.hosts, c.strategy, c.bucket_mb)
 
 
-def check_scaling(records: Sequence[Any], intra: Link, grad_bytes: dict[str, int],
-                  backward_fraction: float = 2 / 3) -> list[CheckRow]:
+def check_scaling(records: Sequence[Any], intra: Link | Callable[[str, int], Link | None],
+                  grad_bytes: dict[str, int], backward_fraction: float = 2 / 3) -> list[CheckRow]:
     """``dlbench scale`` records of 2+ GPUs on one node against the model, given the 1-GPU
-    record of the same model, batch, precision and strategy as the compute time, and ``intra``
-    (a named link, or one measured by ``dlbench comm``)."""
+    record of the same model, batch, precision and strategy as the compute time, and ``intra``:
+    a link (named, or measured by ``dlbench comm``), or a function of the record's interconnect
+    profile and GPU count giving the link measured under that profile (None: not measured, the
+    record is left out). One GPU does not communicate: its record serves every profile."""
+    link_for = intra if callable(intra) else (lambda profile, n: intra)
     ones = {}
     for r in records:
         if r.kind == "scaling" and r.ok and r.config.gpus == 1:
-            ones[_scale_key(r)] = r
+            ones.setdefault(_scale_key(r), r)  # the default profile's record, if listed first
+            if r.config.interconnect == "default":
+                ones[_scale_key(r)] = r
     rows = []
     for r in records:
         if r.kind != "scaling" or not r.ok or r.config.gpus < 2 or r.config.nnodes != 1:
             continue
         base = ones.get(_scale_key(r))
         g = grad_bytes.get(r.config.model)
-        if base is None or g is None or r.config.strategy == "dp":
+        link = link_for(r.config.interconnect, r.config.gpus)
+        if base is None or g is None or link is None or r.config.strategy == "dp":
             continue
+        intra = link
         compute = base.summary().mean_s
         n = r.config.gpus
         if r.config.strategy == "ps":
@@ -188,8 +195,7 @@ def check_scaling(records: Sequence[Any], intra: Link, grad_bytes: dict[str, int
 
 def _scale_key(r: Any) -> tuple:
     c = r.config
-    return (c.model, c.base.batch_size, c.base.precision, c.base.compile, c.strategy,
-            c.interconnect)
+    return (c.model, c.base.batch_size, c.base.precision, c.base.compile, c.strategy)
 
 
 def error_summary(rows: Sequence[CheckRow]) -> dict[str, float]:

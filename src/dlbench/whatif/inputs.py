@@ -93,13 +93,20 @@ class MeasuredLink:
     backend: str
 
 
-def link_from_comm(records: Sequence[Any]) -> MeasuredLink:
-    """The measured link of the newest ``dlbench comm`` all-reduce rows (correct ones only)."""
+def link_from_comm(records: Sequence[Any], interconnect: str | None = None,
+                   ranks: int | None = None) -> MeasuredLink:
+    """The measured link of the newest ``dlbench comm`` all-reduce rows (correct ones only),
+    of one interconnect profile and rank count when given."""
     rows = [r for r in records if r.kind == "comm" and r.ok and r.config.op == "all_reduce"
-            and r.time_s is not None and r.config.ranks > 1]
+            and r.time_s is not None and r.config.ranks > 1
+            and (interconnect is None or getattr(r.config, "interconnect", "default")
+                 == interconnect)
+            and (ranks is None or r.config.ranks == ranks)]
     if not rows:
-        raise ConfigError("--busbw-from: no correct all_reduce records of 2+ ranks in that "
-                          "store; measure with 'dlbench comm --op all_reduce' first")
+        which = "".join([f" under profile {interconnect}" if interconnect else "",
+                         f" at {ranks} ranks" if ranks else ""])
+        raise ConfigError(f"--busbw-from: no correct all_reduce records of 2+ ranks{which} in "
+                          "that store; measure with 'dlbench comm --op all_reduce' first")
     last_run = rows[-1].run_id
     rows = [r for r in rows if r.run_id == last_run] or rows
     big = max(rows, key=lambda r: (r.config.size_bytes, r.busbw() or 0))
