@@ -211,3 +211,14 @@ def test_tune_then_tuned_throughput_uses_the_winner(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "dlbench tune run" in r.stderr          # the recipe came from the search above
     assert "Tuned mode" in r.stdout and "plain eager" in r.stdout
+
+
+def test_recipes_measured_on_a_gpu_kind_apply_there_only():
+    h100 = "NVIDIA H100 80GB HBM3"
+    tuned, recipe, _ = recipes.tuned_config(cfg(batch_size=256), get_model("resnet50"), "cuda",
+                                            h100)
+    assert (tuned.precision, tuned.compile, tuned.batch_size, tuned.channels_last) == \
+        ("fp16", "default", 512, True)
+    assert "results/pt2.11-cu130-h100-80gb-hbm3/tuned/" in recipe.source
+    _, recipe, _ = recipes.tuned_config(cfg(), get_model("resnet50"), "cuda", "NVIDIA H200")
+    assert recipe.source.startswith("generic")
