@@ -197,3 +197,28 @@ def test_ddp_on_two_gpus():
     summ = rec.telemetry["summary"]
     assert len(summ["gpus"]) == 2 and summ["total"]["energy_j"] > 0
     assert summ["total"]["j_per_sample"] is not None
+
+
+def test_dataparallel_replicas_autocast_to_the_runs_dtype_in_their_own_threads():
+    # nn.DataParallel's worker threads re-enter autocast without the caller's dtype; the
+    # wrapper enters it with the run's dtype inside each replica (here: a fresh thread).
+    import threading
+
+    import torch
+
+    from dlbench.workloads.scaling import ReplicaAutocast
+    out = {}
+    model = ReplicaAutocast(torch.nn.Linear(8, 8), "fp16")
+    plain = torch.nn.Linear(8, 8)
+
+    def replica():
+        x = torch.randn(2, 8)
+        out["wrapped"] = model(x).dtype
+        with torch.autocast("cpu", enabled=True):  # as parallel_apply does: no dtype
+            out["plain"] = plain(x).dtype
+    t = threading.Thread(target=replica)
+    t.start()
+    t.join()
+    assert out["wrapped"] == torch.float16
+    assert out["plain"] != torch.float16   # the thread's default, not the run's fp16
+    assert ReplicaAutocast(torch.nn.Linear(8, 8), "fp32")(torch.randn(2, 8)).dtype == torch.float32
