@@ -96,3 +96,18 @@ def test_comm_on_nccl():
     recs = TorchrunLauncher(timeout_s=300).run_comm(["all_reduce"], [1 << 20], 2, {},
                                                     backend="nccl")
     assert all(r.ok and r.config.backend == "nccl" for r in recs)
+
+
+def test_report_gives_each_rank_count_and_profile_its_own_collectives_table():
+    from dlbench.report.tables import tables_for
+    from dlbench.results_dist import CommConfig, CommRecord
+
+    def rec(ranks, profile):
+        cfg = CommConfig(op="all_reduce", size_bytes=1 << 20, ranks=ranks, backend="nccl",
+                         interconnect=profile)
+        return CommRecord(config=cfg, env={}, rank_times_s=((1e-4,) * 3,) * ranks, count=1 << 18,
+                          wrong=0)
+    titles = [t.title for t in tables_for([rec(2, "default"), rec(4, "default"),
+                                           rec(2, "no-p2p")], "GPU")]
+    assert titles == ["Collectives, 2 ranks, nccl, default", "Collectives, 4 ranks, nccl, default",
+                      "Collectives, 2 ranks, nccl, no-p2p"]

@@ -550,7 +550,13 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
                 out.append(energy_table(recs, "Energy and telemetry, data-parallel runs (the "
                                               "first host's GPUs summed; batch per GPU)"))
         elif kind == "comm":
-            out.append(comm_table(recs))
+            # One table per rank count, backend and profile: the rows are keyed by op and size.
+            groups: dict[tuple, list] = {}
+            for r in recs:
+                c = r.config
+                groups.setdefault((c.ranks, c.backend, c.interconnect), []).append(r)
+            for (n, backend, profile), part in groups.items():
+                out.append(comm_table(part, f"Collectives, {n} ranks, {backend}, {profile}"))
         elif kind == "peak":
             out.append(peak_table(recs))
         elif kind == "maxbatch":
