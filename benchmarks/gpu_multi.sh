@@ -15,11 +15,8 @@ set -uo pipefail
 out=$1
 mkdir -p "$out"
 db=$out/dlbench.db
-export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}src
-# Multicast off in every process (the GPU hosts' rule); torchrun passes the environment on.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source "$(dirname "$0")/gpu_env.sh"
 end=$((SECONDS + ${SLOT_SECONDS:-560}))
-left() { echo $((end - SECONDS > 5 ? end - SECONDS : 5)); }
 py=python3
 n=$(nvidia-smi -L | wc -l)
 fast="--resume --warmup 3 --warmup-time 0.5 --min-steps 5 --min-time 1 --max-time 3 --timeout 240 --pg-timeout 120 -q"

@@ -21,13 +21,10 @@ set -uo pipefail
 out=$1; data=${2:-}
 mkdir -p "$out"
 db=$out/dlbench.db
-export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}src
-# Multicast off in every process (the GPU hosts' rule); torchrun passes the environment on.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source "$(dirname "$0")/gpu_env.sh"
 slot=${SLOT_SECONDS:-560}
 end=$((SECONDS + slot))
 stage1_end=$((SECONDS + slot * 11 / 20))   # stage 1 gets 55% of the slot
-left() { echo $((end - SECONDS > 5 ? end - SECONDS : 5)); }
 left1() { echo $((stage1_end - SECONDS > 5 ? stage1_end - SECONDS : 5)); }
 py=python3
 fast="--resume --warmup 3 --warmup-time 0.5 --min-steps 5 --min-time 1 --max-time 2.5 --timeout 200 --pg-timeout 120 -q"

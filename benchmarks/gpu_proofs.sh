@@ -19,12 +19,10 @@ stage=$1; out=$2; db=${3:-$out/dlbench.db}
 mkdir -p "$out"
 [ "$db" = "$out/dlbench.db" ] || cp "$db" "$out/dlbench.db"
 db=$out/dlbench.db
-export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}src
-# Multicast off in every process (the GPU hosts' rule).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source "$(dirname "$0")/gpu_env.sh"
 log=$out/$stage.log
 end=$((SECONDS + ${SLOT_SECONDS:-570}))
-left() { echo $((end - SECONDS > 10 ? end - SECONDS : 10)); }
+LEFT_MIN=10
 py=python3
 export_run() {  # name: export the latest run as JSON and CSV
   $py -m dlbench results export --db "$db" --run latest --format json -o "$out/$1.json"

@@ -10,11 +10,9 @@ set -uo pipefail
 out=$1
 mkdir -p "$out"
 db=$out/dlbench.db
-export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}src
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source "$(dirname "$0")/gpu_env.sh"
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
 end=$((SECONDS + ${SLOT_SECONDS:-330}))
-left() { echo $((end - SECONDS > 5 ? end - SECONDS : 5)); }
 py=python3
 fast="--warmup 3 --warmup-time 0.5 --min-steps 5 --min-time 1 --max-time 2.5 --timeout 200 --pg-timeout 120 -q"
 {

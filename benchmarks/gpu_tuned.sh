@@ -12,9 +12,8 @@ set -uo pipefail
 out=$1; stage=$2
 mkdir -p "$out"
 db=$out/dlbench.db
-export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}src
+source "$(dirname "$0")/gpu_env.sh"
 end=$((SECONDS + ${SLOT_SECONDS:-560}))
-left() { echo $((end - SECONDS > 5 ? end - SECONDS : 5)); }
 py=python3
 short="--warmup 5 --warmup-time 1 --min-time 2 --max-time 5"
 {

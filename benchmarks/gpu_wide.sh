@@ -12,11 +12,9 @@ set -uo pipefail
 out=$1
 mkdir -p "$out"
 db=$out/dlbench.db
-export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}src
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source "$(dirname "$0")/gpu_env.sh"
 slot=${SLOT_SECONDS:-300}
 end=$((SECONDS + slot)); stage1_end=$((SECONDS + slot * 2 / 5))
-left() { echo $((end - SECONDS > 5 ? end - SECONDS : 5)); }
 left1() { echo $((stage1_end - SECONDS > 5 ? stage1_end - SECONDS : 5)); }
 py=python3
 n=$(nvidia-smi -L | wc -l)

@@ -25,11 +25,8 @@ out=$1; data=$2; gpus=${3:-1}
 target=${TARGET:-0.90}
 mkdir -p "$out"
 db=$out/dlbench.db
-export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}src
-# Multicast off in every process (the GPU hosts' rule); torchrun passes the environment on.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source "$(dirname "$0")/gpu_env.sh"
 end=$((SECONDS + ${SLOT_SECONDS:-230}))
-left() { echo $((end - SECONDS > 5 ? end - SECONDS : 5)); }
 py=python3
 common=(--dataset "${DATASET:-fashion-mnist}" --data-dir "$data" -m "${MODEL:-cnn10}"
         --target "$target" --gpus "$gpus" --precision "${PRECISION:-bf16}" --db "$db"
