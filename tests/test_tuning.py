@@ -222,3 +222,12 @@ def test_recipes_measured_on_a_gpu_kind_apply_there_only():
     assert "results/pt2.11-cu130-h100-80gb-hbm3/tuned/" in recipe.source
     _, recipe, _ = recipes.tuned_config(cfg(), get_model("resnet50"), "cuda", "NVIDIA H200")
     assert recipe.source.startswith("generic")
+
+
+def test_cuda_only_levers_are_refused_before_anything_runs_on_the_cpu(tmp_path):
+    r = dlbench("throughput", "-m", "tiny_cnn", "-b", "4", "--device", "cpu", "--cuda-graph", "on",
+                *FAST, "--db", str(tmp_path / "t.db"))
+    assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr
+    r = dlbench("throughput", "-m", "tiny_cnn", "-b", "4", "--device", "cpu", "--attention",
+                "flash", *FAST, "--db", str(tmp_path / "t.db"))
+    assert r.returncode == 2 and "CUDA kernel" in r.stderr

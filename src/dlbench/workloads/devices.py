@@ -47,6 +47,12 @@ def check_supported(cfg: ThroughputConfig, spec: ModelSpec, device: torch.device
         if p == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
             raise UnsupportedError(f"--precision bf16: {name} (sm_{major}{minor}) has no native "
                                    "bf16; use fp16")
+    if device.type != "cuda" and cfg.cuda_graph:
+        raise UnsupportedError("--cuda-graph captures CUDA work: it needs a CUDA GPU; drop it "
+                               "on the CPU (tuned mode leaves it out there by itself)")
+    if device.type != "cuda" and cfg.attention in ("flash", "efficient", "cudnn"):
+        raise UnsupportedError(f"--attention {cfg.attention} is a CUDA kernel; on the CPU use "
+                               "--attention math or leave the choice to PyTorch")
     if cfg.channels_last and spec.kind != "image":
         raise UnsupportedError(f"--channels-last applies to image models; {spec.name} is a "
                                f"{spec.kind} model")
