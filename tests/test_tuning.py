@@ -231,3 +231,15 @@ def test_cuda_only_levers_are_refused_before_anything_runs_on_the_cpu(tmp_path):
     r = dlbench("throughput", "-m", "tiny_cnn", "-b", "4", "--device", "cpu", "--attention",
                 "flash", *FAST, "--db", str(tmp_path / "t.db"))
     assert r.returncode == 2 and "CUDA kernel" in r.stderr
+
+
+def test_max_autotune_is_tried_only_when_named_and_replays_under_its_name():
+    assert "max-autotune" not in [lever.name for lever in levers.LEVERS]
+    lever = levers.lever_named("max-autotune")
+    out, why = lever.apply(cfg(), get_model("resnet50"), "cuda")
+    assert why is None and out.compile == "max-autotune-no-cudagraphs"
+    assert lever.apply(cfg(cuda_graph=True), get_model("resnet50"), "cuda")[0] is None
+    a = cfg(compile="default")
+    trials = search.replay([rec(a, 0.1), rec(replace(a, compile="max-autotune-no-cudagraphs"),
+                                             0.09)])
+    assert trials[1].lever == "max-autotune" and trials[1].kept

@@ -17,7 +17,7 @@ from dlbench.report import terminal
 from dlbench.store import Store
 from dlbench.suites import gpu_batch
 from dlbench.sweep import NullProgress, run_sweep
-from dlbench.tuning.levers import BY_NAME, LEVERS, flags_of, lever_named
+from dlbench.tuning.levers import EXTRA_LEVERS, LEVERS, flags_of, lever_named
 from dlbench.tuning.search import MARGIN, LeverSearch
 from dlbench.workloads.devices import resolve_device
 
@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  dlbench tune -m gpt2 -b 16 --levers fused-optimizer,flash-attention,compile,"
                "cuda-graph\n\n"
                "levers, in the order tried:\n" + "\n".join(
-                   f"  {lever.name:16} {lever.what}" for lever in LEVERS) + "\n\n"
+                   f"  {lever.name:16} {lever.what}" for lever in LEVERS) + "\n"
+               "tried only when named in --levers:\n" + "\n".join(
+                   f"  {lever.name:16} {lever.what}" for lever in EXTRA_LEVERS) + "\n\n"
                "compile and CUDA graph capture time is part of each row's setup time; a lever "
                "that fails (out of memory, a capture error) is a row with its error.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -51,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
     p.add_argument("--seq-len", "--input-size", dest="input_size", type=int)
     p.add_argument("--levers", type=csv_list(lever_named),
-                   help=f"levers to try, in this order (default: {','.join(BY_NAME)})")
+                   help="levers to try, in this order (default: "
+                        f"{','.join(lever.name for lever in LEVERS)})")
     p.add_argument("--margin", type=float, default=MARGIN,
                    help="keep a lever only if it gains more than this fraction (default 0.01)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")

@@ -70,6 +70,16 @@ def _compile(cfg, spec, device) -> Outcome:
     return replace(cfg, compile="default"), None
 
 
+def _max_autotune(cfg, spec, device) -> Outcome:
+    if device != "cuda":
+        return None, "not tried on the CPU: compile time there outweighs a short benchmark"
+    if cfg.compile == "max-autotune-no-cudagraphs":
+        return None, "already max-autotune"
+    if cfg.cuda_graph:  # its autotuning benchmarks kernels: not inside a graph capture
+        return None, "a CUDA graph was kept before"
+    return replace(cfg, compile="max-autotune-no-cudagraphs"), None
+
+
 def _cuda_graph(cfg, spec, device) -> Outcome:
     if device != "cuda":
         return None, "CUDA graphs need a CUDA GPU"
@@ -106,7 +116,14 @@ LEVERS: tuple[Lever, ...] = (
     Lever("batch-x2", "twice the batch", _double_batch),
 )
 
-BY_NAME = {lever.name: lever for lever in LEVERS}
+# Tried only when named in --levers: Inductor's autotuning compiled ResNet-50 for over 8 minutes
+# on an H100 (max-autotune), more than a default search should spend.
+EXTRA_LEVERS: tuple[Lever, ...] = (
+    Lever("max-autotune", "torch.compile, max-autotune-no-cudagraphs mode (minutes)",
+          _max_autotune),
+)
+
+BY_NAME = {lever.name: lever for lever in LEVERS + EXTRA_LEVERS}
 
 
 def lever_named(name: str) -> Lever:

@@ -23,6 +23,8 @@ MARGIN = 0.01
 FIELD_LEVER = {"channels_last": "channels_last", "optimizer_impl": "fused-optimizer",
                "attention": "flash-attention", "compile": "compile", "cuda_graph": "cuda-graph",
                "precision": "other-16-bit", "batch_size": "batch-x2"}
+# The compile lever by the mode it set.
+COMPILE_LEVER = {"max-autotune-no-cudagraphs": "max-autotune"}
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ def replay(records: Sequence[ThroughputRecord], margin: float = MARGIN) -> list[
         a, b = best.config.to_dict(), rec.config.to_dict()
         changed = [f for f in FIELD_LEVER if a[f] != b[f]]
         lever = FIELD_LEVER[changed[0]] if changed else "repeat"
+        if lever == "compile":
+            lever = COMPILE_LEVER.get(b["compile"], lever)
         trial = decide(rec, best, baseline, lever, margin)
         trials.append(trial)
         if trial.kept:
