@@ -33,8 +33,8 @@ class Recipe:
     source: str
 
 
-# (device name as recipe_device gives it, model, mode) -> recipe. Filled from `dlbench tune` runs on that
-# GPU; the source names the committed results file.
+# (device name as recipe_device gives it, model, mode) -> recipe. Filled from `dlbench tune`
+# runs on that GPU; the source names the committed results file.
 _H100 = "NVIDIA H100 80GB HBM3"
 _H100_TUNE = ("dlbench tune on an H100 80GB HBM3, torch 2.11, run {run} "
               "(results/pt2.11-cu130-h100-80gb-hbm3/tuned/)")
