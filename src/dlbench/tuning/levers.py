@@ -62,9 +62,13 @@ def _flash(cfg, spec, device) -> Outcome:
     return replace(cfg, attention="flash"), None
 
 
+# Why compile levers stay off the CPU (the lever table and tuned mode's notes say it).
+NO_COMPILE_ON_CPU = "not tried on the CPU: compile time there outweighs a short benchmark"
+
+
 def _compile(cfg, spec, device) -> Outcome:
     if device != "cuda":
-        return None, "not tried on the CPU: compile time there outweighs a short benchmark"
+        return None, NO_COMPILE_ON_CPU
     if cfg.compile:
         return None, f"already compiled ({cfg.compile})"
     return replace(cfg, compile="default"), None
@@ -72,7 +76,7 @@ def _compile(cfg, spec, device) -> Outcome:
 
 def _max_autotune(cfg, spec, device) -> Outcome:
     if device != "cuda":
-        return None, "not tried on the CPU: compile time there outweighs a short benchmark"
+        return None, NO_COMPILE_ON_CPU
     if cfg.compile == "max-autotune-no-cudagraphs":
         return None, "already max-autotune"
     if cfg.cuda_graph:  # its autotuning benchmarks kernels: not inside a graph capture

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 
 from dlbench.config import ConfigError, ThroughputConfig
 from dlbench.models.base import ModelSpec
-from dlbench.tuning.levers import LEVERS
+from dlbench.tuning.levers import LEVERS, NO_COMPILE_ON_CPU
 
 # The config fields a recipe may set.
 TUNED_FIELDS = ("channels_last", "optimizer_impl", "attention", "compile", "cuda_graph",
@@ -117,7 +117,7 @@ def _device_blocker(cfg: ThroughputConfig, spec: ModelSpec, device: str) -> str 
     if device != "cuda" and cfg.cuda_graph:
         return "CUDA graphs need a CUDA GPU"
     if device != "cuda" and cfg.compile:
-        return "compile is not tried on the CPU (compile time there outweighs a short benchmark)"
+        return f"compile {NO_COMPILE_ON_CPU}"
     if device != "cuda" and cfg.attention in ("flash", "efficient", "cudnn"):
         return "that attention backend is CUDA's"
     if cfg.channels_last and spec.kind != "image":
