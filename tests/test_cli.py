@@ -61,6 +61,15 @@ def test_unknown_model_names_close_matches(tmp_path):
     assert not (tmp_path / "x.db").exists()  # nothing ran, nothing written
 
 
+@pytest.mark.parametrize("cmd", ["throughput", "maxbatch", "scale"])
+def test_an_impossible_stopping_rule_is_a_usage_error(tmp_path, cmd):
+    p = dlbench(cmd, "-m", "tiny_cnn", "--device", "cpu", "--min-time", "2", "--max-time", "0.5",
+                "--db", str(tmp_path / "x.db"))
+    assert p.returncode == 2 and "--max-time" in p.stderr
+    assert "Traceback" not in p.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_precision_the_device_lacks_fails_before_anything_runs(tmp_path):
     p = dlbench("throughput", "-m", "tiny_cnn", "-b", "4", "--precision", "fp32,tf32",
                 "--device", "cpu", "--db", str(tmp_path / "x.db"))

@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from dlbench.config import ConfigError
+    from dlbench.measure.stopping import StopRuleError
     from dlbench.models.base import UnknownModelError
     from dlbench.report.terminal import error
     from dlbench.store import StoreError
@@ -34,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command_line = "dlbench " + shlex.join(sys.argv[1:] if argv is None else list(argv))
     try:
         return args.handler(args)
-    except (ConfigError, UnknownModelError, StoreError) as exc:
+    except (ConfigError, StopRuleError, UnknownModelError, StoreError) as exc:
         error(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:

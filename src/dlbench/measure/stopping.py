@@ -13,6 +13,10 @@ from typing import Sequence
 from dlbench.measure.stats import mean_interval, mean
 
 
+class StopRuleError(ValueError):
+    """A stopping rule that cannot work; the message names the flag to change."""
+
+
 class StopReason:
     CONVERGED = "converged"     # the interval reached the target
     TIME_CAP = "time_cap"       # max_seconds passed first
@@ -41,17 +45,17 @@ class StopRule:
 
     def __post_init__(self) -> None:
         if self.min_steps < 2:
-            raise ValueError(f"--min-steps must be at least 2 (an interval needs two), got {self.min_steps}")
+            raise StopRuleError(f"--min-steps must be at least 2 (an interval needs two), got {self.min_steps}")
         if self.max_steps < self.min_steps:
-            raise ValueError(f"--max-steps ({self.max_steps}) must be >= --min-steps ({self.min_steps})")
+            raise StopRuleError(f"--max-steps ({self.max_steps}) must be >= --min-steps ({self.min_steps})")
         if self.min_seconds < 0 or self.max_seconds <= 0:
-            raise ValueError("--min-time must be >= 0 and --max-time > 0 (seconds)")
+            raise StopRuleError("--min-time must be >= 0 and --max-time > 0 (seconds)")
         if self.max_seconds < self.min_seconds:
-            raise ValueError(f"--max-time ({self.max_seconds}) must be >= --min-time ({self.min_seconds})")
+            raise StopRuleError(f"--max-time ({self.max_seconds}) must be >= --min-time ({self.min_seconds})")
         if not 0 < self.target_rel_ci < 1:
-            raise ValueError(f"--target-ci must be a fraction in (0, 1), got {self.target_rel_ci}")
+            raise StopRuleError(f"--target-ci must be a fraction in (0, 1), got {self.target_rel_ci}")
         if not 0.5 <= self.confidence < 1:
-            raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence}")
+            raise StopRuleError(f"confidence must be in [0.5, 1), got {self.confidence}")
 
     def to_dict(self) -> dict:
         return asdict(self)
