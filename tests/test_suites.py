@@ -38,6 +38,8 @@ def test_seed_suites():
     assert len(s0) == 24
     assert {(c.precision, c.compile) for c in s0} == {("fp16", None), ("fp16", "default"),
                                                        ("fp32", None), ("fp32", "default")}
+    compiled = [c.model for c in s0 if c.compile]
+    assert compiled[-2:] == ["nasnet", "nasnet"]  # the longest compile does not hold up the rest
     r50 = {c.precision: c.batch_size for c in s0 if c.model == "resnet50"}
     assert r50 == {"fp16": 512, "fp32": 256}
     _, s2 = suite_for("seed002", GPU_BF16)
