@@ -149,6 +149,20 @@ def test_a_rank_that_raises_ends_the_job_with_its_traceback():
     assert took < 45, took                           # not the 60 s collective timeout
 
 
+@pytest.mark.parametrize("strategy", ["ddp", "ps"])
+def test_ranks_agree_on_the_warm_up_when_one_host_is_slower(strategy):
+    # Rank 1 sleeps after each warm-up step, so its clock passes --warmup-time a step before
+    # rank 0's; a warm-up ended by each rank's own clock would leave rank 0 in a collective
+    # rank 1 never joins (it hung until the group's timeout).
+    k = StopRule(min_steps=3, max_steps=3, min_seconds=0, max_seconds=30)
+    cfg = base(model="tiny_mlp", input_size=8, warmup_steps=1, warmup_seconds=0.5, stop=k)
+    rec = TorchrunLauncher(timeout_s=90, pg_timeout_s=30).run(
+        ScalingConfig(base=cfg, gpus=2, strategy=strategy), {}, lag_rank=1, lag_s=0.12)
+    assert rec.ok, rec.error
+    assert [len(t) for t in rec.rank_warmup_times_s] == [len(rec.rank_warmup_times_s[0])] * 2
+    assert len(rec.rank_warmup_times_s[0]) >= 2
+
+
 def _cli(*args, **kw):
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS="1")

@@ -167,14 +167,17 @@ class TorchrunLauncher:
 
     # -- scaling ----------------------------------------------------------------------------------
     def run(self, cfg: ScalingConfig, env: dict, fail_rank: int | None = None,
-            fail_at_step: int | None = None, params_out: str | None = None) -> ScalingRecord:
+            fail_at_step: int | None = None, params_out: str | None = None,
+            lag_rank: int | None = None, lag_s: float = 0.0) -> ScalingRecord:
         """Measure one scaling config; a failure of any kind comes back as an error record.
 
-        ``fail_rank``/``fail_at_step`` inject a failure on one rank, ``params_out`` saves rank 0's
-        final parameters (both for tests).
+        ``fail_rank``/``fail_at_step`` inject a failure on one rank, ``lag_rank``/``lag_s`` a
+        slow host (it sleeps after each warm-up step), ``params_out`` saves rank 0's final
+        parameters (all for tests).
         """
         job = {"kind": "scaling", "config": cfg.to_dict(), "fail_rank": fail_rank,
-               "fail_at_step": fail_at_step, "params_out": params_out}
+               "fail_at_step": fail_at_step, "params_out": params_out,
+               "lag_rank": lag_rank, "lag_s": lag_s}
         out = self.launch(job, cfg.processes // cfg.nnodes, cfg.interconnect)
         backend = _backend(cfg.backend, cfg.base.device)
         if out.results is not None and out.returncode == 0:
@@ -314,8 +317,10 @@ def main(job_path: str) -> None:
             from dlbench.workloads.scaling import measure_rank
             fail = job.get("fail_at_step") if job.get("fail_rank") == rank else None
             saved: dict[str, Any] = {}
+            lag = (job.get("lag_s") or 0.0) if job.get("lag_rank") == rank else 0.0
             result = measure_rank(cfg, local_rank, control, fail_at_step=fail,
-                                  on_done=lambda m: saved.setdefault("model", m))
+                                  on_done=lambda m: saved.setdefault("model", m),
+                                  warmup_lag_s=lag)
             if job.get("params_out") and rank == 0:
                 torch.save({k: v.detach().cpu() for k, v in saved["model"].named_parameters()},
                            job["params_out"])

@@ -57,12 +57,14 @@ def rank_device(cfg: ScalingConfig, local_rank: int) -> torch.device:
 def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup | None,
                  fail_at_step: int | None = None,
                  on_done: Callable[[torch.nn.Module], None] | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+                 clock: Callable[[], float] = time.perf_counter,
+                 warmup_lag_s: float = 0.0) -> dict[str, Any]:
     """Measure this rank's part; returns its raw results (step times, warm-up, first step...).
 
     ``control`` is a gloo group of all ranks for the stop decision (None in a one-process job).
     ``fail_at_step`` raises on this rank at that measured step (fault injection for tests);
-    ``on_done`` is given the trained (unwrapped) module at the end.
+    ``on_done`` is given the trained (unwrapped) module at the end; ``warmup_lag_s`` makes this
+    rank sleep after each warm-up step (a slow host, for tests).
     """
     base = cfg.base
     rank = dist.get_rank() if dist.is_initialized() else 0
@@ -112,12 +114,12 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
         t = clock()
         sampler.mark("warmup_start", t)
         n = 0
-        while n < base.warmup_steps or clock() - t < base.warmup_seconds:
+        while not _warm(n, clock() - t, base, control):
             step()
             timer.lap()
             n += 1
-            if n >= 100_000:
-                break
+            if warmup_lag_s:
+                time.sleep(warmup_lag_s)
         warmup = tuple(timer.finish())  # note: a sync point, before the window
         check_every = _agree(_check_every(warmup), control)
 
@@ -215,6 +217,20 @@ def _check_every(warmup: tuple[float, ...]) -> int:
     if not warmup:
         return 1
     return max(1, min(1000, math.ceil(CHECK_INTERVAL_S / max(sum(warmup) / len(warmup), 1e-6))))
+
+
+def _warm(steps: int, elapsed_s: float, base, control: dist.ProcessGroup | None) -> bool:
+    """Whether the warm-up is over after ``steps`` steps, on every rank alike.
+
+    Each step holds collectives that every other rank waits on, so all ranks must run the same
+    number of them. A warm-up that each rank ended by its own clock ran one step more on one
+    rank than another now and then (VGG-16 with ps on two GPUs: the ranks do unequal host work
+    per step) and hung until the group's timeout. Past the minimum count, rank 0's clock decides.
+    """
+    if steps < base.warmup_steps:
+        return False
+    done = elapsed_s >= base.warmup_seconds or steps >= 100_000
+    return bool(_agree(int(done), control))
 
 
 def _agree(value: int, control: dist.ProcessGroup | None) -> int:
