@@ -83,6 +83,54 @@ def test_search_tolerance_trades_probes_for_a_bracket():
     assert len(loose.probed) < len(exact.probed)
 
 
+# -- a guess from the memory the probes used ------------------------------------------------------
+def test_predict_max_batch_draws_a_line_through_the_two_largest_fitting_probes():
+    gib = 1 << 30
+    # 8 GiB per 1,000 samples; 95% of 100 GiB leaves 77 GiB above 2,000 samples' 18: 9,625 more.
+    assert mb.predict_max_batch([(1000, 10 * gib), (2000, 18 * gib)], 100 * gib) == 11625
+    assert mb.predict_max_batch([(500, 99 * gib), (1000, 10 * gib), (2000, 18 * gib)],
+                                100 * gib) == 11625           # the two largest batches count
+    assert mb.predict_max_batch([(1000, 10 * gib)], 100 * gib) is None       # one point
+    assert mb.predict_max_batch([(1000, 10 * gib), (2000, 10 * gib)], 100 * gib) is None  # flat
+    assert mb.predict_max_batch([(1000, 10 * gib), (2000, 18 * gib)], 0) is None
+    assert mb.predict_max_batch([(1000, 0), (2000, 18 * gib)], 100 * gib) is None  # no reading
+
+
+@pytest.mark.parametrize("boundary", [1, 7, 33, 100, 1000, 2047, 3200])
+@pytest.mark.parametrize("error", [None, 0.0, -0.1, 0.1, 9.0, -0.9])
+def test_a_guess_never_changes_the_answer(boundary, error):
+    """Right, short, long, wild or no guess: the same exact answer, no batch probed twice."""
+    def guess():
+        return None if error is None else max(1, int(boundary * (1 + error)))
+    calls = []
+
+    def fits(b):
+        calls.append(b)
+        return b <= boundary
+
+    r = mb.find_max_batch(fits, start=16, guess=guess)
+    assert (r.best, r.first_fail) == (boundary, boundary + 1)
+    assert len(calls) == len(set(calls))
+
+
+def test_a_right_guess_saves_probes():
+    plain = mb.find_max_batch(lambda b: b <= 3200, start=1024, tolerance=0.1)
+    guided = mb.find_max_batch(lambda b: b <= 3200, start=1024, tolerance=0.1,
+                               guess=lambda: 3200)
+    assert [b for b, _ in plain.probed] == [1024, 2048, 4096, 3072, 3584, 3328]
+    assert [b for b, _ in guided.probed] == [1024, 3200, 3520]
+    assert (guided.best, guided.first_fail) == (3200, 3520)     # and a tighter answer
+
+
+def test_search_guesses_from_the_probes_reserved_memory():
+    # 1 MiB per sample, 3,200 MiB of device: the line through 1,024 and 2,048 predicts 3,039
+    # (95% of the device); it fits, one bracket above does not, bisection closes the bracket.
+    launcher = FakeLauncher(3200)
+    rec = mb.search(_mbcfg(tolerance=0.1), {}, default_start=1024, launcher=launcher)
+    assert launcher.calls == [1024, 2048, 3039, 3343, 3191]
+    assert rec.best_batch == 3191 and rec.first_oom_batch == 3343
+
+
 # -- the search with a launcher ------------------------------------------------------------------
 class FakeLauncher:
     """A memory of ``capacity`` bytes, 1 MiB per sample; records every batch asked for."""
@@ -95,6 +143,7 @@ class FakeLauncher:
     def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
         self.calls.append(cfg.batch_size)
         assert cfg.stop == mb.PROBE_STOP and cfg.warmup_steps == 0   # a probe is short
+        assert cfg.telemetry_interval_s is None   # and waits for no idle power baseline
         if cfg.batch_size == self.error_at:
             return ThroughputRecord(config=cfg, env=env, status="error",
                                     error_type=ErrorType.EXCEPTION, error="ValueError: broken")
@@ -192,10 +241,13 @@ def test_a_measurement_that_runs_out_of_memory_steps_down_and_corrects_the_searc
     with Store(tmp_path / "s.db") as store:
         found, measured = run_searches([cfg], store, {}, "test", measure_with=MeasureLauncher(36),
                                        probe_launcher=FakeLauncher(40))
-        assert [(t.config.batch_size, t.error_type) for t in measured] == [(40, "oom"), (32, None)]
+        # Probes fitted 16, 32, the guess 37 and 38-40 near it; the measurement steps down by at
+        # least 5% each time: 40, then 38, then 32.
+        assert [(t.config.batch_size, t.error_type) for t in measured] == [
+            (40, "oom"), (38, "oom"), (32, None)]
         [rec] = found
-        assert rec.best_batch == 32 and rec.first_oom_batch == 40
-        assert rec.probes[-1].batch == 40 and rec.probes[-1].outcome == "oom"
+        assert rec.best_batch == 32 and rec.first_oom_batch == 38
+        assert [(p.batch, p.outcome) for p in rec.probes[-2:]] == [(40, "oom"), (38, "oom")]
         assert [r.best_batch for r in store.results(kind="maxbatch")] == [40, 32]
         assert stored(store, cfg, {}).best_batch == 32        # the correction is what is reused
 
@@ -264,6 +316,12 @@ def test_fatal_error_inline_says_to_isolate_and_releases_nothing(monkeypatch):
     assert rec.error_type == ErrorType.FATAL
     assert "--isolate" in rec.error and "illegal memory access" in rec.error
     assert released == []        # empty_cache on a broken context would raise again
+
+
+def test_a_probe_process_counts_no_flops(cpu_env):
+    cfg = mb.probe_config(ThroughputConfig(model="tiny_cnn", batch_size=4, device="cpu"), 4)
+    assert InlineLauncher(count_flops=False).run(cfg, cpu_env).flops_per_sample is None
+    assert InlineLauncher().run(cfg, cpu_env).flops_per_sample > 0
 
 
 # -- memory accounting -----------------------------------------------------------------------------

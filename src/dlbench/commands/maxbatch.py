@@ -27,11 +27,16 @@ from dlbench.workloads import maxbatch as mb
 ORDER = 15
 
 
+#: A measurement that ran out of memory steps down to a fitted batch at most this share of it.
+STEP_DOWN = 0.95
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "maxbatch", help="the largest batch that trains without running out of memory",
         description="For each model and precision, find the largest batch that fits (doubling, "
-                    "then bisection; each probe is a few steps in a fresh process), then measure "
+                    "a guess from the probes' memory, then bisection; each probe is a few steps "
+                    "in a fresh process), then measure "
                     "the throughput there with the normal stopping rule. Every probe, out of "
                     "memory or not, is stored with its peak memory.",
         epilog="examples:\n"
@@ -181,10 +186,17 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
 
 def _measure_best(rec: MaxBatchRecord, launcher, env: dict, run_id: str, store: Store, ekey: str,
                   say: Callable[[str], None]) -> tuple[MaxBatchRecord, list]:
-    """The throughput at the best batch, stepping down through smaller batches that fitted."""
+    """The throughput at the best batch, stepping down through smaller batches that fitted.
+
+    A step goes to a fitted batch at least 5% smaller: a measurement needs a little more memory
+    than a short probe, and the probes around a guessed boundary lie one bracket apart."""
     out = []
     fitted = sorted({p.batch for p in rec.probes if p.fits}, reverse=True)
-    for batch in fitted[:3]:
+    tries = fitted[:1]
+    for b in fitted[1:]:
+        if b <= STEP_DOWN * tries[-1]:
+            tries.append(b)
+    for batch in tries[:3]:
         tput = launcher.run(replace(rec.config.base, batch_size=batch), env).with_run(run_id)
         store.add(tput, ekey)
         out.append(tput)
@@ -198,7 +210,7 @@ def _measure_best(rec: MaxBatchRecord, launcher, env: dict, run_id: str, store: 
         if tput.error_type not in mb.TOO_BIG or broken:
             return rec, out  # not a memory failure, or this process is broken: the search stands
         mem = tput.memory or {}
-        lower = next((b for b in fitted if b < batch), None)
+        lower = next((b for b in tries if b < batch), None)
         rec = mb.with_probe(rec, Probe(batch=batch, outcome=tput.error_type,
                                        device_total_bytes=mem.get("device_total_bytes"),
                                        error=(tput.error or "").splitlines()[0][:300]), lower)

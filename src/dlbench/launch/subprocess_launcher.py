@@ -22,13 +22,17 @@ class SubprocessLauncher:
     name = "subprocess"
     survives_fatal = True
 
-    def __init__(self, timeout_s: float | None = 1800.0) -> None:
+    def __init__(self, timeout_s: float | None = 1800.0, count_flops: bool = True) -> None:
+        """``count_flops=False`` leaves the record's FLOPs out: counting traces the model once
+        more, seconds per process, which a memory probe does not need."""
         self.timeout_s = timeout_s
+        self.count_flops = count_flops
 
     def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
         with tempfile.TemporaryDirectory(prefix="dlbench-") as tmp:
             out_path = os.path.join(tmp, "record.json")
-            payload = json.dumps({"config": cfg.to_dict(), "env": env, "out": out_path})
+            payload = json.dumps({"config": cfg.to_dict(), "env": env, "out": out_path,
+                                  "count_flops": self.count_flops})
             try:
                 proc = subprocess.run(
                     [sys.executable, "-m", "dlbench.launch.worker"], input=payload, text=True,

@@ -12,7 +12,7 @@ from dlbench.launch.inline import InlineLauncher
 def main() -> int:
     job = json.load(sys.stdin)
     cfg = ThroughputConfig.from_dict(job["config"])
-    record = InlineLauncher().run(cfg, job["env"])
+    record = InlineLauncher(count_flops=job.get("count_flops", True)).run(cfg, job["env"])
     with open(job["out"], "w") as f:
         json.dump(record.to_dict(), f)
     return 0

@@ -10,9 +10,10 @@ and writes nothing.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
 
 from dlbench.config import ThroughputConfig
 from dlbench.measure.stopping import StopRule
@@ -30,6 +31,11 @@ TOO_BIG = (ErrorType.OOM, ErrorType.FATAL, ErrorType.CRASHED)
 
 #: Seconds a probe's process may run (a compiled probe compiles first).
 PROBE_TIMEOUT_S = 900.0
+
+#: The share of the device's memory a predicted batch may fill: the peak a probe reports is the
+#: allocator's, and the CUDA context, cuDNN workspaces chosen at the larger size and
+#: fragmentation come on top of a straight line through two smaller probes.
+PREDICT_FILL = 0.95
 
 
 class Launcher(Protocol):
@@ -54,13 +60,21 @@ class SearchResult:
 
 
 def find_max_batch(fits: Callable[[int], bool], start: int = 1, limit: int | None = None,
-                   tolerance: float = 0.0) -> SearchResult:
+                   tolerance: float = 0.0,
+                   guess: Callable[[], int | None] | None = None) -> SearchResult:
     """The largest batch for which ``fits`` holds, assuming it holds below some boundary only.
 
     Doubling from ``start`` (or halving, if ``start`` does not fit) brackets the boundary; then
     bisection narrows ``[lo fits, hi fails)`` until ``hi - lo <= max(1, tolerance * lo)``. With
     tolerance 0 the answer is exact in at most ``log2(boundary / start) + 1`` probes to bracket
     plus ``log2(bracket)`` to bisect. No batch is probed twice or above ``limit``.
+
+    ``guess``, asked while doubling, may name the batch it expects to be the largest that fits
+    (from the memory the probes so far used: :func:`predict_max_batch`). It is tried once, in
+    place of the next doubling. If it fits, the search gallops up from it, the first step one
+    bracket width (which ends the search when the guess was right), each next step twice the
+    last. A wrong guess costs a probe or two and is a bound like any other, so the answer is
+    the same with or without it.
     """
     if start < 1 or (limit is not None and limit < 1):
         raise ValueError("start and limit must be >= 1")
@@ -77,13 +91,26 @@ def find_max_batch(fits: Callable[[int], bool], start: int = 1, limit: int | Non
     hi: int | None = None
     if probe(start):
         lo = start
+        guessed = False
+        step: int | None = None  # after a guess that fitted: gallop up from it, doubling steps
         while limit is None or lo < limit:
-            b = lo * 2 if limit is None else min(lo * 2, limit)
-            if probe(b):
-                lo = b
-            else:
+            b, is_guess = lo * 2, False
+            if step is not None:
+                b = lo + step
+            elif guess is not None and not guessed:
+                g = guess()
+                guessed = g is not None
+                if g is not None and lo < g < 4 * lo:  # a wild guess is ignored: doubling is
+                    b, is_guess = g, True               # the fallback
+            b = b if limit is None else min(b, limit)
+            if not probe(b):
                 hi = b
                 break
+            lo = b
+            if is_guess:
+                step = max(1, math.ceil(tolerance * lo))  # one bracket width: ends a right guess
+            elif step is not None:
+                step *= 2
     else:
         hi = start
         while hi > 1:
@@ -103,9 +130,26 @@ def find_max_batch(fits: Callable[[int], bool], start: int = 1, limit: int | Non
     return SearchResult(lo, hi, tuple(probed))
 
 
+def predict_max_batch(points: Sequence[tuple[int, int]], total_bytes: int,
+                      fill: float = PREDICT_FILL) -> int | None:
+    """The largest batch a straight line through the two largest fitting probes' peak memory
+    ``(batch, bytes)`` puts under ``fill`` of ``total_bytes``; None without two distinct
+    batches or with a line that does not grow (the peak then says nothing about the batch)."""
+    pts = sorted({b: m for b, m in points if m}.items())
+    if len(pts) < 2 or not total_bytes:
+        return None
+    (b1, m1), (b2, m2) = pts[-2], pts[-1]
+    per_sample = (m2 - m1) / (b2 - b1)
+    if per_sample <= 0:
+        return None
+    return int((fill * total_bytes - m2) / per_sample) + b2
+
+
 def probe_config(base: ThroughputConfig, batch: int) -> ThroughputConfig:
-    """The config of one probe: the base setup at ``batch``, a few steps, no warm-up."""
-    return replace(base, batch_size=batch, warmup_steps=0, warmup_seconds=0.0, stop=PROBE_STOP)
+    """The config of one probe: the base setup at ``batch``, a few steps, no warm-up, and no
+    telemetry (its idle baseline waits for the card's power to settle: seconds per probe)."""
+    return replace(base, batch_size=batch, warmup_steps=0, warmup_seconds=0.0, stop=PROBE_STOP,
+                   telemetry_interval_s=None)
 
 
 def search(cfg: MaxBatchConfig, env: dict, default_start: int,
@@ -119,7 +163,7 @@ def search(cfg: MaxBatchConfig, env: dict, default_start: int,
     """
     if launcher is None:
         from dlbench.launch.subprocess_launcher import SubprocessLauncher
-        launcher = SubprocessLauncher(timeout_s=PROBE_TIMEOUT_S)
+        launcher = SubprocessLauncher(timeout_s=PROBE_TIMEOUT_S, count_flops=False)
     probes: list[Probe] = []
 
     def fits(batch: int) -> bool:
@@ -145,10 +189,16 @@ def search(cfg: MaxBatchConfig, env: dict, default_start: int,
             raise SearchAborted(p)
         return p.fits
 
+    def guess() -> int | None:
+        ran = [p for p in probes if p.fits]
+        total = next((p.device_total_bytes for p in ran if p.device_total_bytes), None)
+        return predict_max_batch([(p.batch, p.reserved_peak_bytes or 0) for p in ran], total)
+
     t0 = time.perf_counter()
     start = cfg.start or default_start
     try:
-        found = find_max_batch(fits, start=start, limit=cfg.limit, tolerance=cfg.tolerance)
+        found = find_max_batch(fits, start=start, limit=cfg.limit, tolerance=cfg.tolerance,
+                               guess=guess)
     except SearchAborted as exc:
         return MaxBatchRecord(
             config=cfg, env=env, status="error", error_type=exc.probe.outcome,
