@@ -9,7 +9,7 @@
 #        ceilings  peak, MFU and roofline of the stored default suite, seed 002's fit (one GPU)
 #        telemetry a 30 s ResNet-50 run beside nvidia-smi's power log, monitor, the default suite
 #                  with energy, fidelity with telemetry on (one GPU)
-#        memory    maxbatch for resnet50 (bf16, fp32) and vit_b_16, -b auto, a batch sweep (one GPU)
+#        memory    maxbatch of nine models in bf16 and fp32 (resumed), -b auto, a batch sweep (one GPU)
 #        scaling   scale (ddp; dp and ps; fp32), interconnect A/B, comm (two GPUs)
 # SLOT_SECONDS (default 570) bounds the whole stage; a sweep cut by it stops cleanly (SIGINT).
 # Everything dlbench writes goes to OUTDIR; DB (default OUTDIR/dlbench.db) may be an earlier
@@ -75,15 +75,18 @@ export_run() {  # name: export the latest run as JSON and CSV
       $py benchmarks/fidelity.py --out "$out/fidelity-telemetry.json"
       ;;
     memory)
-      $py -m pytest -q -p no:cacheprovider tests/test_maxbatch.py -m gpu 2>&1 | tail -3
-      timeout 200 $py -m dlbench maxbatch -m resnet50 --precision bf16,fp32 --channels-last \
-          --tolerance 0.1 --max-time 5 --db "$db" --tag maxbatch
-      timeout 100 $py -m dlbench maxbatch -m vit_b_16 --precision bf16 --tolerance 0.1 \
-          --max-time 5 --db "$db" --tag maxbatch
-      $py -m dlbench throughput -m resnet50 -b auto --precision bf16 --channels-last on \
-          --max-time 5 --db "$db" --tag auto
-      $py -m dlbench throughput -m vit_b_16 --precision fp32 -b 256,512,1024,2048 --max-time 3 \
-          --db "$db" --tag batch-sweep -q
+      # The largest batch of every seed model and two modern ones, bf16 and fp32, resumed until
+      # the slot ends (rerun the stage with the same DB to go on); then -b auto and a batch
+      # sweep on what the store holds.
+      timeout 120 $py -m pytest -q -p no:cacheprovider tests/test_maxbatch.py -m gpu 2>&1 | tail -3
+      timeout -s INT "$(left)" $py -m dlbench maxbatch \
+          -m resnet50,vit_b_16,gpt2,vgg16,resnet152,inception_v3,inception_v4,densenet161,nasnet \
+          --precision bf16,fp32 --channels-last --tolerance 0.1 --max-time 2 --resume \
+          --db "$db" --tag maxbatch
+      timeout -s INT "$(left)" $py -m dlbench throughput -m resnet50 -b auto --precision bf16 \
+          --channels-last on --max-time 5 --db "$db" --tag auto
+      timeout -s INT "$(left)" $py -m dlbench throughput -m vit_b_16 --precision fp32 \
+          -b 256,512,1024,2048 --max-time 3 --db "$db" --tag batch-sweep -q
       $py -m dlbench results export --db "$db" --tag maxbatch -o "$out/maxbatch.json"
       ;;
     scaling)
