@@ -36,9 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "maxbatch", help="the largest batch that trains without running out of memory",
         description="For each model and precision, find the largest batch that fits (doubling, "
                     "a guess from the probes' memory, then bisection; each probe is a few steps "
-                    "in a fresh process), then measure "
-                    "the throughput there with the normal stopping rule. Every probe, out of "
-                    "memory or not, is stored with its peak memory.",
+                    "in a fresh process), then measure the throughput there with the normal "
+                    "stopping rule. Every probe, out of memory or not, is stored with its peak "
+                    "memory.",
         epilog="examples:\n"
                "  dlbench maxbatch -m resnet50,vit_b_16 --precision fp32,bf16\n"
                "  dlbench maxbatch -m gpt2 --precision bf16 --checkpointing --optimizer adamw\n"
