@@ -17,7 +17,6 @@ py=python3
 fast="--resume --warmup 3 --warmup-time 0.5 --min-steps 5 --min-time 1 --max-time 2.5 --timeout 200 --pg-timeout 120 -q"
 train=/tmp/dlbench-train
 mkdir -p "$train" && cp -r "$traindir"/dlbench.db "$traindir"/mllog "$train"/
-maxb="--precision bf16,fp32 --channels-last --tolerance 0.1 --max-time 2 --resume -q"
 lane() { sed -u "s/^/[$1] /"; }
 {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,power.limit --format=csv
@@ -26,13 +25,8 @@ lane() { sed -u "s/^/[$1] /"; }
         --precision bf16 --channels-last on $fast --db "$db" --tag scale-ps
     timeout -s INT "$(left)" $py -m dlbench scale -m resnet50,vgg16 -b 256 --gpus 1,2 \
         --strategy ps --precision fp32 $fast --db "$db" --tag scale-ps ) 2>&1 | lane 01 &
-  ( export CUDA_VISIBLE_DEVICES=2
-    timeout -s INT "$(left)" $py -m dlbench maxbatch \
-        -m resnet50,resnet152,inception_v3,inception_v4,gpt2 $maxb --db "$db" \
-        --tag maxbatch-h200 ) 2>&1 | lane 2 &
-  ( export CUDA_VISIBLE_DEVICES=3
-    timeout -s INT "$(left)" $py -m dlbench maxbatch -m vgg16,densenet161,vit_b_16,nasnet $maxb \
-        --db "$db" --tag maxbatch-h200 ) 2>&1 | lane 3 &
+  maxbatch_lane 2 resnet50,resnet152,inception_v3,inception_v4,gpt2 "$db" &
+  maxbatch_lane 3 vgg16,densenet161,vit_b_16,nasnet "$db" &
   ( export CUDA_VISIBLE_DEVICES=4,5,6,7
     timeout -s INT "$(left)" $py -m dlbench train --dataset fashion-mnist --data-dir "$data" \
         -m cnn10 --target 0.90 --precision bf16 --db "$train/dlbench.db" --log-dir "$train/mllog" \
