@@ -152,8 +152,8 @@ def test_a_rank_that_raises_ends_the_job_with_its_traceback():
 @pytest.mark.parametrize("strategy", ["ddp", "ps"])
 def test_ranks_agree_on_the_warm_up_when_one_host_is_slower(strategy):
     # Rank 1 sleeps after each warm-up step, so its clock passes --warmup-time a step before
-    # rank 0's; a warm-up ended by each rank's own clock would leave rank 0 in a collective
-    # rank 1 never joins (it hung until the group's timeout).
+    # rank 0's; a warm-up ended by each rank's own clock leaves rank 0 in a collective rank 1
+    # never joins (VGG-16 with ps on two H200s hung until the group's timeout).
     k = StopRule(min_steps=3, max_steps=3, min_seconds=0, max_seconds=30)
     cfg = base(model="tiny_mlp", input_size=8, warmup_steps=1, warmup_seconds=0.5, stop=k)
     rec = TorchrunLauncher(timeout_s=90, pg_timeout_s=30).run(
