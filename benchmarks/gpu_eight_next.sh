@@ -6,7 +6,8 @@
 # lanes, side by side on disjoint GPUs (slot default 540 s):
 #   GPUs 0-1  dp and ps in fp32 for inception_v3, resnet152 and vgg16 at 1 and 2 GPUs.
 #   GPU 2/3   maxbatch of the seed and modern models, bf16 and fp32 (resumed).
-#   GPUs 4-7  fp32 ddp of inception_v4 and nasnet at 1/2/4 GPUs.
+#   GPUs 4-7  fp32 ddp of inception_v4 and nasnet at 1/2/4 GPUs (on a host of eight; on a
+#             host of four, GPUs 0 and 1 go on to the maxbatch of those two models instead).
 # wide, every GPU (slot default 540 s): the interconnect A/B at 8 GPUs for resnet50 and vgg16,
 #   the other seed models in bf16 at 1 and 8 GPUs, time to accuracy at 8 GPUs (5 seeds), the six
 #   seed models in fp32 at 1 and 8 GPUs; then the what-if check.
@@ -27,14 +28,24 @@ lane() { sed -u "s/^/[$1] /"; }
       ( export CUDA_VISIBLE_DEVICES=0,1
         timeout -s INT "$(left)" $py -m dlbench scale -m inception_v3,resnet152,vgg16 -b 256 \
             --gpus 1,2 --strategy dp,ps --precision fp32 $fast --db "$db" --tag scale-dp-ps
-      ) 2>&1 | lane 01 &
-      maxbatch_lane 2 resnet50,resnet152,inception_v3,inception_v4,gpt2 "$db" &
-      maxbatch_lane 3 vgg16,densenet161,vit_b_16,nasnet "$db" &
-      ( export CUDA_VISIBLE_DEVICES=4,5,6,7
-        timeout -s INT "$(left)" $py -m dlbench scale -m inception_v4 -b 256 --gpus 1,2,4 \
-            --precision fp32 $fast --db "$db" --tag scale-fp32
-        timeout -s INT "$(left)" $py -m dlbench scale -m nasnet -b 64 --gpus 1,2,4 \
-            --precision fp32 $fast --db "$db" --tag scale-fp32 ) 2>&1 | lane 4567 &
+      ) 2>&1 | lane 01 & pair=$!
+      if [ "$(nvidia-smi -L | wc -l)" -ge 8 ]; then
+        maxbatch_lane 2 resnet50,resnet152,inception_v3,inception_v4,gpt2 "$db" &
+        maxbatch_lane 3 vgg16,densenet161,vit_b_16,nasnet "$db" &
+        ( export CUDA_VISIBLE_DEVICES=4,5,6,7
+          timeout -s INT "$(left)" $py -m dlbench scale -m inception_v4 -b 256 --gpus 1,2,4 \
+              --precision fp32 $fast --db "$db" --tag scale-fp32
+          timeout -s INT "$(left)" $py -m dlbench scale -m nasnet -b 64 --gpus 1,2,4 \
+              --precision fp32 $fast --db "$db" --tag scale-fp32 ) 2>&1 | lane 4567 &
+      else
+        # A four-GPU host: GPUs 2 and 3 search from the start; GPUs 0 and 1 take the two
+        # slowest searches once their scaling runs are done.
+        maxbatch_lane 2 resnet50,resnet152,inception_v3,gpt2 "$db" &
+        maxbatch_lane 3 vgg16,densenet161,vit_b_16 "$db" &
+        wait "$pair"
+        maxbatch_lane 0 inception_v4 "$db" &
+        maxbatch_lane 1 nasnet "$db" &
+      fi
       wait
       ;;
     wide)
