@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import traceback
+from types import TracebackType
 from typing import Sequence
 
 from dlbench import commands
@@ -24,6 +26,29 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def interrupted_at(tb: TracebackType | None) -> str:
+    """Where an interrupt landed: ``in maxbatch.search (workloads/maxbatch.py:120)``.
+
+    A run stopped by a time limit (``timeout -s INT``) with ``-q`` prints nothing else, and a
+    call that stored nothing then leaves no trace of what it was doing; the innermost frame of
+    dlbench's own code says it (and the innermost frame of all, when that is a library's: a
+    database lock, a subprocess wait).
+    """
+    frames = [(f.f_code, line) for f, line in traceback.walk_tb(tb)]
+    if not frames:
+        return ""
+
+    def say(code, line) -> str:
+        path = code.co_filename.replace("\\", "/")
+        short = path.split("/dlbench/", 1)[1] if "/dlbench/" in path else path.rsplit("/", 1)[-1]
+        return f"{code.co_name} ({short}:{line})"
+    own = [fr for fr in frames if "/dlbench/" in fr[0].co_filename.replace("\\", "/")]
+    text = f"in {say(*own[-1])}" if own else ""
+    if not own or own[-1] != frames[-1]:
+        text += f"{', ' if text else ''}waiting in {say(*frames[-1])}"
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from dlbench.config import ConfigError
@@ -38,8 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, StopRuleError, UnknownModelError, StoreError) as exc:
         error(str(exc))
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        error("interrupted")
+    except KeyboardInterrupt as exc:
+        error(f"interrupted {interrupted_at(exc.__traceback__)}")
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `dlbench results export | head`
         return EXIT_OK
