@@ -7,6 +7,9 @@
 #   suite    the default suite, plain and tuned (dlbench run --tuned --resume)
 #   seed002  seed 002's batch-16 table, fp32 and fp16, plain and tuned; then the fidelity of the
 #            tuned path (tuned ResNet-50 against a bare loop written with the same techniques)
+#   targets  the two levers built for the targets after the lever tables: ResNet-50 fp16 with
+#            its whole step in a CUDA graph (fused SGD keeps GradScaler's check on the device),
+#            against the same without the graph; GPT-2 compiled with its vocabulary padded
 # Every command stops cleanly (SIGINT) at the slot's end and keeps what it measured.
 set -uo pipefail
 out=$1; stage=$2
@@ -34,7 +37,14 @@ short="--warmup 5 --warmup-time 1 --min-time 2 --max-time 5"
           --precision bf16 --channels-last on --cuda-graph on --optimizer-impl fused \
           ${FIDELITY_COMPILE:+--compile $FIDELITY_COMPILE} --rounds 4 \
           --out "$out/fidelity-tuned.json" ;;
-    *) echo "unknown stage $stage: tune, suite or seed002"; exit 2 ;;
+    targets)
+      timeout -s INT "$(left)" $py -m dlbench throughput -m resnet50 -b 512 --precision fp16 \
+          --channels-last on --compile default --optimizer-impl fused --cuda-graph on,off \
+          $short --resume --db "$db" --tag targets-resnet50
+      timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 32 --precision bf16 \
+          --compile default --pad-vocab --cuda-graph off,on $short --resume --db "$db" \
+          --tag targets-gpt2 ;;
+    *) echo "unknown stage $stage: tune, suite, seed002 or targets"; exit 2 ;;
   esac
   $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
   $py -m dlbench report --db "$db" --markdown -o "$out/tables.md"

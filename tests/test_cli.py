@@ -105,6 +105,19 @@ def test_sweep_json_results_and_export(tmp_path):
     assert {d["id"] for d in js} == {d["id"] for d in docs}
 
 
+def test_pad_vocab_flag_reaches_language_models_only(tmp_path):
+    from dlbench.cli import build_parser
+    assert build_parser().parse_args(["throughput", "-m", "gpt2", "--pad-vocab"]).pad_vocab
+    assert not build_parser().parse_args(["throughput", "-m", "gpt2"]).pad_vocab
+    p = dlbench("throughput", "-m", "tiny_cnn,tiny_gpt2", "-b", "2", "--device", "cpu",
+                "--pad-vocab", "--json", "-q", "--db", str(tmp_path / "p.db"), *FAST)
+    assert p.returncode == 0, p.stderr
+    docs = json.loads(p.stdout)
+    assert {d["config"]["model"]: d["config"]["pad_vocab"] for d in docs} == \
+        {"tiny_cnn": False, "tiny_gpt2": True}       # dropped for the image model, not refused
+    assert all(d["status"] == "ok" for d in docs)
+
+
 def test_oom_is_a_row_and_the_sweep_goes_on(tmp_path):
     db = str(tmp_path / "o.db")
     p = dlbench("throughput", "-m", "test_oom,tiny_cnn", "-b", "64", "--db", db, "-q", "--json",

@@ -1,5 +1,6 @@
 """The CUDA paths, run for real on a GPU (skipped without one)."""
 
+import math
 import time
 
 import pytest
@@ -65,16 +66,18 @@ def test_real_cuda_oom_is_a_row_and_the_next_config_runs():
     assert ok.ok
 
 
-def test_cuda_graph_step_trains_like_eager():
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_cuda_graph_step_trains_like_eager(precision):
     """The captured step really does the update: same parameters as eager after as many steps.
-    (Its first call runs three eager warm-up steps, then the capture, then one replay.)"""
+    (Its first call runs three eager warm-up steps, then the capture, then one replay.) In fp16
+    the captured GradScaler skips and rescales on the device as the eager one does."""
     from dlbench.models import get_model
     spec, device = get_model("tiny_cnn"), torch.device("cuda")
-    params = {}
+    params, scales = {}, {}
     for graph, calls in ((False, 9), (True, 6)):  # 6 graphed calls = 3 warm-up + 6 replays
         torch.manual_seed(0)
-        cfg = ThroughputConfig(model="tiny_cnn", batch_size=16, precision="bf16", device="cuda",
-                               cuda_graph=graph, optimizer_impl="fused")
+        cfg = ThroughputConfig(model="tiny_cnn", batch_size=16, precision=precision,
+                               device="cuda", cuda_graph=graph, optimizer_impl="fused")
         model = spec.build().to(device)
         x, y = spec.make_batch(16, device)
         step = throughput.build_step(cfg, spec, model, x, y, device)
@@ -82,6 +85,8 @@ def test_cuda_graph_step_trains_like_eager():
             step()
         torch.cuda.synchronize()
         params[graph] = [p.detach().float().clone() for p in model.parameters()]
+        scales[graph] = step.scaler.get_scale() if step.scaler is not None else None
+    assert scales[False] == scales[True]
     moved = sum((a - b).abs().sum().item() for a, b in zip(params[False], params[True]))
     assert all(torch.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(params[False],
                                                                            params[True])), moved
@@ -93,3 +98,15 @@ def test_measure_with_a_cuda_graph():
                            warmup_steps=3, warmup_seconds=0.0, stop=FAST_STOP)
     rec = throughput.measure(cfg, {})
     assert rec.ok and rec.summary().throughput > 0 and rec.final_loss is not None
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_measure_fp16_training_in_a_cuda_graph_with_a_fused_optimizer(optimizer):
+    # GradScaler inside the capture: the fused kernel reads its overflow flag on the device.
+    cfg = ThroughputConfig(model="tiny_cnn", batch_size=32, precision="fp16", device="cuda",
+                           cuda_graph=True, optimizer=optimizer, optimizer_impl="fused",
+                           warmup_steps=3, warmup_seconds=0.0, stop=FAST_STOP)
+    rec = throughput.measure(cfg, {})
+    assert rec.ok and rec.summary().throughput > 0 and math.isfinite(rec.final_loss)
+    assert rec.loss_scale is not None and all(s > 0 for s in rec.loss_scale)
+    assert rec.skipped_steps() is not None

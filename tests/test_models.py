@@ -16,7 +16,7 @@ from dlbench.models import ModelSpec, UnknownModelError, get_model, list_models,
 
 SEED = ["resnet50", "resnet152", "inception_v3", "inception_v4", "vgg16", "nasnet", "densenet161"]
 MODERN = ["vit_b_16", "bert-base", "gpt2"]
-TEST = ["tiny_cnn", "tiny_mlp", "tiny_gpt", "test_oom", "test_nan"]
+TEST = ["tiny_cnn", "tiny_mlp", "tiny_gpt", "tiny_gpt2", "test_oom", "test_nan"]
 
 # name -> (default batch, eval GFLOPs per sample at the default size). The FLOPs are the
 # published multiply-adds x 2 (torchvision and timm model cards) for the image models, and
@@ -255,7 +255,7 @@ def _train_step(spec: ModelSpec, batch: int) -> tuple[torch.nn.Module, torch.Ten
     return model, out, loss
 
 
-@pytest.mark.parametrize("name", ["tiny_cnn", "tiny_mlp", "tiny_gpt", "test_oom"])
+@pytest.mark.parametrize("name", ["tiny_cnn", "tiny_mlp", "tiny_gpt", "tiny_gpt2", "test_oom"])
 def test_tiny_models_train_on_cpu(name: str) -> None:
     spec = get_model(name)
     model, out, loss = _train_step(spec, spec.default_batch)
@@ -282,6 +282,44 @@ def test_tiny_gpt_is_causal() -> None:
         a, b = model(ids), model(changed)
     torch.testing.assert_close(a[:, :-1], b[:, :-1])  # earlier positions never see the last token
     assert not torch.allclose(a[:, -1], b[:, -1])
+
+
+def test_pad_vocabulary_pads_a_transformers_lm_and_keeps_its_embeddings_tied() -> None:
+    from dlbench.models.zoo.text import pad_vocabulary
+    spec = get_model("tiny_gpt2")                    # vocabulary 100
+    model = spec.build()
+    inner = model.model
+    before = inner.get_input_embeddings().weight.detach().clone()
+    assert pad_vocabulary(model) == 128
+    assert inner.config.vocab_size == 128
+    assert inner.get_input_embeddings().weight is inner.get_output_embeddings().weight
+    assert torch.equal(inner.get_input_embeddings().weight[:100], before)  # old rows kept
+    x, y = spec.make_batch(2, "cpu", generator=torch.Generator().manual_seed(0))
+    out = model(x)
+    assert out.shape == (2, spec.input_size, 128) and torch.isfinite(spec.loss(out, y))
+    assert pad_vocabulary(model) == 128              # a multiple already: nothing to do
+    assert pad_vocabulary(model, multiple=48) == 144
+    with pytest.raises(TypeError, match="cannot pad the vocabulary of a TinyGPT"):
+        pad_vocabulary(get_model("tiny_gpt").build())
+
+
+@pytest.mark.parametrize(("cls", "config", "vocab", "padded"), [
+    ("GPT2LMHeadModel", dict(name="GPT2Config", n_layer=1, n_embd=16, n_head=2), 50257, 50304),
+    ("BertForMaskedLM", dict(name="BertConfig", num_hidden_layers=1, hidden_size=16,
+                             num_attention_heads=2, intermediate_size=32), 30522, 30528),
+])
+def test_pad_vocabulary_of_the_registry_language_models(cls, config, vocab, padded) -> None:
+    # The real vocabularies on one-layer models of width 16: what gpt2 and bert-base become.
+    import transformers
+    from dlbench.models.zoo.text import LogitsOnly, _config, pad_vocabulary
+    config = dict(config)
+    model = LogitsOnly(getattr(transformers, cls)(_config(config.pop("name"), **config)))
+    assert model.model.config.vocab_size == vocab
+    assert pad_vocabulary(model) == padded
+    head = model.model.get_output_embeddings()
+    assert head.weight is model.model.get_input_embeddings().weight
+    assert head.bias is None or head.bias.shape == (padded,)     # BERT's output bias
+    assert model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, padded)
 
 
 def test_test_nan_gives_nan_loss() -> None:

@@ -82,6 +82,18 @@ def test_unsupported_precision_is_refused_before_building():
                         torch.device("cpu"))
 
 
+def test_measure_with_a_padded_vocabulary(cpu_env):
+    plain = throughput.measure(cfg(model="tiny_gpt2", batch_size=2), cpu_env)
+    padded = throughput.measure(cfg(model="tiny_gpt2", batch_size=2, pad_vocab=True), cpu_env)
+    assert padded.ok and padded.final_loss == padded.final_loss
+    assert abs(padded.final_loss) != float("inf")
+    # 100 -> 128 rows of width 32, tied: one table grew by 28 x 32 fp32 values.
+    assert padded.memory["params_bytes"] - plain.memory["params_bytes"] == 28 * 32 * 4
+    assert padded.flops_per_sample == plain.flops_per_sample  # the useful work, unpadded
+    with pytest.raises(UnsupportedError, match="no vocabulary"):
+        check_supported(cfg(pad_vocab=True), get_model("tiny_cnn"), torch.device("cpu"))
+
+
 def test_cuda_requested_without_gpu_is_a_clear_error(cpu_env):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")

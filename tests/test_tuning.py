@@ -36,10 +36,20 @@ def test_new_fields_at_their_defaults_keep_old_keys():
         "5425c0569e9d9cbf"
     assert cfg(cuda_graph=True).key() != cfg().key()
     assert cfg(optimizer_impl="fused").key() != cfg().key()
+    gpt2 = ThroughputConfig(model="gpt2", batch_size=8, checkpointing=True)
+    assert replace(gpt2, pad_vocab=False).key() == "5425c0569e9d9cbf"
+    assert replace(gpt2, pad_vocab=True).key() != gpt2.key()
+
+
+def test_pad_vocab_round_trips_and_shows_in_the_label():
+    c = ThroughputConfig(model="gpt2", batch_size=8, pad_vocab=True)
+    assert ThroughputConfig.from_dict(c.to_dict()) == c and "pad-vocab" in c.label
+    assert ThroughputConfig.from_dict({"model": "gpt2", "batch_size": 8}).pad_vocab is False
 
 
 @pytest.mark.parametrize("kw, flag", [
-    (dict(precision="fp16"), "GradScaler"),
+    (dict(precision="fp16"), "add --optimizer-impl fused"),
+    (dict(precision="fp16", optimizer_impl="foreach"), "GradScaler"),
     (dict(compile="reduce-overhead"), "captures CUDA graphs itself"),
     (dict(checkpointing=True), "RNG state"),
 ])
@@ -52,6 +62,13 @@ def test_cuda_graph_of_fp16_without_an_optimizer_is_allowed():
     # seed 002's method has no GradScaler: nothing syncs inside the step.
     assert cfg(cuda_graph=True, precision="fp16", method="seed002").cuda_graph
     assert cfg(cuda_graph=True, precision="fp16", mode="eval").cuda_graph
+
+
+def test_cuda_graph_of_fp16_training_with_a_fused_optimizer_is_allowed():
+    # The fused kernel reads GradScaler's overflow flag on the device: no host sync to capture.
+    for optimizer in ("sgd", "adamw"):
+        c = cfg(cuda_graph=True, precision="fp16", optimizer=optimizer, optimizer_impl="fused")
+        assert c.cuda_graph and c.precision == "fp16"
 
 
 def test_unknown_optimizer_impl_and_attention_name_the_flag():
@@ -67,8 +84,8 @@ def test_levers_say_why_they_do_not_apply():
     assert levers.BY_NAME["compile"].apply(cfg(), resnet, "cpu")[1].startswith("not tried")
     assert levers.BY_NAME["cuda-graph"].apply(cfg(), resnet, "cpu") == \
         (None, "CUDA graphs need a CUDA GPU")
-    assert "GradScaler" in levers.BY_NAME["cuda-graph"].apply(cfg(precision="fp16"), resnet,
-                                                              "cuda")[1]
+    assert levers.BY_NAME["cuda-graph"].apply(cfg(compile="reduce-overhead"), resnet,
+                                              "cuda")[1].endswith("captures CUDA graphs itself")
     assert levers.BY_NAME["flash-attention"].apply(cfg(), resnet, "cuda")[1] == "no attention"
     tuned, why = levers.BY_NAME["flash-attention"].apply(cfg(model="gpt2"), gpt2, "cuda")
     assert why is None and tuned.attention == "flash"
@@ -76,12 +93,42 @@ def test_levers_say_why_they_do_not_apply():
         "not an image model"
 
 
-def test_fp16_is_not_tried_on_top_of_a_kept_cuda_graph():
-    out, why = levers.BY_NAME["other-16-bit"].apply(cfg(cuda_graph=True), get_model("resnet50"),
-                                                    "cuda")
-    assert out is None and "CUDA graph" in why
-    out, why = levers.BY_NAME["other-16-bit"].apply(cfg(), get_model("resnet50"), "cuda")
-    assert out.precision == "fp16"
+def test_cuda_graph_of_fp16_training_comes_with_fused_optimizer_kernels():
+    resnet, graph = get_model("resnet50"), levers.BY_NAME["cuda-graph"]
+    out, why = graph.apply(cfg(precision="fp16"), resnet, "cuda")
+    assert why is None and out.cuda_graph and out.optimizer_impl == "fused"
+    assert levers.describe_change(cfg(precision="fp16"), out) == "fused optimizer, CUDA graph"
+    out, _ = graph.apply(cfg(), resnet, "cuda")            # bf16: no loss scaling, kernels kept
+    assert out.cuda_graph and out.optimizer_impl == "default"
+    out, _ = graph.apply(cfg(precision="fp16", mode="eval"), resnet, "cuda")
+    assert out.cuda_graph and out.optimizer_impl == "default"
+
+
+def test_fp16_on_top_of_a_kept_cuda_graph_takes_fused_kernels():
+    swap = levers.BY_NAME["other-16-bit"]
+    out, why = swap.apply(cfg(cuda_graph=True), get_model("resnet50"), "cuda")
+    assert why is None and out.precision == "fp16" and out.cuda_graph
+    assert out.optimizer_impl == "fused"
+    out, why = swap.apply(cfg(), get_model("resnet50"), "cuda")
+    assert out.precision == "fp16" and out.optimizer_impl == "default"
+    out, _ = swap.apply(cfg(precision="fp16", cuda_graph=True, optimizer_impl="fused"),
+                        get_model("resnet50"), "cuda")
+    assert out.precision == "bf16" and out.optimizer_impl == "fused"
+
+
+def test_pad_vocab_lever_applies_to_odd_vocabularies_only():
+    pad = levers.BY_NAME["pad-vocab"]
+    assert levers.LEVERS[0] is pad               # a model-shape change, before compile
+    for name in ("gpt2", "bert-base", "tiny_gpt2"):
+        out, why = pad.apply(cfg(model=name), get_model(name), "cuda")
+        assert why is None and out.pad_vocab
+        assert levers.describe_change(cfg(model=name), out) == "vocabulary padded"
+        assert levers.flags_of(out).endswith("--pad-vocab")
+    assert pad.apply(cfg(), get_model("resnet50"), "cuda") == (None, "not a language model")
+    assert pad.apply(cfg(model="tiny_gpt"), get_model("tiny_gpt"), "cpu") == \
+        (None, "vocabulary already a multiple of 64")
+    assert pad.apply(cfg(model="gpt2", pad_vocab=True), get_model("gpt2"), "cuda")[1] == \
+        "already padded"
 
 
 def test_flags_of_reproduce_the_config():
@@ -134,6 +181,19 @@ def test_replay_of_stored_records_takes_the_same_decisions():
     assert search.winner(trials).config == d
 
 
+def test_replay_names_a_lever_that_set_fused_kernels_with_its_own_field():
+    a = cfg(precision="fp16")
+    graph = replace(a, cuda_graph=True, optimizer_impl="fused")
+    padded = replace(cfg(model="gpt2"), pad_vocab=True)
+    trials = search.replay([rec(a, 0.1), rec(graph, 0.05)])
+    assert trials[1].lever == "cuda-graph" and trials[1].change == "fused optimizer, CUDA graph"
+    b = cfg(cuda_graph=True)
+    trials = search.replay([rec(b, 0.1), rec(replace(b, precision="fp16", optimizer_impl="fused"),
+                                             0.09)])
+    assert trials[1].lever == "other-16-bit"
+    assert search.replay([rec(cfg(model="gpt2"), 0.1), rec(padded, 0.09)])[1].lever == "pad-vocab"
+
+
 # -- payback -------------------------------------------------------------------------------------
 def test_payback_arithmetic():
     plain = rec(cfg(batch_size=10), 0.1, first=0.5, build=0.5)      # 100 samples/s, 1 s setup
@@ -165,9 +225,12 @@ def test_generic_recipe_on_a_gpu_pulls_the_cheap_levers_that_apply():
     tuned, _, notes = recipes.tuned_config(cfg(), get_model("resnet50"), "cuda", "GPU")
     assert (tuned.channels_last, tuned.optimizer_impl, tuned.compile, tuned.cuda_graph) == \
         (True, "fused", None, True)   # compile only where a search measured it winning
+    # fp16 training: the fused kernels the recipe sets first let the graph capture GradScaler.
     tuned, _, notes = recipes.tuned_config(cfg(precision="fp16"), get_model("resnet50"),
                                            "cuda", "GPU")
-    assert not tuned.cuda_graph and any("GradScaler" in n for n in notes)
+    assert tuned.cuda_graph and tuned.optimizer_impl == "fused" and not notes
+    assert recipes.changes_between(cfg(model="gpt2"), cfg(model="gpt2", pad_vocab=True)) == \
+        {"pad_vocab": True}
 
 
 def test_learned_recipe_wins_and_explicit_fields_are_kept():

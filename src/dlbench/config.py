@@ -65,6 +65,10 @@ class ThroughputConfig:
         optimizer_impl: ``default``, ``foreach`` or ``fused`` optimizer kernels (``--optimizer-impl``).
         attention: pin scaled-dot-product attention to one backend (``--attention``); None
             lets PyTorch choose.
+        pad_vocab: language models only (``--pad-vocab``): the vocabulary padded to a multiple
+            of 64 (gpt2's 50,257 to 50,304, as nanoGPT does) so the lm-head GEMMs' dimensions
+            suit tensor cores. The padded rows are never a target; the FLOPs and MFU still
+            count the unpadded model, the useful work.
         tuned_from: for tuned mode's pick (``--tuned``), the key of the plain config it is
             compared with (measured in the same run); None for any other config.
     """
@@ -88,6 +92,7 @@ class ThroughputConfig:
     cuda_graph: bool = False
     optimizer_impl: str = "default"
     attention: str | None = None
+    pad_vocab: bool = False
     tuned_from: str | None = None
 
     def __post_init__(self) -> None:
@@ -118,9 +123,15 @@ class ThroughputConfig:
             self._check_graph()
 
     def _check_graph(self) -> None:
-        if (self.mode == "train" and self.method == "standard" and self.precision == "fp16"):
-            raise ConfigError("--cuda-graph cannot capture fp16 training: GradScaler reads its "
-                              "overflow flag on the host every step; use bf16 (no loss scaling)")
+        # GradScaler hands a fused optimizer its overflow flag as a tensor, and the fused
+        # kernel skips the update on the device; any other optimizer has the flag read on the
+        # host every step, a sync no capture can hold.
+        if (self.mode == "train" and self.method == "standard" and self.precision == "fp16"
+                and self.optimizer_impl != "fused"):
+            raise ConfigError("--cuda-graph with fp16 training needs --optimizer-impl fused: "
+                              "with other optimizer kernels GradScaler reads its overflow flag "
+                              "on the host every step; add --optimizer-impl fused (or use bf16, "
+                              "which needs no loss scaling)")
         if self.compile in ("reduce-overhead", "max-autotune"):
             raise ConfigError(f"--cuda-graph with --compile {self.compile}: that compile mode "
                               "captures CUDA graphs itself; use --compile default or "
@@ -133,7 +144,8 @@ class ThroughputConfig:
     # The stopping rule and warm-up change how well a figure is known, not what it measures.
     _NOT_IDENTITY = ("stop", "warmup_steps", "warmup_seconds", "device", "telemetry_interval_s")
     _LATER_FIELDS = (("checkpointing", False), ("cuda_graph", False),
-                     ("optimizer_impl", "default"), ("attention", None), ("tuned_from", None))
+                     ("optimizer_impl", "default"), ("attention", None), ("pad_vocab", False),
+                     ("tuned_from", None))
 
     def key(self) -> str:
         ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
@@ -180,6 +192,8 @@ class ThroughputConfig:
             parts.append(f"{self.optimizer_impl}-opt")
         if self.attention:
             parts.append(f"attn={self.attention}")
+        if self.pad_vocab:
+            parts.append("pad-vocab")
         if self.tuned_from:
             parts.append("tuned")
         return " ".join(parts)

@@ -86,12 +86,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="stop once the 95%% interval half-width is below this fraction (default 0.01)")
     p.add_argument("--cuda-graph", action="append", type=csv_list(on_off),
                    help="on/off: capture the whole step (forward, backward, optimizer) in one "
-                        "CUDA graph and replay it (not with fp16 training: GradScaler syncs)")
+                        "CUDA graph and replay it (fp16 training needs --optimizer-impl fused: "
+                        "the fused kernel reads GradScaler's overflow flag on the device, other "
+                        "kernels have it read on the host)")
     p.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="default",
                    help="optimizer kernels: default (PyTorch's pick), foreach or fused")
     p.add_argument("--attention", choices=ATTENTION_BACKENDS,
                    help="pin scaled-dot-product attention to one backend (transformer models)")
     p.add_argument("--tuned", action="store_true", help=TUNED_HELP)
+    p.add_argument("--pad-vocab", action="store_true",
+                   help="language models: pad the vocabulary to a multiple of 64 (gpt2 50,257 "
+                        "-> 50,304, as nanoGPT does), so the lm-head GEMMs get tensor-core "
+                        "friendly dimensions; the extra rows are never a target and FLOPs/MFU "
+                        "count the unpadded model (ignored for image models)")
     p.add_argument("--checkpointing", action="store_true",
                    help="activation checkpointing (train): less memory, more compute")
     p.add_argument("--telemetry-interval", type=float, default=0.1, metavar="S",
@@ -133,16 +140,15 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         compiles=flatten(args.compile, [None]),
         channels_last=flatten(args.channels_last, [False]),
         cuda_graphs=flatten(args.cuda_graph, [False]),
-        optimizer_impl=args.optimizer_impl, attention=args.attention,
+        optimizer_impl=args.optimizer_impl, attention=args.attention, pad_vocab=args.pad_vocab,
         default_batch=lambda m: gpu_batch(m, facts.memory_bytes) if on_gpu else _cpu_batch(m),
         optimizer=args.optimizer, method=args.method, input_size=args.input_size,
         device=args.device, warmup_steps=args.warmup, warmup_seconds=args.warmup_time,
         stop=stop, seed=args.seed, checkpointing=args.checkpointing,
         telemetry_interval_s=args.telemetry_interval or None)
-    # channels_last means nothing for a text model: measure it once, in its own layout.
-    configs = list({c.key(): c for c in (
-        replace(c, channels_last=False) if get_model(c.model).kind != "image" else c
-        for c in configs)}.values())
+    # channels_last means nothing for a text model, nor a vocabulary for an image model: in a
+    # mixed -m list each model is measured once, without the flag that does not apply to it.
+    configs = list({c.key(): c for c in (_applicable(c) for c in configs)}.values())
     if auto:  # size each setup now, before the sweep: the largest batch that fits it
         setups = list({c.key(): c for c in (replace(c, batch_size=1) for c in configs)}.values())
         preflight(setups)
@@ -156,6 +162,12 @@ def cmd_throughput(args: argparse.Namespace) -> int:
 
 
 AUTO = "auto"
+
+
+def _applicable(cfg: ThroughputConfig) -> ThroughputConfig:
+    kind = get_model(cfg.model).kind
+    return replace(cfg, channels_last=cfg.channels_last and kind == "image",
+                   pad_vocab=cfg.pad_vocab and kind == "text")
 
 
 def _batch_or_auto(text: str) -> int | str | None:

@@ -112,6 +112,12 @@ TEST_MODELS: tuple[ModelSpec, ...] = (
         factory=tiny.tiny_gpt, test_only=True,
     ),
     ModelSpec(
+        name="tiny_gpt2", source="transformers", kind="text", unit="tokens", input_size=32,
+        num_classes=100, default_batch=8,
+        description="2-layer GPT-2 (transformers) for tests, vocab 100: not a multiple of 64",
+        factory=text.tiny_gpt2, test_only=True,
+    ),
+    ModelSpec(
         name="test_oom", source="dlbench", kind="image", unit="images", input_size=32,
         num_classes=10, default_batch=16,
         description=f"tiny_cnn that raises torch.OutOfMemoryError above batch {tiny.OOM_BATCH_LIMIT}",

@@ -8,6 +8,7 @@ from typing import Callable
 
 from dlbench.config import ThroughputConfig
 from dlbench.models.base import ModelSpec
+from dlbench.models.zoo.text import VOCAB_MULTIPLE
 
 # (new config, None) when the lever applies; (None, why not) when it does not.
 Outcome = tuple[ThroughputConfig | None, str | None]
@@ -26,14 +27,32 @@ def uses_attention(spec: ModelSpec) -> bool:
     return spec.kind == "text" or spec.name.startswith("vit")
 
 
+def _scaler_syncs(cfg: ThroughputConfig) -> bool:
+    """fp16 training whose GradScaler reads the overflow flag on the host: any optimizer but a
+    fused one, whose kernel reads the flag on the device (see workloads.step.update)."""
+    return (cfg.mode == "train" and cfg.method == "standard" and cfg.precision == "fp16"
+            and cfg.optimizer_impl != "fused")
+
+
 def _graph_blocker(cfg: ThroughputConfig) -> str | None:
-    if cfg.mode == "train" and cfg.method == "standard" and cfg.precision == "fp16":
-        return "fp16 training: GradScaler reads its overflow flag on the host each step"
+    if _scaler_syncs(cfg):
+        return ("fp16 training with unfused optimizer kernels: GradScaler reads its overflow "
+                "flag on the host each step")
     if cfg.compile in ("reduce-overhead", "max-autotune"):
         return f"compile mode {cfg.compile} captures CUDA graphs itself"
     if cfg.checkpointing:
         return "activation checkpointing saves RNG state, which a capture forbids"
     return None
+
+
+def _pad_vocab(cfg, spec, device) -> Outcome:
+    if spec.kind != "text":
+        return None, "not a language model"
+    if cfg.pad_vocab:
+        return None, "already padded"
+    if spec.num_classes % VOCAB_MULTIPLE == 0:
+        return None, f"vocabulary already a multiple of {VOCAB_MULTIPLE}"
+    return replace(cfg, pad_vocab=True), None
 
 
 def _channels_last(cfg, spec, device) -> Outcome:
@@ -89,6 +108,8 @@ def _cuda_graph(cfg, spec, device) -> Outcome:
         return None, "CUDA graphs need a CUDA GPU"
     if cfg.cuda_graph:
         return None, "already captured"
+    if _scaler_syncs(cfg):  # fused kernels take GradScaler's overflow check onto the device
+        cfg = replace(cfg, optimizer_impl="fused")
     blocker = _graph_blocker(cfg)
     return (None, blocker) if blocker else (replace(cfg, cuda_graph=True), None)
 
@@ -97,9 +118,10 @@ def _other_16bit(cfg, spec, device) -> Outcome:
     if device != "cuda":
         return None, "the CPU's 16-bit autocast is bf16"
     if cfg.precision == "bf16":
-        if cfg.cuda_graph and _graph_blocker(replace(cfg, cuda_graph=False, precision="fp16")):
-            return None, "fp16 training cannot be captured in the CUDA graph kept before"
-        return replace(cfg, precision="fp16"), None
+        # Under a CUDA graph kept before, fp16 training needs the fused kernels (GradScaler).
+        fused = cfg.cuda_graph and _scaler_syncs(replace(cfg, cuda_graph=False, precision="fp16"))
+        return replace(cfg, precision="fp16",
+                       optimizer_impl="fused" if fused else cfg.optimizer_impl), None
     if cfg.precision == "fp16":
         return replace(cfg, precision="bf16"), None
     return None, f"{cfg.precision} was asked for; only a 16-bit type is swapped"
@@ -110,10 +132,13 @@ def _double_batch(cfg, spec, device) -> Outcome:
 
 
 LEVERS: tuple[Lever, ...] = (
+    # First: it changes the model's shape, which every later lever (compile above all) sees.
+    Lever("pad-vocab", f"vocabulary padded to a multiple of {VOCAB_MULTIPLE}", _pad_vocab),
     Lever("channels_last", "NHWC memory layout", _channels_last),
     Lever("fused-optimizer", "the optimizer's fused kernels", _fused_optimizer),
     Lever("flash-attention", "SDPA pinned to flash attention", _flash),
-    # Before the CUDA graph, which fp16 training (GradScaler) would rule out.
+    # Before the CUDA graph, which then captures whichever 16-bit type won (fp16 training
+    # with fused optimizer kernels: the graph lever sets them where they were not kept).
     Lever("other-16-bit", "fp16 instead of bf16 (or back)", _other_16bit),
     Lever("compile", "torch.compile, default mode", _compile),
     Lever("cuda-graph", "whole step captured in one CUDA graph", _cuda_graph),
@@ -141,11 +166,12 @@ def describe_change(before: ThroughputConfig, after: ThroughputConfig) -> str:
     """What differs between two configs, as a reader would say it (``compile default``)."""
     a, b = before.to_dict(), after.to_dict()
     parts = []
-    for name in ("channels_last", "optimizer_impl", "attention", "compile", "cuda_graph",
-                 "precision", "batch_size"):
+    for name in ("pad_vocab", "channels_last", "optimizer_impl", "attention", "compile",
+                 "cuda_graph", "precision", "batch_size"):
         if a[name] != b[name]:
             value = b[name]
             parts.append({
+                "pad_vocab": "vocabulary padded" if value else "vocabulary unpadded",
                 "channels_last": "channels_last" if value else "NCHW",
                 "optimizer_impl": f"{value} optimizer",
                 "attention": f"attention {value}",
@@ -178,4 +204,6 @@ def flags_of(cfg: ThroughputConfig) -> str:
         out.append(f"--optimizer-impl {cfg.optimizer_impl}")
     if cfg.attention:
         out.append(f"--attention {cfg.attention}")
+    if cfg.pad_vocab:
+        out.append("--pad-vocab")
     return " ".join(out)

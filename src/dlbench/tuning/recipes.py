@@ -8,8 +8,9 @@ Where they come from, first match wins:
    kernels, whole-step CUDA graph). torch.compile costs a minute or more per model and loses for
    some, so it enters a recipe only where a search measured it winning; batch and 16-bit type
    likewise.
-A change the config or device cannot take (a CUDA graph of fp16 training, compile on the CPU)
-is dropped with a note, and the fields the user set explicitly are never changed.
+A change the config or device cannot take (a CUDA graph of fp16 training with unfused optimizer
+kernels, compile on the CPU) is dropped with a note, and the fields the user set explicitly are
+never changed.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from dlbench.models.base import ModelSpec
 from dlbench.tuning.levers import LEVERS, NO_COMPILE_ON_CPU
 
 # The config fields a recipe may set.
-TUNED_FIELDS = ("channels_last", "optimizer_impl", "attention", "compile", "cuda_graph",
-                "precision", "batch_size")
+TUNED_FIELDS = ("pad_vocab", "channels_last", "optimizer_impl", "attention", "compile",
+                "cuda_graph", "precision", "batch_size")
 GENERIC_LEVERS = ("channels_last", "fused-optimizer", "cuda-graph")
 
 
@@ -122,6 +123,8 @@ def _device_blocker(cfg: ThroughputConfig, spec: ModelSpec, device: str) -> str 
         return "that attention backend is CUDA's"
     if cfg.channels_last and spec.kind != "image":
         return "not an image model"
+    if cfg.pad_vocab and spec.kind != "text":
+        return "not a language model"
     return None
 
 

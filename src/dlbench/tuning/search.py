@@ -19,10 +19,13 @@ from dlbench.tuning.levers import LEVERS, Lever, describe_change
 # Keep a lever only if it wins by more than 1%: dlbench's windows stop at a 1% interval.
 MARGIN = 0.01
 
-# Which lever changed a config field (to name the lever of a stored record).
-FIELD_LEVER = {"channels_last": "channels_last", "optimizer_impl": "fused-optimizer",
+# Which lever changed a config field (to name the lever of a stored record); the first field
+# that changed names it. optimizer_impl comes last: on fp16 training the cuda-graph and
+# other-16-bit levers set fused kernels along with their own field.
+FIELD_LEVER = {"pad_vocab": "pad-vocab", "channels_last": "channels_last",
                "attention": "flash-attention", "compile": "compile", "cuda_graph": "cuda-graph",
-               "precision": "other-16-bit", "batch_size": "batch-x2"}
+               "precision": "other-16-bit", "batch_size": "batch-x2",
+               "optimizer_impl": "fused-optimizer"}
 # The compile lever by the mode it set.
 COMPILE_LEVER = {"max-autotune-no-cudagraphs": "max-autotune"}
 

@@ -56,6 +56,9 @@ def check_supported(cfg: ThroughputConfig, spec: ModelSpec, device: torch.device
     if cfg.channels_last and spec.kind != "image":
         raise UnsupportedError(f"--channels-last applies to image models; {spec.name} is a "
                                f"{spec.kind} model")
+    if cfg.pad_vocab and spec.kind != "text":
+        raise UnsupportedError(f"--pad-vocab pads a language model's vocabulary; {spec.name} "
+                               f"is an {spec.kind} model, with no vocabulary to pad")
     if cfg.method == "seed002" and spec.kind != "image":
         raise UnsupportedError("--method seed002 reproduces an image-model table; use it with "
                                "image models")

@@ -23,6 +23,7 @@ from dlbench.measure.stopping import decide
 from dlbench.measure.timer import make_timer, synchronize
 from dlbench.models import get_model
 from dlbench.models.base import ModelSpec
+from dlbench.models.zoo.text import pad_vocabulary
 from dlbench.results import ThroughputRecord
 from dlbench.workloads.checkpointing import enable_checkpointing
 from dlbench.workloads.devices import UnsupportedError, check_supported, resolve_device
@@ -89,14 +90,19 @@ def autocast_factory(precision: str, device: torch.device,
     return lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=cache)
 
 
-def make_optimizer(name: str, params: list[torch.nn.Parameter],
-                   impl: str = "default") -> torch.optim.Optimizer:
+def make_optimizer(name: str, params: list[torch.nn.Parameter], impl: str = "default",
+                   capturable: bool = False) -> torch.optim.Optimizer:
     """The optimizer of a training step: ``sgd`` (momentum 0.9, as seed 000) or ``adamw``;
-    ``impl`` picks PyTorch's default, the foreach or the fused kernels."""
+    ``impl`` picks PyTorch's default, the foreach or the fused kernels (``fused=True``, which
+    also lets GradScaler skip an overflowed step on the device).
+
+    ``capturable`` for a step a CUDA graph captures: AdamW refuses a capture without it, as
+    its step count must then live on the device; SGD keeps no such count.
+    """
     kernels = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[impl]
     if name == "sgd":
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kernels)  # seed 000: momentum
-    return torch.optim.AdamW(params, lr=1e-4, **kernels)
+    return torch.optim.AdamW(params, lr=1e-4, capturable=capturable, **kernels)
 
 
 def attention_context(backend: str | None) -> Callable[[], contextlib.AbstractContextManager]:
@@ -180,8 +186,9 @@ def _eager_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
         return seed002_step
 
     opt = make_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad],
-                         cfg.optimizer_impl)
-    # fp16 needs loss scaling (and a sync per step: see workloads.step.update).
+                         cfg.optimizer_impl, capturable=cfg.cuda_graph)
+    # fp16 needs loss scaling (a sync per step unless the optimizer is fused: see
+    # workloads.step.update).
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
 
     def train_step() -> torch.Tensor:
@@ -190,7 +197,9 @@ def _eager_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
         update(loss, opt, scaler)
         return loss
     train_step.optimizer = opt  # read once after the window, to count its state's bytes
-    train_step.scaler = scaler  # its scale is read before and after the window (skipped steps)
+    # Its scale is read before and after the window (skipped steps); a CUDA graph's replays
+    # update that same scale tensor in place, so the count holds for a captured step too.
+    train_step.scaler = scaler
     return train_step
 
 
@@ -208,7 +217,11 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
             telemetry.for_benchmark(cfg.telemetry_interval_s, device, env) as sampler:
         sampler.idle(telemetry.IDLE_BASELINE_S)  # GPU power before anything runs: the baseline
         t = clock()
-        model = spec.build(size).to(device)
+        model = spec.build(size)
+        if cfg.pad_vocab:  # before the move: the device never holds both embedding tables
+            pad_vocabulary(model)
+        model = model.to(device)
+        # Token ids and targets stay in the unpadded vocabulary (spec.num_classes).
         x, y = spec.make_batch(cfg.batch_size, device, size)
         if cfg.channels_last:
             model = model.to(memory_format=torch.channels_last)
@@ -270,6 +283,7 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         first_step_s=first_step_s, build_s=build_s, window_wall_s=window_wall_s,
         stop_reason=reason, samples_per_step=cfg.batch_size, unit=spec.unit,
         units_per_sample=spec.units_per_sample(size),
+        # The unpadded spec's count even with --pad-vocab: MFU counts only useful work.
         flops_per_sample=(flops or count_flops_safe)(spec, cfg.mode, size),
         memory=memory, final_loss=final, loss_scale=loss_scale,
         telemetry=telemetry.finish(sampler.stop(), len(times) * cfg.batch_size),

@@ -16,6 +16,9 @@ from dlbench.models.zoo import require
 #: Attention implementation registered with transformers (see ``_attention_implementation``).
 MASKLESS_SDPA = "dlbench_maskless_sdpa"
 
+#: What ``--pad-vocab`` pads the vocabulary to a multiple of (nanoGPT's choice for gpt2).
+VOCAB_MULTIPLE = 64
+
 
 class LogitsOnly(nn.Module):
     """Calls a transformers model on token ids alone and returns its ``logits`` tensor."""
@@ -76,3 +79,34 @@ def gpt2(input_size: int) -> nn.Module:
     transformers = require("transformers")
     config = _config("GPT2Config", n_positions=max(1024, input_size))
     return LogitsOnly(transformers.GPT2LMHeadModel(config))
+
+
+def tiny_gpt2(input_size: int) -> nn.Module:
+    """A 2-layer GPT-2 with a 100-token vocabulary (not a multiple of 64), for tests of the
+    transformers path and of vocabulary padding on the CPU."""
+    transformers = require("transformers")
+    config = _config("GPT2Config", n_layer=2, n_embd=32, n_head=2, vocab_size=100,
+                     n_positions=max(32, input_size), bos_token_id=99, eos_token_id=99)
+    return LogitsOnly(transformers.GPT2LMHeadModel(config))
+
+
+def pad_vocabulary(model: nn.Module, multiple: int = VOCAB_MULTIPLE) -> int:
+    """Pad the vocabulary of a :class:`LogitsOnly` transformers model to a multiple of
+    ``multiple`` in place; returns the new size (the old one where it is a multiple already).
+
+    An odd vocabulary (gpt2's 50,257) gives the logits and their gradient rows of an odd
+    length, which are not 16-byte aligned and keep cuBLAS off its best tensor-core kernels for
+    the lm-head GEMMs; nanoGPT pads to 50,304 for that. The new rows get the model's own
+    initialisation (``mean_resizing=False``: nothing here is pretrained) and no token id or
+    target ever points at them. transformers re-ties tied input and output embeddings, and
+    resizes BERT's output bias with them.
+    """
+    inner = model.model if isinstance(model, LogitsOnly) else None
+    if inner is None or not hasattr(inner, "resize_token_embeddings"):
+        raise TypeError(f"cannot pad the vocabulary of a {type(model).__name__}: only a "
+                        "transformers language model (wrapped in LogitsOnly) can be padded")
+    size = inner.get_input_embeddings().num_embeddings
+    if size % multiple == 0:
+        return size
+    return inner.resize_token_embeddings(pad_to_multiple_of=multiple,
+                                         mean_resizing=False).num_embeddings
