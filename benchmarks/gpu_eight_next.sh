@@ -8,6 +8,8 @@
 #   GPU 2/3   maxbatch of the seed and modern models, bf16 and fp32 (resumed).
 #   GPUs 4-7  fp32 ddp of inception_v4 and nasnet at 1/2/4 GPUs (on a host of eight; on a
 #             host of four, GPUs 0 and 1 go on to the maxbatch of those two models instead).
+# four, a host of four (OUTDIR/dlbench.db: the 4x store): fp32 ddp of inception_v4 and nasnet,
+#   1 GPU (GPU 0) and 2 GPUs (GPUs 2-3) side by side, then all four.
 # wide, every GPU (slot default 540 s): the interconnect A/B at 8 GPUs for resnet50 and vgg16,
 #   the other seed models in bf16 at 1 and 8 GPUs, time to accuracy at 8 GPUs (5 seeds), the six
 #   seed models in fp32 at 1 and 8 GPUs; then the what-if check.
@@ -48,6 +50,21 @@ lane() { sed -u "s/^/[$1] /"; }
       fi
       wait
       ;;
+    four)
+      for model in "inception_v4 -b 256" "nasnet -b 64"; do
+        ( export CUDA_VISIBLE_DEVICES=0
+          timeout -s INT "$(left)" $py -m dlbench scale -m $model --gpus 1 --precision fp32 \
+              $fast --db "$db" --tag scale-fp32 ) 2>&1 | lane 0 &
+        ( export CUDA_VISIBLE_DEVICES=2,3
+          timeout -s INT "$(left)" $py -m dlbench scale -m $model --gpus 2 --precision fp32 \
+              $fast --db "$db" --tag scale-fp32 ) 2>&1 | lane 23 &
+        wait
+      done
+      for model in "inception_v4 -b 256" "nasnet -b 64"; do
+        timeout -s INT "$(left)" $py -m dlbench scale -m $model --gpus 4 --precision fp32 \
+            $fast --db "$db" --tag scale-fp32
+      done
+      ;;
     wide)
       timeout -s INT "$(left)" $py -m dlbench scale -m resnet50,vgg16 --gpus 8 \
           --interconnect no-p2p,no-p2p+no-shm --precision bf16 --channels-last on $fast \
@@ -66,7 +83,7 @@ lane() { sed -u "s/^/[$1] /"; }
       tar -C "$(dirname "$train")" -czf "$out/train.tgz" "$(basename "$train")"
       $py -m dlbench whatif --check --db "$db" --busbw-from "$db" > "$out/whatif-check.txt" 2>&1
       ;;
-    *) echo "stage: lanes or wide"; exit 2 ;;
+    *) echo "stage: lanes, four or wide"; exit 2 ;;
   esac
   $py -m dlbench report --db "$db" --markdown -o "$out/tables.md"
   grep -A40 "by GPU count (default" "$out/tables.md" | cut -c1-150
