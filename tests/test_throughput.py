@@ -151,3 +151,22 @@ def test_autotuning_can_be_turned_off_for_threaded_replicas():
     with precision_flags("bf16", torch.device("cuda"), autotune=False):
         assert not torch.backends.cudnn.benchmark
     assert torch.backends.cudnn.benchmark == saved
+
+
+def test_fused_sgd_survives_an_overflowed_first_step():
+    """fp16's first steps usually overflow; GradScaler then has the fused kernel skip the step,
+    and fused SGD's momentum buffers, made with empty_like, must not stay uninitialised."""
+    def steps(impl):
+        p = torch.nn.Parameter(torch.ones(64))
+        opt = throughput.make_optimizer("sgd", [p], impl)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+        for bad in (True, False, False):
+            opt.zero_grad(set_to_none=True)
+            loss = (p * (float("inf") if bad else 1.0)).sum()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        return p.detach().clone()
+    fused, stock = steps("fused"), steps("default")
+    assert torch.isfinite(fused).all()
+    assert torch.equal(fused, stock)

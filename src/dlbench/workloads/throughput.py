@@ -101,7 +101,17 @@ def make_optimizer(name: str, params: list[torch.nn.Parameter], impl: str = "def
     """
     kernels = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[impl]
     if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kernels)  # seed 000: momentum
+        opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kernels)  # seed 000: momentum
+        if impl == "fused":
+            # Fused SGD makes its momentum buffers with empty_like on its first step and lets
+            # the kernel skip a step GradScaler found overflowed; when that first step is the
+            # skipped one (fp16's first steps usually are), the buffers stay uninitialised and
+            # the next step adds that garbage to the weights (the loss was NaN within steps on
+            # an H100). Zeroed buffers make the first real step b = 0.9*0 + g = g, what stock
+            # SGD does, skipped steps or not.
+            for p in params:
+                opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
+        return opt
     return torch.optim.AdamW(params, lr=1e-4, capturable=capturable, **kernels)
 
 
