@@ -51,6 +51,16 @@ def test_throughput_table_shows_failures_as_rows():
     assert t.rows[1][-1].startswith("oom: OutOfMemoryError")
 
 
+def test_setup_the_columns_miss_is_in_the_note():
+    """Rows that differ only in optimizer kernels or a padded vocabulary must not look alike."""
+    from dataclasses import replace
+    plain = rec("gpt2", precision="bf16", compile="default")
+    padded = replace(plain, config=replace(plain.config, pad_vocab=True, optimizer_impl="fused"))
+    t = tables.throughput_table([plain, padded])
+    assert t.rows[0][-1] == ""
+    assert t.rows[1][-1] == "fused-opt; pad-vocab"
+
+
 def test_noisy_result_is_flagged():
     c = ThroughputConfig(model="resnet50", batch_size=8)
     r = ThroughputRecord(config=c, env={}, step_times_s=(0.1, 0.3) * 3 + (0.9,), samples_per_step=8,

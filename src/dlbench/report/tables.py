@@ -68,6 +68,25 @@ def _compile(r: ThroughputRecord) -> str:
     return (c.compile or "eager") + ("+graph" if getattr(c, "cuda_graph", False) else "")
 
 
+def setup_notes(c) -> list[str]:
+    """The parts of a config the columns do not show, so two rows that differ only there
+    (fused optimizer kernels, a padded vocabulary) cannot be mistaken for each other."""
+    out = []
+    if getattr(c, "optimizer", "sgd") != "sgd":
+        out.append(c.optimizer)
+    if getattr(c, "optimizer_impl", "default") != "default":
+        out.append(f"{c.optimizer_impl}-opt")
+    if getattr(c, "attention", None):
+        out.append(f"attn={c.attention}")
+    if getattr(c, "pad_vocab", False):
+        out.append("pad-vocab")
+    if getattr(c, "checkpointing", False):
+        out.append("ckpt")
+    if getattr(c, "tuned_from", None):
+        out.append("tuned")
+    return out
+
+
 def _short_error(r: ThroughputRecord) -> str:
     first = (r.error or "").splitlines()[0] if r.error else ""
     return f"{r.error_type}: {first[:70]}"
@@ -100,8 +119,9 @@ def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughp
         s = r.summary()
         head = (c.model, c.mode + ("/" + c.method if c.method != "standard" else ""),
                 str(c.batch_size), c.precision, _layout(r), _compile(r))
+        setup = setup_notes(c)
         if s is None:
-            rows.append(head + ("-",) * 8 + (_short_error(r),))
+            rows.append(head + ("-",) * 8 + ("; ".join(setup + [_short_error(r)]),))
             continue
         per_s = s.throughput * r.units_per_sample
         unit = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}.get(r.unit, "/s")
@@ -115,7 +135,7 @@ def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughp
             _mfu_cell(r),
             f"{r.first_step_s:.2f}" if r.first_step_s is not None else "-",
             f"{mem / GIB:.1f}" if mem else "-",
-            "; ".join(flags(r)),
+            "; ".join(setup + flags(r)),
         ))
     notes = ("throughput = samples over the measured window's time; ±95% is the batch-means "
              "interval; TFLOP/s counts model FLOPs (optimizer excluded); MFU is against the "
