@@ -231,6 +231,11 @@ def test_generic_recipe_on_a_gpu_pulls_the_cheap_levers_that_apply():
     assert tuned.cuda_graph and tuned.optimizer_impl == "fused" and not notes
     assert recipes.changes_between(cfg(model="gpt2"), cfg(model="gpt2", pad_vocab=True)) == \
         {"pad_vocab": True}
+    # A language model gets its vocabulary padded, and no note that it has no NHWC layout.
+    tuned, recipe, notes = recipes.tuned_config(cfg(model="gpt2"), get_model("gpt2"), "cuda",
+                                                "GPU")
+    assert tuned.pad_vocab and not tuned.channels_last and recipe.source.startswith("generic")
+    assert not any(n.startswith("channels_last") for n in notes)
 
 
 def test_learned_recipe_wins_and_explicit_fields_are_kept():

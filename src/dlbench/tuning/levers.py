@@ -27,6 +27,12 @@ def uses_attention(spec: ModelSpec) -> bool:
     return spec.kind == "text" or spec.name.startswith("vit")
 
 
+# Why a lever does not apply to a kind of model: said in a lever table, left out of a recipe's
+# notes (a recipe for an image model need not say it pads no vocabulary).
+NOT_IMAGE = "not an image model"
+NOT_LANGUAGE = "not a language model"
+
+
 def _scaler_syncs(cfg: ThroughputConfig) -> bool:
     """fp16 training whose GradScaler reads the overflow flag on the host: any optimizer but a
     fused one, whose kernel reads the flag on the device (see workloads.step.update)."""
@@ -47,7 +53,7 @@ def _graph_blocker(cfg: ThroughputConfig) -> str | None:
 
 def _pad_vocab(cfg, spec, device) -> Outcome:
     if spec.kind != "text":
-        return None, "not a language model"
+        return None, NOT_LANGUAGE
     if cfg.pad_vocab:
         return None, "already padded"
     if spec.num_classes % VOCAB_MULTIPLE == 0:
@@ -57,7 +63,7 @@ def _pad_vocab(cfg, spec, device) -> Outcome:
 
 def _channels_last(cfg, spec, device) -> Outcome:
     if spec.kind != "image":
-        return None, "not an image model"
+        return None, NOT_IMAGE
     if cfg.channels_last:
         return None, "already channels_last"
     return replace(cfg, channels_last=True), None
