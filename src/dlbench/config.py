@@ -182,11 +182,17 @@ class ThroughputConfig:
             parts.append("compiled" if self.compile == "default" else f"compile={self.compile}")
         if self.method != "standard":
             parts.append(self.method)
+        return " ".join(parts + self.setup_parts(with_graph=True))
+
+    def setup_parts(self, with_graph: bool = False) -> list[str]:
+        """The label's words for the settings past model, batch, precision, mode, size, layout
+        and compile (tables show those in columns, and these in a note)."""
+        parts = []
         if self.optimizer != "sgd":
             parts.append(self.optimizer)
         if self.checkpointing:
             parts.append("ckpt")
-        if self.cuda_graph:
+        if self.cuda_graph and with_graph:
             parts.append("graph")
         if self.optimizer_impl != "default":
             parts.append(f"{self.optimizer_impl}-opt")
@@ -196,7 +202,7 @@ class ThroughputConfig:
             parts.append("pad-vocab")
         if self.tuned_from:
             parts.append("tuned")
-        return " ".join(parts)
+        return parts
 
 
 def _choice(flag: str, value: str, allowed: Sequence[str]) -> None:

@@ -68,25 +68,6 @@ def _compile(r: ThroughputRecord) -> str:
     return (c.compile or "eager") + ("+graph" if getattr(c, "cuda_graph", False) else "")
 
 
-def setup_notes(c) -> list[str]:
-    """The parts of a config the columns do not show, so two rows that differ only there
-    (fused optimizer kernels, a padded vocabulary) cannot be mistaken for each other."""
-    out = []
-    if getattr(c, "optimizer", "sgd") != "sgd":
-        out.append(c.optimizer)
-    if getattr(c, "optimizer_impl", "default") != "default":
-        out.append(f"{c.optimizer_impl}-opt")
-    if getattr(c, "attention", None):
-        out.append(f"attn={c.attention}")
-    if getattr(c, "pad_vocab", False):
-        out.append("pad-vocab")
-    if getattr(c, "checkpointing", False):
-        out.append("ckpt")
-    if getattr(c, "tuned_from", None):
-        out.append("tuned")
-    return out
-
-
 def _short_error(r: ThroughputRecord) -> str:
     first = (r.error or "").splitlines()[0] if r.error else ""
     return f"{r.error_type}: {first[:70]}"
@@ -119,7 +100,9 @@ def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughp
         s = r.summary()
         head = (c.model, c.mode + ("/" + c.method if c.method != "standard" else ""),
                 str(c.batch_size), c.precision, _layout(r), _compile(r))
-        setup = setup_notes(c)
+        # What the columns miss (fused optimizer kernels, a padded vocabulary), so two rows
+        # that differ only there cannot be mistaken for each other.
+        setup = c.setup_parts()
         if s is None:
             rows.append(head + ("-",) * 8 + ("; ".join(setup + [_short_error(r)]),))
             continue
