@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import traceback
@@ -37,12 +38,16 @@ def interrupted_at(tb: TracebackType | None) -> str:
     frames = [(f.f_code, line) for f, line in traceback.walk_tb(tb)]
     if not frames:
         return ""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+    def ours(code) -> bool:
+        return os.path.abspath(code.co_filename).startswith(package)
 
     def say(code, line) -> str:
-        path = code.co_filename.replace("\\", "/")
-        short = path.split("/dlbench/", 1)[1] if "/dlbench/" in path else path.rsplit("/", 1)[-1]
-        return f"{code.co_name} ({short}:{line})"
-    own = [fr for fr in frames if "/dlbench/" in fr[0].co_filename.replace("\\", "/")]
+        path = os.path.abspath(code.co_filename)
+        short = path[len(package):] if ours(code) else os.path.basename(path)
+        return f"{code.co_name} ({short.replace(os.sep, '/')}:{line})"
+    own = [fr for fr in frames if ours(fr[0])]
     text = f"in {say(*own[-1])}" if own else ""
     if not own or own[-1] != frames[-1]:
         text += f"{', ' if text else ''}waiting in {say(*frames[-1])}"
