@@ -35,7 +35,6 @@ mkdir -p "$train/mllog"
 [ -n "$traindir" ] && cp -r "$traindir"/dlbench.db "$traindir"/mllog "$train"/
 tcommon=(--dataset fashion-mnist --data-dir "$data" -m cnn10 --target 0.90 --precision bf16
          --db "$train/dlbench.db" --log-dir "$train/mllog" --timeout 600)
-lane() { sed -u "s/^/[$1] /"; }
 {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,power.limit --format=csv
   ( export CUDA_VISIBLE_DEVICES=0,1

@@ -17,7 +17,6 @@ py=python3
 fast="--resume --warmup 3 --warmup-time 0.5 --min-steps 5 --min-time 1 --max-time 2.5 --timeout 200 --pg-timeout 120 -q"
 train=/tmp/dlbench-train
 mkdir -p "$train" && cp -r "$traindir"/dlbench.db "$traindir"/mllog "$train"/
-lane() { sed -u "s/^/[$1] /"; }
 {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,power.limit --format=csv
   ( export CUDA_VISIBLE_DEVICES=0,1

@@ -4,11 +4,13 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}src
 # Multicast off in every process (the GPU hosts' rule); torchrun passes the environment on.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 left() { local floor=${LEFT_MIN:-5}; echo $((end - SECONDS > floor ? end - SECONDS : floor)); }
+# Prefix a job's lines with its GPUs, so side-by-side jobs can be told apart: ... | lane 01
+lane() { sed -u "s/^/[$1] /"; }
 # One GPU's share of the largest-batch searches, bf16 and fp32, resumed until the slot ends
 # (run it in the background, one per GPU): maxbatch_lane GPU MODELS DB
 maxbatch_lane() {
   ( export CUDA_VISIBLE_DEVICES=$1
     timeout -s INT "$(left)" python3 -m dlbench maxbatch -m "$2" --precision bf16,fp32 \
         --channels-last --tolerance 0.1 --max-time 2 --resume -q --db "$3" --tag maxbatch-h200
-  ) 2>&1 | sed -u "s/^/[$1] /"
+  ) 2>&1 | lane "$1"
 }

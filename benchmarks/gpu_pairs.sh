@@ -29,7 +29,6 @@ left1() { echo $((stage1_end - SECONDS > 5 ? stage1_end - SECONDS : 5)); }
 py=python3
 fast="--resume --warmup 3 --warmup-time 0.5 --min-steps 5 --min-time 1 --max-time 2.5 --timeout 200 --pg-timeout 120 -q"
 four=resnet50,inception_v3,vgg16,resnet152
-lane() { sed -u "s/^/[$1] /"; }
 {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,power.limit --format=csv
   nvidia-smi topo -m

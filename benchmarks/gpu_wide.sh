@@ -19,7 +19,6 @@ left1() { echo $((stage1_end - SECONDS > 5 ? stage1_end - SECONDS : 5)); }
 py=python3
 n=$(nvidia-smi -L | wc -l)
 fast="--warmup 3 --warmup-time 0.5 --min-steps 5 --min-time 1 --max-time 2 --timeout 150 --pg-timeout 100 -q"
-lane() { sed -u "s/^/[$1] /"; }
 {
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,power.limit --format=csv
   nvidia-smi topo -m
