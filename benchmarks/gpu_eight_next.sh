@@ -9,7 +9,8 @@
 #   GPUs 4-7  fp32 ddp of inception_v4 and nasnet at 1/2/4 GPUs (on a host of eight; on a
 #             host of four, GPUs 0 and 1 go on to the maxbatch of those two models instead).
 # four, a host of four (OUTDIR/dlbench.db: the 4x store): fp32 ddp of inception_v4 and nasnet,
-#   1 GPU (GPU 0) and 2 GPUs (GPUs 2-3) side by side, then all four.
+#   1 GPU (GPU 0) and 2 GPUs (GPUs 2-3) side by side, then all four; then maxbatch lanes on
+#   the four GPUs until the slot ends.
 # wide, every GPU (slot default 540 s): the interconnect A/B at 8 GPUs for resnet50 and vgg16,
 #   the other seed models in bf16 at 1 and 8 GPUs, time to accuracy at 8 GPUs (5 seeds), the six
 #   seed models in fp32 at 1 and 8 GPUs; then the what-if check.
@@ -63,6 +64,13 @@ mkdir -p "$train/mllog"
         timeout -s INT "$(left)" $py -m dlbench scale -m $model --gpus 4 --precision fp32 \
             $fast --db "$db" --tag scale-fp32
       done
+      # The rest of the slot: the largest-batch searches, one lane per GPU (resumed; a search
+      # cut by the slot's end keeps its probes for the next call).
+      maxbatch_lane 0 resnet152,gpt2 "$db" &
+      maxbatch_lane 1 inception_v3,vit_b_16 "$db" &
+      maxbatch_lane 2 densenet161,resnet50 "$db" &
+      maxbatch_lane 3 vgg16,inception_v4,nasnet "$db" &
+      wait
       ;;
     wide)
       timeout -s INT "$(left)" $py -m dlbench scale -m resnet50,vgg16 --gpus 8 \

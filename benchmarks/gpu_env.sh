@@ -7,10 +7,11 @@ left() { local floor=${LEFT_MIN:-5}; echo $((end - SECONDS > floor ? end - SECON
 # Prefix a job's lines with its GPUs, so side-by-side jobs can be told apart: ... | lane 01
 lane() { sed -u "s/^/[$1] /"; }
 # One GPU's share of the largest-batch searches, bf16 and fp32, resumed until the slot ends
-# (run it in the background, one per GPU): maxbatch_lane GPU MODELS DB
+# (run it in the background, one per GPU): maxbatch_lane GPU MODELS DB [TAG]
+# Not quiet: every probe prints a line, so a cut lane's log says where it stood.
 maxbatch_lane() {
   ( export CUDA_VISIBLE_DEVICES=$1
     timeout -s INT "$(left)" python3 -m dlbench maxbatch -m "$2" --precision bf16,fp32 \
-        --channels-last --tolerance 0.1 --max-time 2 --resume -q --db "$3" --tag maxbatch-h200
+        --channels-last --tolerance 0.1 --max-time 2 --resume --db "$3" --tag "${4:-maxbatch-h200}"
   ) 2>&1 | lane "$1"
 }

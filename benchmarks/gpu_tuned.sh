@@ -10,6 +10,10 @@
 #   targets  the two levers built for the targets after the lever tables: ResNet-50 fp16 with
 #            its whole step in a CUDA graph (fused SGD keeps GradScaler's check on the device),
 #            against the same without the graph; GPT-2 compiled with its vocabulary padded
+#   levers2  the next levers for the targets: ResNet-50 at batch 1024 with the fused fp16 graph;
+#            the same at batch 512 with inductor's coordinate-descent tuning of its generated
+#            kernels (an inductor variable, kept in each record's environment, and a tag of its
+#            own: the config does not name it); GPT-2 at batch 64 with the padded vocabulary
 # Every command stops cleanly (SIGINT) at the slot's end and keeps what it measured.
 set -uo pipefail
 out=$1; stage=$2
@@ -44,7 +48,15 @@ short="--warmup 5 --warmup-time 1 --min-time 2 --max-time 5"
       timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 32 --precision bf16 \
           --compile default --pad-vocab --cuda-graph off,on $short --resume --db "$db" \
           --tag targets-gpt2 ;;
-    *) echo "unknown stage $stage: tune, suite, seed002 or targets"; exit 2 ;;
+    levers2)
+      rn50="-m resnet50 --precision fp16 --channels-last on --compile default --optimizer-impl fused --cuda-graph on"
+      timeout -s INT "$(left)" $py -m dlbench throughput $rn50 -b 1024 $short --resume \
+          --db "$db" --tag targets-resnet50-b1024
+      TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1 timeout -s INT "$(left)" $py -m dlbench \
+          throughput $rn50 -b 512 $short --db "$db" --tag targets-resnet50-coordinate-descent
+      timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 64 --precision bf16 \
+          --compile default --pad-vocab $short --resume --db "$db" --tag targets-gpt2-b64 ;;
+    *) echo "unknown stage $stage: tune, suite, seed002, targets or levers2"; exit 2 ;;
   esac
   $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
   $py -m dlbench report --db "$db" --markdown -o "$out/tables.md"

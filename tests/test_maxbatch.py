@@ -252,6 +252,73 @@ def test_a_measurement_that_runs_out_of_memory_steps_down_and_corrects_the_searc
         assert stored(store, cfg, {}).best_batch == 32        # the correction is what is reused
 
 
+class InterruptingLauncher(FakeLauncher):
+    """Ctrl-C arrives while the ``stop_at``-th probe runs (1-based); later calls run."""
+
+    def __init__(self, capacity_samples: int, stop_at: int) -> None:
+        super().__init__(capacity_samples)
+        self.stop_at = stop_at
+
+    def run(self, cfg, env):
+        if len(self.calls) + 1 == self.stop_at:
+            self.stop_at = None
+            raise KeyboardInterrupt
+        return super().run(cfg, env)
+
+
+def test_an_interrupted_search_keeps_its_probes_and_resume_probes_only_what_it_lacked(tmp_path):
+    from dlbench.commands.maxbatch import run_searches
+    cfg = _mbcfg(start=16, tolerance=0)
+    whole = FakeLauncher(50)
+    expected = mb.search(cfg, {}, default_start=16, launcher=whole)
+    launcher = InterruptingLauncher(50, stop_at=4)
+    with Store(tmp_path / "s.db") as store:
+        with pytest.raises(KeyboardInterrupt):
+            run_searches([cfg], store, {}, "test", probe_launcher=launcher)
+        [partial] = store.results(kind="maxbatch")
+        assert partial.error_type == ErrorType.INTERRUPTED and not partial.ok
+        assert [p.batch for p in partial.probes] == whole.calls[:3]   # the 4th never finished
+        assert [r.status for r in store.runs()] == ["interrupted"]
+        found, _ = run_searches([cfg], store, {}, "test", reuse=True, probe_launcher=launcher)
+    # The resumed search took the same path: only the probes the first one lacked ran again.
+    assert launcher.calls == whole.calls
+    [rec] = found
+    assert (rec.best_batch, rec.first_oom_batch) == (expected.best_batch, expected.first_oom_batch)
+    assert [p.batch for p in rec.probes] == [p.batch for p in expected.probes]
+
+
+def test_known_probes_are_reused_only_when_they_speak_of_memory(tmp_path):
+    from dlbench.commands.maxbatch import run_searches
+    known = (Probe(batch=16, outcome="ok"), Probe(batch=64, outcome=ErrorType.EXCEPTION))
+    launcher = FakeLauncher(50)
+    rec = mb.search(_mbcfg(start=16, tolerance=0), {}, default_start=16, launcher=launcher,
+                    known=known)
+    # 16 is taken from the earlier search; 64 failed for a reason that is not memory, so it
+    # is probed again rather than trusted.
+    assert launcher.calls[0] == 32 and 64 in launcher.calls and 16 not in launcher.calls
+    assert rec.best_batch == 50
+    # Without --resume (reuse=False) an interrupted search's probes are not looked up.
+    stopper = InterruptingLauncher(50, stop_at=2)
+    with Store(tmp_path / "s.db") as store:
+        with pytest.raises(KeyboardInterrupt):
+            run_searches([_mbcfg(start=16, tolerance=0)], store, {}, "t", probe_launcher=stopper)
+        run_searches([_mbcfg(start=16, tolerance=0)], store, {}, "t", probe_launcher=stopper)
+    assert stopper.calls.count(16) == 2
+
+
+def test_the_report_shows_one_search_per_setup_the_latest_that_found_a_batch():
+    from dlbench.report.tables import latest_searches
+    from dlbench.results_memory import MaxBatchRecord
+    cfg = _mbcfg()
+    stopped = MaxBatchRecord(config=cfg, env={}, status="error", error_type="interrupted")
+    done = MaxBatchRecord(config=cfg, env={}, best_batch=40)
+    corrected = MaxBatchRecord(config=cfg, env={}, best_batch=32)
+    other = MaxBatchRecord(config=MaxBatchConfig(base=replace(cfg.base, precision="bf16")),
+                           env={}, status="error", error_type="oom")
+    assert latest_searches([stopped, done, corrected, other]) == [corrected, other]
+    assert latest_searches([done, stopped]) == [done]
+
+
 # -- the real OOM path: test_oom through the subprocess launcher, via the CLI ------------------
 @pytest.fixture(scope="module")
 def maxbatch_db(tmp_path_factory):

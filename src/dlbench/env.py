@@ -32,7 +32,7 @@ PACKAGES = ("torch", "torchvision", "timm", "transformers", "numpy", "nvidia-ml-
 
 # Variables read verbatim, and prefixes of whole families of tuning knobs.
 ENV_VAR_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS", "OMP_NUM_THREADS")
-ENV_VAR_PREFIXES = ("NCCL_", "TORCH_", "NVSHMEM_", "PYTORCH_")
+ENV_VAR_PREFIXES = ("NCCL_", "TORCH_", "TORCHINDUCTOR_", "NVSHMEM_", "PYTORCH_")
 
 NVIDIA_SMI_TIMEOUT_S = 10.0
 

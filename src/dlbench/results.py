@@ -32,6 +32,7 @@ class ErrorType:
     CRASHED = "crashed"           # the worker process died without a result
     TIMEOUT = "timeout"           # the worker process ran past its limit
     EXCEPTION = "exception"       # anything else; the message and traceback tail are kept
+    INTERRUPTED = "interrupted"   # stopped by Ctrl-C / SIGINT; what it had measured is kept
 
 
 def utc_now() -> str:

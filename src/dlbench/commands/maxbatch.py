@@ -127,6 +127,14 @@ def stored(store: Store, cfg: MaxBatchConfig, env: dict) -> MaxBatchRecord | Non
     return hits[-1] if hits else None
 
 
+def interrupted_probes(store: Store, cfg: MaxBatchConfig, env: dict) -> list[Probe]:
+    """The probes of this setup's interrupted searches in this environment, oldest first."""
+    key, ekey = cfg.key(), env_key(env)
+    return [p for r in store.results(kind=MaxBatchRecord.kind, status="error", model=cfg.model)
+            if r.error_type == ErrorType.INTERRUPTED and r.config.key() == key
+            and env_key(r.env) == ekey for p in r.probes]
+
+
 def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, command: str,
                  tag: str | None = None, reuse: bool = False, measure_with=None,
                  probe_launcher=None, say: Callable[[str], None] = lambda text: None,
@@ -137,7 +145,9 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
     context and cached blocks on the device that would shrink the memory later probes see.
     Each record is stored as it comes. A measurement that runs out of memory where the short
     probe did not is stored as the failure it is, the next smaller batch that fitted is measured
-    instead, and a corrected search record follows. Returns (searches, throughput records).
+    instead, and a corrected search record follows. An interrupted search is stored with the
+    probes it finished (error type ``interrupted``); with ``reuse``, the setup's next search
+    starts from them. Returns (searches, throughput records).
     """
     run_id = new_id()
     ekey = env_key(env)
@@ -156,9 +166,17 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
                 say(f"{cfg.label}: batch {prior.best_batch} (stored result {prior.id})")
                 found.append(prior)
                 continue
-            say(f"{cfg.label}: searching")
-            rec = mb.search(cfg, env, default_start(cfg.base), launcher=probe_launcher,
-                            on_probe=lambda p: say(f"  batch {p.batch}: {_probe_text(p)}"))
+            known = interrupted_probes(store, cfg, env) if reuse else []
+            say(f"{cfg.label}: searching" + (f" (resumed: {len({p.batch for p in known})} "
+                                             f"batch(es) probed before)" if known else ""))
+            try:
+                rec = mb.search(cfg, env, default_start(cfg.base), launcher=probe_launcher,
+                                on_probe=lambda p: say(f"  batch {p.batch}: {_probe_text(p)}"),
+                                known=known)
+            except mb.SearchInterrupted as stop:
+                # The probes that finished are measurements: keep them for --resume.
+                store.add(stop.record.with_run(run_id), ekey)
+                raise
             rec = rec.with_run(run_id)
             store.add(rec, ekey)
             found.append(rec)

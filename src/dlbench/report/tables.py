@@ -257,6 +257,19 @@ def batch_sweep_table(records: Sequence[ThroughputRecord],
     return Table(title, cols, tuple(rows), notes)
 
 
+def latest_searches(records: Sequence) -> list:
+    """One ``maxbatch`` record per setup and device: the latest that found a batch, else the
+    latest (a search interrupted and resumed, or corrected after its measurement, leaves
+    several)."""
+    from dlbench.sweep import env_key
+    best: dict[tuple, object] = {}
+    for r in records:
+        key = (r.config.key(), env_key(r.env))
+        if r.ok or key not in best or not best[key].ok:
+            best[key] = r
+    return list(best.values())
+
+
 def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
                    title: str = "Largest batch that fits") -> Table:
     """One row per ``maxbatch`` search: the batch found, the bracket, its memory and throughput.
@@ -563,7 +576,7 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
         elif kind == "peak":
             out.append(peak_table(recs))
         elif kind == "maxbatch":
-            out.append(maxbatch_table(recs, thr))
+            out.append(maxbatch_table(latest_searches(recs), thr))
         elif kind == "train":
             from dlbench.report.train_tables import train_tables
             out += train_tables(recs)

@@ -29,8 +29,11 @@ PROBE_STOP = StopRule(min_steps=2, min_seconds=0.0, max_seconds=60.0, max_steps=
 #: host's OOM killer). Any other failure stops the search unless a smaller batch ran (search).
 TOO_BIG = (ErrorType.OOM, ErrorType.FATAL, ErrorType.CRASHED)
 
-#: Seconds a probe's process may run (a compiled probe compiles first).
-PROBE_TIMEOUT_S = 900.0
+#: Seconds a probe's process may run: an eager probe takes 10-70 s on an H200 (start-up, cuDNN's
+#: autotuning, three steps), so one past 300 s is stuck and must not hold a whole sweep; a
+#: compiled probe compiles first.
+PROBE_TIMEOUT_S = 300.0
+COMPILED_PROBE_TIMEOUT_S = 900.0
 
 #: The share of the device's memory a predicted batch may fill: the peak a probe reports is the
 #: allocator's, and the CUDA context, cuDNN workspaces chosen at the larger size and
@@ -40,6 +43,18 @@ PREDICT_FILL = 0.95
 
 class Launcher(Protocol):
     def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord: ...
+
+
+class SearchInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or a slot's SIGINT) during a search; ``record`` keeps the probes that finished.
+
+    A KeyboardInterrupt still, so every handler of an interrupt treats it as one; the caller
+    stores the record, and ``--resume`` hands its probes back to :func:`search` as ``known``.
+    """
+
+    def __init__(self, record: MaxBatchRecord) -> None:
+        super().__init__(record.error)
+        self.record = record
 
 
 class SearchAborted(RuntimeError):
@@ -154,19 +169,31 @@ def probe_config(base: ThroughputConfig, batch: int) -> ThroughputConfig:
 
 def search(cfg: MaxBatchConfig, env: dict, default_start: int,
            launcher: Launcher | None = None,
-           on_probe: Callable[[Probe], None] | None = None) -> MaxBatchRecord:
+           on_probe: Callable[[Probe], None] | None = None,
+           known: Sequence[Probe] = ()) -> MaxBatchRecord:
     """Find the largest batch of ``cfg.base`` that fits; every probe in its own process.
 
     ``default_start`` is used when ``cfg.start`` is None (the model's default batch for the
     device). ``on_probe`` sees each probe as it finishes (progress output); ``launcher`` defaults
-    to a :class:`~dlbench.launch.subprocess_launcher.SubprocessLauncher`.
+    to a :class:`~dlbench.launch.subprocess_launcher.SubprocessLauncher`. ``known`` holds probes
+    of the same setup on the same device from a search that was interrupted: a batch among them
+    is not probed again (the search takes the same path, so a resumed search costs only the
+    probes the interrupted one lacked). An interrupt raises :class:`SearchInterrupted` with the
+    probes so far.
     """
     if launcher is None:
         from dlbench.launch.subprocess_launcher import SubprocessLauncher
-        launcher = SubprocessLauncher(timeout_s=PROBE_TIMEOUT_S, count_flops=False)
+        launcher = SubprocessLauncher(
+            timeout_s=COMPILED_PROBE_TIMEOUT_S if cfg.base.compile else PROBE_TIMEOUT_S,
+            count_flops=False)
     probes: list[Probe] = []
+    reuse = {p.batch: p for p in known if p.fits or p.outcome in TOO_BIG}
 
     def fits(batch: int) -> bool:
+        if batch in reuse:  # measured before the interrupt: the same answer, no process
+            p = reuse[batch]
+            probes.append(p)
+            return p.fits
         t = time.perf_counter()
         rec = launcher.run(probe_config(cfg.base, batch), env)
         outcome = FITS if rec.ok else (rec.error_type or ErrorType.EXCEPTION)
@@ -199,6 +226,11 @@ def search(cfg: MaxBatchConfig, env: dict, default_start: int,
     try:
         found = find_max_batch(fits, start=start, limit=cfg.limit, tolerance=cfg.tolerance,
                                guess=guess)
+    except KeyboardInterrupt:
+        raise SearchInterrupted(MaxBatchRecord(
+            config=cfg, env=env, status="error", error_type=ErrorType.INTERRUPTED,
+            error=f"interrupted after {len(probes)} probe(s); --resume goes on from them",
+            probes=tuple(probes), search_wall_s=time.perf_counter() - t0)) from None
     except SearchAborted as exc:
         return MaxBatchRecord(
             config=cfg, env=env, status="error", error_type=exc.probe.outcome,
