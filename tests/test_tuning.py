@@ -286,7 +286,7 @@ def test_recipes_measured_on_a_gpu_kind_apply_there_only():
     tuned, recipe, _ = recipes.tuned_config(cfg(batch_size=256), get_model("resnet50"), "cuda",
                                             h100)
     assert (tuned.precision, tuned.compile, tuned.batch_size, tuned.channels_last) == \
-        ("fp16", "default", 512, True)
+        ("fp16", "default", 1024, True)
     assert "results/pt2.11-cu130-h100-80gb-hbm3/tuned/" in recipe.source
     _, recipe, _ = recipes.tuned_config(cfg(), get_model("resnet50"), "cuda", "NVIDIA H200")
     assert recipe.source.startswith("generic")
