@@ -287,6 +287,25 @@ def test_an_interrupted_search_keeps_its_probes_and_resume_probes_only_what_it_l
     assert [p.batch for p in rec.probes] == [p.batch for p in expected.probes]
 
 
+def test_resume_measures_a_stored_search_whose_throughput_was_never_measured(tmp_path):
+    # A slot ended after the search was stored and before its measurement: --resume probes
+    # nothing again and measures at the stored batch; once measured, it opens no run at all.
+    from dlbench.commands.maxbatch import run_searches
+    cfg = _mbcfg(start=16, tolerance=0)
+    probes, measurer = FakeLauncher(40), MeasureLauncher(40)
+    with Store(tmp_path / "s.db") as store:
+        run_searches([cfg], store, {}, "search only", probe_launcher=probes)
+        n = len(probes.calls)
+        found, measured = run_searches([cfg], store, {}, "resume", reuse=True,
+                                       measure_with=measurer, probe_launcher=probes)
+        assert len(probes.calls) == n and measurer.calls == [40]
+        assert [t.config.batch_size for t in measured] == [40] and found[0].best_batch == 40
+        runs = len(store.runs())
+        _, again = run_searches([cfg], store, {}, "resume", reuse=True, measure_with=measurer,
+                                probe_launcher=probes)
+        assert again == [] and measurer.calls == [40] and len(store.runs()) == runs
+
+
 def test_known_probes_are_reused_only_when_they_speak_of_memory(tmp_path):
     from dlbench.commands.maxbatch import run_searches
     known = (Probe(batch=16, outcome="ok"), Probe(batch=64, outcome=ErrorType.EXCEPTION))

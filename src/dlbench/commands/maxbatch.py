@@ -154,8 +154,14 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
     priors = [stored(store, cfg, env) if reuse else None for cfg in searches]
     found: list[MaxBatchRecord] = []
     measured: list = []
-    if all(priors):  # nothing to search: no run is opened
-        for cfg, prior in zip(searches, priors):
+    done = store.measured_keys(ekey, error_types=())
+
+    def unmeasured(rec: MaxBatchRecord) -> bool:
+        """A search whose best batch has no throughput result in this environment yet."""
+        return rec.ok and replace(rec.config.base, batch_size=rec.best_batch).key() not in done
+
+    if all(priors) and (measure_with is None or not any(map(unmeasured, priors))):
+        for cfg, prior in zip(searches, priors):  # nothing to search or measure: no run opened
             say(f"{cfg.label}: batch {prior.best_batch} (stored result {prior.id})")
         return list(priors), measured
     store.start_run(run_id, command, env, ekey, envmod.device_label(env), None, tag)
@@ -184,7 +190,8 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
                                     else f"{rec.error_type}: {rec.error}"))
         if measure_with is not None:
             for i, rec in enumerate(found):
-                if rec.ok and rec.run_id == run_id:
+                # This run's searches, and stored ones whose throughput a cut run never measured.
+                if rec.ok and (rec.run_id == run_id or unmeasured(rec)):
                     found[i], tput = _measure_best(rec, measure_with, env, run_id, store, ekey,
                                                    say)
                     measured.extend(tput)
