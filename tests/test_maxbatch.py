@@ -96,6 +96,30 @@ def test_predict_max_batch_draws_a_line_through_the_two_largest_fitting_probes()
     assert mb.predict_max_batch([(1000, 0), (2000, 18 * gib)], 100 * gib) is None  # no reading
 
 
+def test_one_probe_and_the_fixed_memory_predict_a_batch_that_errs_low():
+    gib = 1 << 30
+    # 10 GiB at batch 1,000 of which 1 GiB is parameters, gradients and optimizer state: 9 MiB
+    # a sample puts 95% of 100 GiB at batch 10,444.
+    assert mb.predict_max_batch([(1000, 10 * gib)], 100 * gib, fixed_bytes=gib) == 10444
+    # A constant the fixed bytes do not hold (a 2 GiB workspace) is taken as per-sample memory:
+    # the guess falls short of the true boundary (13,142), never past it.
+    true_limit = (95 * gib - 3 * gib) // ((7 * gib) // 1000)
+    guess = mb.predict_max_batch([(1000, 10 * gib)], 100 * gib, fixed_bytes=gib)
+    assert guess < true_limit
+    # Two probes: the line through them wins over the fixed bytes.
+    assert mb.predict_max_batch([(1000, 10 * gib), (2000, 18 * gib)], 100 * gib,
+                                fixed_bytes=gib) == 11625
+    assert mb.predict_max_batch([(1000, 10 * gib)], 100 * gib, fixed_bytes=None) is None
+    assert mb.predict_max_batch([(1000, gib)], 100 * gib, fixed_bytes=2 * gib) is None  # no growth
+
+
+def test_a_probe_record_gives_its_fixed_memory():
+    assert mb.fixed_bytes({"params_bytes": 4, "grads_bytes": 4, "optimizer_state_bytes": 8}) == 16
+    assert mb.fixed_bytes({"params_bytes": 4, "grads_bytes": 4,
+                           "optimizer_state_bytes": None}) == 8      # eval: no optimizer
+    assert mb.fixed_bytes({"allocated_peak_bytes": 10}) is None      # not counted
+
+
 @pytest.mark.parametrize("boundary", [1, 7, 33, 100, 1000, 2047, 3200])
 @pytest.mark.parametrize("error", [None, 0.0, -0.1, 0.1, 9.0, -0.9])
 def test_a_guess_never_changes_the_answer(boundary, error):
@@ -122,6 +146,16 @@ def test_a_right_guess_saves_probes():
     assert (guided.best, guided.first_fail) == (3200, 3520)     # and a tighter answer
 
 
+def test_search_guesses_from_the_first_probe_when_it_knows_the_fixed_memory():
+    # The same device with the fixed memory counted (1 MiB): the first probe alone predicts
+    # 3,039, one probe sooner than the line through two probes does.
+    launcher = FakeLauncher(3200, fixed_mib=1)
+    rec = mb.search(_mbcfg(tolerance=0.1), {}, default_start=1024, launcher=launcher)
+    assert launcher.calls == [1024, 3039, 3343, 3191]
+    assert rec.best_batch == 3191 and rec.first_oom_batch == 3343
+    assert rec.probes[0].fixed_bytes == 1 << 20 and rec.probes[2].fixed_bytes is None  # OOM
+
+
 def test_search_guesses_from_the_probes_reserved_memory():
     # 1 MiB per sample, 3,200 MiB of device: the line through 1,024 and 2,048 predicts 3,039
     # (95% of the device); it fits, one bracket above does not, bisection closes the bracket.
@@ -135,9 +169,13 @@ def test_search_guesses_from_the_probes_reserved_memory():
 class FakeLauncher:
     """A memory of ``capacity`` bytes, 1 MiB per sample; records every batch asked for."""
 
-    def __init__(self, capacity_samples: int, error_at: int | None = None) -> None:
+    def __init__(self, capacity_samples: int, error_at: int | None = None,
+                 fixed_mib: int | None = None) -> None:
         self.capacity = capacity_samples
         self.error_at = error_at
+        self.fixed = None if fixed_mib is None else {"params_bytes": fixed_mib << 20,
+                                                     "grads_bytes": 0,
+                                                     "optimizer_state_bytes": 0}
         self.calls: list[int] = []
 
     def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
@@ -154,7 +192,8 @@ class FakeLauncher:
                                 samples_per_step=cfg.batch_size,
                                 memory={"allocated_peak_bytes": cfg.batch_size << 20,
                                         "reserved_peak_bytes": (cfg.batch_size + 1) << 20,
-                                        "device_total_bytes": self.capacity << 20})
+                                        "device_total_bytes": self.capacity << 20,
+                                        **(self.fixed or {})})
 
 
 def _mbcfg(**kw):

@@ -84,6 +84,7 @@ class Probe:
     device_total_bytes: int | None = None
     wall_s: float | None = None                 # the probe's process, start-up included
     error: str | None = None                    # first line of the error, for a failed probe
+    fixed_bytes: int | None = None              # parameters, gradients, optimizer state
 
     @property
     def fits(self) -> bool:

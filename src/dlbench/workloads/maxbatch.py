@@ -147,18 +147,37 @@ def find_max_batch(fits: Callable[[int], bool], start: int = 1, limit: int | Non
 
 
 def predict_max_batch(points: Sequence[tuple[int, int]], total_bytes: int,
-                      fill: float = PREDICT_FILL) -> int | None:
+                      fill: float = PREDICT_FILL, fixed_bytes: int | None = None) -> int | None:
     """The largest batch a straight line through the two largest fitting probes' peak memory
     ``(batch, bytes)`` puts under ``fill`` of ``total_bytes``; None without two distinct
-    batches or with a line that does not grow (the peak then says nothing about the batch)."""
+    batches or with a line that does not grow (the peak then says nothing about the batch).
+
+    With one probe, ``fixed_bytes`` (parameters, gradients and optimizer state, which do not
+    grow with the batch) is the line's other point, at batch 0. Every other constant (cuDNN's
+    workspace, the allocator's slack) then counts as per-sample memory, so the guess errs low,
+    where a wrong guess still fits and the search gallops up from it. Where probes take
+    minutes (cuDNN autotuning true fp32), that saves the doubling probe that would otherwise
+    come before the first guess.
+    """
     pts = sorted({b: m for b, m in points if m}.items())
-    if len(pts) < 2 or not total_bytes:
+    if not total_bytes or not pts:
         return None
-    (b1, m1), (b2, m2) = pts[-2], pts[-1]
+    if len(pts) >= 2:
+        (b1, m1), (b2, m2) = pts[-2], pts[-1]
+    elif fixed_bytes:
+        (b1, m1), (b2, m2) = (0, fixed_bytes), pts[-1]
+    else:
+        return None
     per_sample = (m2 - m1) / (b2 - b1)
     if per_sample <= 0:
         return None
     return int((fill * total_bytes - m2) / per_sample) + b2
+
+
+def fixed_bytes(memory: dict) -> int | None:
+    """Parameters, gradients and optimizer state of a probe's record (None where not counted)."""
+    parts = [memory.get(k) for k in ("params_bytes", "grads_bytes", "optimizer_state_bytes")]
+    return sum(p or 0 for p in parts) if parts[0] else None
 
 
 def probe_config(base: ThroughputConfig, batch: int) -> ThroughputConfig:
@@ -204,7 +223,8 @@ def search(cfg: MaxBatchConfig, env: dict, default_start: int,
                   reserved_peak_bytes=mem.get("reserved_peak_bytes"),
                   device_total_bytes=mem.get("device_total_bytes"),
                   wall_s=round(time.perf_counter() - t, 3),
-                  error=(rec.error or "").splitlines()[0][:300] if rec.error else None)
+                  error=(rec.error or "").splitlines()[0][:300] if rec.error else None,
+                  fixed_bytes=fixed_bytes(mem) if rec.ok else None)
         probes.append(p)
         if on_probe is not None:
             on_probe(p)
@@ -220,7 +240,9 @@ def search(cfg: MaxBatchConfig, env: dict, default_start: int,
     def guess() -> int | None:
         ran = [p for p in probes if p.fits]
         total = next((p.device_total_bytes for p in ran if p.device_total_bytes), None)
-        return predict_max_batch([(p.batch, p.reserved_peak_bytes or 0) for p in ran], total)
+        fixed = next((p.fixed_bytes for p in ran if p.fixed_bytes), None)
+        return predict_max_batch([(p.batch, p.reserved_peak_bytes or 0) for p in ran], total,
+                                 fixed_bytes=fixed)
 
     t0 = time.perf_counter()
     start = cfg.start or default_start
