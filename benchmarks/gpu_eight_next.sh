@@ -11,6 +11,7 @@
 # four, a host of four (OUTDIR/dlbench.db: the 4x store): fp32 ddp of inception_v4 and nasnet,
 #   1 GPU (GPU 0) and 2 GPUs (GPUs 2-3) side by side, then all four; then maxbatch lanes on
 #   the four GPUs until the slot ends.
+# memory4, a host of four (OUTDIR/dlbench.db: the 4x store): maxbatch lanes on the four GPUs.
 # wide, every GPU (slot default 540 s): the interconnect A/B at 8 GPUs for resnet50 and vgg16,
 #   the other seed models in bf16 at 1 and 8 GPUs, time to accuracy at 8 GPUs (5 seeds), the six
 #   seed models in fp32 at 1 and 8 GPUs; then the what-if check.
@@ -72,6 +73,18 @@ mkdir -p "$train/mllog"
       maxbatch_lane 3 vgg16,inception_v4,nasnet "$db" &
       wait
       ;;
+    memory4)
+      # Every GPU of a host of four searches the largest batches still missing, bf16 and fp32
+      # (resumed: stored searches are skipped, interrupted ones go on from their probes, and a
+      # stored search not yet measured is measured). fp32 probes take minutes each (cuDNN
+      # autotunes true fp32 convolutions on the first step), so each lane pairs a slow model
+      # with a quicker one.
+      maxbatch_lane 0 gpt2,vgg16 "$db" &
+      maxbatch_lane 1 vit_b_16,resnet50 "$db" &
+      maxbatch_lane 2 resnet152,inception_v4 "$db" &
+      maxbatch_lane 3 inception_v3,densenet161,nasnet "$db" &
+      wait
+      ;;
     wide)
       timeout -s INT "$(left)" $py -m dlbench scale -m resnet50,vgg16 --gpus 8 \
           --interconnect no-p2p,no-p2p+no-shm --precision bf16 --channels-last on $fast \
@@ -90,7 +103,7 @@ mkdir -p "$train/mllog"
       tar -C "$(dirname "$train")" -czf "$out/train.tgz" "$(basename "$train")"
       $py -m dlbench whatif --check --db "$db" --busbw-from "$db" > "$out/whatif-check.txt" 2>&1
       ;;
-    *) echo "stage: lanes, four or wide"; exit 2 ;;
+    *) echo "stage: lanes, four, memory4 or wide"; exit 2 ;;
   esac
   $py -m dlbench report --db "$db" --markdown -o "$out/tables.md"
   grep -A40 "by GPU count (default" "$out/tables.md" | cut -c1-150
