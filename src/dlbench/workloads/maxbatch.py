@@ -150,7 +150,8 @@ def predict_max_batch(points: Sequence[tuple[int, int]], total_bytes: int,
                       fill: float = PREDICT_FILL, fixed_bytes: int | None = None) -> int | None:
     """The largest batch a straight line through the two largest fitting probes' peak memory
     ``(batch, bytes)`` puts under ``fill`` of ``total_bytes``; None without two distinct
-    batches or with a line that does not grow (the peak then says nothing about the batch).
+    batches (or one and ``fixed_bytes``) or with a line that does not grow (the peak then says
+    nothing about the batch).
 
     With one probe, ``fixed_bytes`` (parameters, gradients and optimizer state, which do not
     grow with the batch) is the line's other point, at batch 0. Every other constant (cuDNN's
