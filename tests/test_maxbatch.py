@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -392,6 +393,9 @@ def test_maxbatch_cli_finds_32_for_test_oom_through_fresh_processes(maxbatch_db)
     db, p = maxbatch_db
     assert p.returncode == 0, p.stderr
     assert "32" in p.stdout and "34 OOM" in p.stdout
+    # Progress: each probe says when it starts (an fp32 probe can autotune for minutes) and
+    # how long it took.
+    assert "batch 34: probing" in p.stderr and re.search(r"batch 34: oom \(\d+ s\)", p.stderr)
     with Store(db) as store:
         [rec] = store.results(kind="maxbatch")
         tputs = store.results(kind="throughput")

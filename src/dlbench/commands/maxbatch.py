@@ -178,7 +178,8 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
             try:
                 rec = mb.search(cfg, env, default_start(cfg.base), launcher=probe_launcher,
                                 on_probe=lambda p: say(f"  batch {p.batch}: {_probe_text(p)}"),
-                                known=known)
+                                known=known,
+                                on_start=lambda b: say(f"  batch {b}: probing ..."))
             except mb.SearchInterrupted as stop:
                 # The probes that finished are measurements: keep them for --resume.
                 store.add(stop.record.with_run(run_id), ekey)
@@ -250,10 +251,11 @@ def _measure_best(rec: MaxBatchRecord, launcher, env: dict, run_id: str, store: 
 
 
 def _probe_text(p: Probe) -> str:
+    took = f" ({p.wall_s:.0f} s)" if p.wall_s is not None else ""
     if not p.fits:
-        return f"[red]{p.outcome}[/red]"
+        return f"[red]{p.outcome}[/red]{took}"
     peak = p.allocated_peak_bytes
-    return "fits" + (f", peak {peak / tables.GIB:.2f} GiB" if peak else "")
+    return "fits" + (f", peak {peak / tables.GIB:.2f} GiB" if peak else "") + took
 
 
 def resolve_auto(configs: Sequence[ThroughputConfig], db: str, command: str,

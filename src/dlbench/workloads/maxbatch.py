@@ -191,11 +191,13 @@ def probe_config(base: ThroughputConfig, batch: int) -> ThroughputConfig:
 def search(cfg: MaxBatchConfig, env: dict, default_start: int,
            launcher: Launcher | None = None,
            on_probe: Callable[[Probe], None] | None = None,
-           known: Sequence[Probe] = ()) -> MaxBatchRecord:
+           known: Sequence[Probe] = (),
+           on_start: Callable[[int], None] | None = None) -> MaxBatchRecord:
     """Find the largest batch of ``cfg.base`` that fits; every probe in its own process.
 
     ``default_start`` is used when ``cfg.start`` is None (the model's default batch for the
-    device). ``on_probe`` sees each probe as it finishes (progress output); ``launcher`` defaults
+    device). ``on_start`` sees each batch as its probe starts and ``on_probe`` each probe as it
+    finishes (progress output: an fp32 probe can autotune for minutes); ``launcher`` defaults
     to a :class:`~dlbench.launch.subprocess_launcher.SubprocessLauncher`. ``known`` holds probes
     of the same setup on the same device from a search that was interrupted: a batch among them
     is not probed again (the search takes the same path, so a resumed search costs only the
@@ -215,6 +217,8 @@ def search(cfg: MaxBatchConfig, env: dict, default_start: int,
             p = reuse[batch]
             probes.append(p)
             return p.fits
+        if on_start is not None:
+            on_start(batch)
         t = time.perf_counter()
         rec = launcher.run(probe_config(cfg.base, batch), env)
         outcome = FITS if rec.ok else (rec.error_type or ErrorType.EXCEPTION)
