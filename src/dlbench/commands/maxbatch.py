@@ -43,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  dlbench maxbatch -m resnet50,vit_b_16 --precision fp32,bf16\n"
                "  dlbench maxbatch -m gpt2 --precision bf16 --checkpointing --optimizer adamw\n"
                "  dlbench throughput -m resnet50 -b auto --precision bf16   (reuses the result)\n\n"
+               "--resume reuses a stored search of the same setup on the same kind of device, "
+               "measures its\nthroughput if no run did, and goes on from the probes of a "
+               "search that was interrupted.\nIn true fp32 a probe can take minutes: cuDNN "
+               "autotunes every convolution on the first step.\n\n"
                + EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-m", "--model", action="append", type=csv_list(), required=True,
                    help="model name(s); 'dlbench models' lists them")
