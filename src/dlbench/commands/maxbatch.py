@@ -123,20 +123,23 @@ def default_start(base: ThroughputConfig) -> int:
     return get_model(base.model).default_batch
 
 
+def _searches(store: Store, cfg: MaxBatchConfig, env: dict, status: str) -> list[MaxBatchRecord]:
+    """This setup's stored searches in this environment with ``status``, oldest first."""
+    key, ekey = cfg.key(), env_key(env)
+    return [r for r in store.results(kind=MaxBatchRecord.kind, status=status, model=cfg.model)
+            if r.config.key() == key and env_key(r.env) == ekey]
+
+
 def stored(store: Store, cfg: MaxBatchConfig, env: dict) -> MaxBatchRecord | None:
     """The latest successful search for this setup in this environment, if any."""
-    key, ekey = cfg.key(), env_key(env)
-    hits = [r for r in store.results(kind=MaxBatchRecord.kind, status="ok", model=cfg.model)
-            if r.config.key() == key and env_key(r.env) == ekey]
+    hits = _searches(store, cfg, env, "ok")
     return hits[-1] if hits else None
 
 
 def interrupted_probes(store: Store, cfg: MaxBatchConfig, env: dict) -> list[Probe]:
     """The probes of this setup's interrupted searches in this environment, oldest first."""
-    key, ekey = cfg.key(), env_key(env)
-    return [p for r in store.results(kind=MaxBatchRecord.kind, status="error", model=cfg.model)
-            if r.error_type == ErrorType.INTERRUPTED and r.config.key() == key
-            and env_key(r.env) == ekey for p in r.probes]
+    return [p for r in _searches(store, cfg, env, "error")
+            if r.error_type == ErrorType.INTERRUPTED for p in r.probes]
 
 
 def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, command: str,
