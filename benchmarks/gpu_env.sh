@@ -6,15 +6,16 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 left() { local floor=${LEFT_MIN:-5}; echo $((end - SECONDS > floor ? end - SECONDS : floor)); }
 # Prefix a job's lines with its GPUs, so side-by-side jobs can be told apart: ... | lane 01
 lane() { sed -u "s/^/[$1] /"; }
-# The largest-batch searches of some models, bf16 and fp32, resumed, one model at a time so that
-# each model's throughput at its boundary is measured before the next model's searches begin
-# (one invocation measures only after all its searches): maxbatch_models MODELS DB TAG
-# Not quiet: every probe prints a line, so a cut log says where it stood.
+# The largest-batch searches of some models, resumed, one model at a time so that each model's
+# throughput at its boundary is measured before the next model's searches begin (one invocation
+# measures only after all its searches): maxbatch_models MODELS DB TAG [PRECISIONS]
+# PRECISIONS defaults to bf16,fp32. Not quiet: every probe prints a line, so a cut log says
+# where it stood.
 maxbatch_models() {
   local m
   for m in ${1//,/ }; do
     [ $((end - SECONDS)) -gt 30 ] || break
-    timeout -s INT "$(left)" python3 -m dlbench maxbatch -m "$m" --precision bf16,fp32 \
+    timeout -s INT "$(left)" python3 -m dlbench maxbatch -m "$m" --precision "${4:-bf16,fp32}" \
         --channels-last --tolerance 0.1 --max-time 2 --resume --db "$2" --tag "$3"
   done
 }
