@@ -14,6 +14,10 @@
 #            the same at batch 512 with inductor's coordinate-descent tuning of its generated
 #            kernels (an inductor variable, kept in each record's environment, and a tag of its
 #            own: the config does not name it); GPT-2 at batch 64 with the padded vocabulary
+#   levers3  ResNet-50's fused fp16 graph at batches 1536 and 1792 (the largest batch the memory
+#            search found for eager bf16 is 1,792); the default suite tuned again (resumed: only
+#            what the newer recipes change); the issue's own command, throughput --tuned, for
+#            ResNet-50 and GPT-2
 # Every command stops cleanly (SIGINT) at the slot's end and keeps what it measured.
 set -uo pipefail
 out=$1; stage=$2
@@ -56,7 +60,14 @@ short="--warmup 5 --warmup-time 1 --min-time 2 --max-time 5"
           throughput $rn50 -b 512 $short --db "$db" --tag targets-resnet50-coordinate-descent
       timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 64 --precision bf16 \
           --compile default --pad-vocab $short --resume --db "$db" --tag targets-gpt2-b64 ;;
-    *) echo "unknown stage $stage: tune, suite, seed002, targets or levers2"; exit 2 ;;
+    levers3)
+      rn50="-m resnet50 --precision fp16 --channels-last on --compile default --optimizer-impl fused --cuda-graph on"
+      timeout -s INT "$(left)" $py -m dlbench throughput $rn50 -b 1536,1792 $short --resume \
+          --db "$db" --tag targets-resnet50-b1536
+      timeout -s INT "$(left)" $py -m dlbench run --tuned --resume --db "$db" --tag tuned-suite -q
+      timeout -s INT "$(left)" $py -m dlbench throughput -m resnet50,gpt2 --tuned $short --resume \
+          --db "$db" --tag tuned-throughput ;;
+    *) echo "unknown stage $stage: tune, suite, seed002, targets, levers2 or levers3"; exit 2 ;;
   esac
   $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
   $py -m dlbench report --db "$db" --markdown -o "$out/tables.md"

@@ -256,6 +256,32 @@ def test_learned_recipe_wins_and_explicit_fields_are_kept():
     assert tuned.batch_size == 100 and any("kept as asked" in n for n in notes)
 
 
+def test_a_committed_recipe_that_builds_on_the_stored_search_is_the_later_word():
+    # The store holds the tune run the committed H100 recipe started from: without
+    # builds_on, that older search would hide the levers measured after it.
+    a = cfg()
+    env = {"accelerator": "cuda", "gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}
+    stored = [replace(rec(a, 0.1), env=env), replace(rec(replace(a, batch_size=200), 0.09),
+                                                     env=env)]
+    learned = recipes.learned_recipes(stored, "NVIDIA H100 80GB HBM3")
+    assert learned[("resnet50", "train")].run_id == "r1"
+    later = recipes.Recipe({"batch_size": 300}, "committed", builds_on=("r1",))
+    other = recipes.Recipe({"batch_size": 400}, "committed elsewhere", builds_on=("r9",))
+    mine = learned[("resnet50", "train")]
+    assert recipes.pick_recipe(mine, later) is later
+    assert recipes.pick_recipe(mine, other) is mine      # this machine's own search wins
+    assert recipes.pick_recipe(None, other) is other and recipes.pick_recipe(mine, None) is mine
+    key = ("NVIDIA H100 80GB HBM3", "resnet50", "train")
+    old = recipes.MEASURED.get(key)
+    recipes.MEASURED[key] = later
+    try:
+        tuned, recipe, _ = recipes.tuned_config(a, get_model("resnet50"), "cuda",
+                                                "NVIDIA H100 80GB HBM3", learned)
+    finally:
+        recipes.MEASURED[key] = old
+    assert tuned.batch_size == 300 and recipe is later
+
+
 def test_tuned_table_reports_the_plain_figure_where_tuned_loses():
     from dlbench.report.tuned_tables import tuned_table
     plain = rec(cfg(), 0.1)

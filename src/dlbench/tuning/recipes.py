@@ -2,7 +2,8 @@
 
 Where they come from, first match wins:
 1. a ``dlbench tune`` search of the same model and mode stored in ``--db`` on the same device
-   (this machine's own measurement);
+   (this machine's own measurement), unless a ``MEASURED`` recipe names that search's run in
+   ``builds_on``: then it is the later word (levers measured on top of that search);
 2. ``MEASURED``: searches dlbench ran on a GPU kind, cited by their results file;
 3. the generic recipe: the cheap levers that apply on the device and model (a padded
    vocabulary, channels_last, fused optimizer kernels, whole-step CUDA graph). torch.compile costs a minute or more per model and loses for
@@ -32,6 +33,8 @@ GENERIC_LEVERS = ("pad-vocab", "channels_last", "fused-optimizer", "cuda-graph")
 class Recipe:
     changes: Mapping[str, Any]
     source: str
+    run_id: str | None = None        # the dlbench tune run a learned recipe comes from
+    builds_on: tuple[str, ...] = ()  # tune runs a MEASURED recipe goes further than
 
 
 # (device name as recipe_device gives it, model, mode) -> recipe. Filled from `dlbench tune`
@@ -48,14 +51,15 @@ MEASURED: dict[tuple[str, str, str], Recipe] = {
     (_H100, "resnet50", "train"): Recipe(
         {"channels_last": True, "precision": "fp16", "compile": "default", "batch_size": 1024,
          "optimizer_impl": "fused", "cuda_graph": True},
-        _H100_TUNE.format(run="8a823bc3d0ed, then 69e3f1db7571 and f8b8bedaedca")),
+        _H100_TUNE.format(run="8a823bc3d0ed, then 69e3f1db7571 and f8b8bedaedca"),
+        builds_on=("8a823bc3d0ed",)),
     # From plain bf16 batch 16: compile 2.14x, batch 32 1.05x; fused optimizer, flash pinned,
     # fp16 and a CUDA graph on top of compile each within 1% or slower. 299,138 tok/s. Then
     # the vocabulary padded to 50,304: 1.17x, 350,718 tok/s (run 6964694c3af6; a CUDA graph on
     # top +0.7%, not kept).
     (_H100, "gpt2", "train"): Recipe(
         {"compile": "default", "batch_size": 32, "pad_vocab": True},
-        _H100_TUNE.format(run="b37dbe3b98ba, then 6964694c3af6")),
+        _H100_TUNE.format(run="b37dbe3b98ba, then 6964694c3af6"), builds_on=("b37dbe3b98ba",)),
 }
 
 
@@ -99,14 +103,16 @@ def tuned_config(cfg: ThroughputConfig, spec: ModelSpec, device: str, device_nam
     """
     keep = set(keep)
     notes: list[str] = []
-    recipe = (learned or {}).get((spec.name, cfg.mode)) or \
-        MEASURED.get((device_name, spec.name, cfg.mode))
+    recipe = pick_recipe((learned or {}).get((spec.name, cfg.mode)),
+                         MEASURED.get((device_name, spec.name, cfg.mode)))
     if recipe is None:
         recipe, notes = generic(cfg, spec, device)
     tuned = cfg
     for name, value in recipe.changes.items():
         if name in keep:
-            notes.append(f"{name}: kept as asked ({getattr(cfg, name)}; the recipe has {value})")
+            if getattr(cfg, name) != value:
+                notes.append(f"{name}: kept as asked ({getattr(cfg, name)}; the recipe has "
+                             f"{value})")
             continue
         try:
             candidate = replace(tuned, **{name: value})
@@ -119,6 +125,15 @@ def tuned_config(cfg: ThroughputConfig, spec: ModelSpec, device: str, device_nam
             continue
         tuned = candidate
     return replace(tuned, tuned_from=cfg.key()), recipe, notes
+
+
+def pick_recipe(learned: Recipe | None, measured: Recipe | None) -> Recipe | None:
+    """This machine's own search, unless the committed recipe went further from that very
+    search (a store holding the tune run the recipe started from would otherwise hide the
+    levers measured after it)."""
+    if learned is not None and measured is not None and learned.run_id in measured.builds_on:
+        return measured
+    return learned or measured
 
 
 def _device_blocker(cfg: ThroughputConfig, spec: ModelSpec, device: str) -> str | None:
@@ -149,5 +164,6 @@ def learned_recipes(records: Iterable, device_name: str) -> dict[tuple[str, str]
         best = winner(replay(recs))
         if best is not None:
             out[(model, mode)] = Recipe(changes_between(recs[0].config, best.config),
-                                        f"dlbench tune run {run_id} on {device_name}")
+                                        f"dlbench tune run {run_id} on {device_name}",
+                                        run_id=run_id)
     return out
