@@ -9,7 +9,7 @@
 #        ceilings  peak, MFU and roofline of the stored default suite, seed 002's fit (one GPU)
 #        telemetry a 30 s ResNet-50 run beside nvidia-smi's power log, monitor, the default suite
 #                  with energy, fidelity with telemetry on (one GPU)
-#        memory    maxbatch of nine models in bf16 and fp32 (resumed), -b auto, a batch sweep (one GPU)
+#        memory    maxbatch of nine models in bf16 (resumed), -b auto, a batch sweep, then fp32 (one GPU)
 #        scaling   scale (ddp; dp and ps; fp32), interconnect A/B, comm (two GPUs)
 # SLOT_SECONDS (default 570) bounds the whole stage; a sweep cut by it stops cleanly (SIGINT).
 # Everything dlbench writes goes to OUTDIR; DB (default OUTDIR/dlbench.db) may be an earlier
@@ -77,21 +77,21 @@ export_run() {  # name: export the latest run as JSON and CSV
     memory)
       # The largest batch of every seed model and two modern ones, resumed until the slot ends
       # (rerun the stage with the same DB to go on): every bf16 search first (about a minute
-      # each), then fp32, whose probes autotune cuDNN for minutes, transformers (cuBLAS, no
-      # autotuning) first; then -b auto and a batch sweep on what the store holds.
+      # each); then -b auto and a batch sweep (minutes; EXTRAS=0 leaves them out); then fp32,
+      # whose probes autotune cuDNN for minutes, transformers (cuBLAS, no autotuning) first.
       # BF16_MODELS / FP32_MODELS / MAXBATCH_TAG / GPU_TESTS=0 narrow a call; AUTO_ARGS names
       # the -b auto run's model and options (best one whose search this store holds).
       all=vit_b_16,gpt2,resnet50,inception_v3,densenet161,resnet152,inception_v4,nasnet,vgg16
       [ "${GPU_TESTS:-1}" = 0 ] ||
         timeout 120 $py -m pytest -q -p no:cacheprovider tests/test_maxbatch.py -m gpu 2>&1 | tail -3
       maxbatch_models "${BF16_MODELS-$all}" "$db" "${MAXBATCH_TAG:-maxbatch}" bf16
-      maxbatch_models "${FP32_MODELS-$all}" "$db" "${MAXBATCH_TAG:-maxbatch}" fp32
-      if [ $((end - SECONDS)) -gt 60 ]; then
+      if [ "${EXTRAS:-1}" != 0 ] && [ $((end - SECONDS)) -gt 60 ]; then
         timeout -s INT "$(left)" $py -m dlbench throughput ${AUTO_ARGS:--m resnet50 --precision bf16 --channels-last on} \
             -b auto --max-time 5 --db "$db" --tag auto
         timeout -s INT "$(left)" $py -m dlbench throughput -m vit_b_16 --precision fp32 \
             -b 256,512,1024,2048 --max-time 3 --db "$db" --tag batch-sweep -q
       fi
+      maxbatch_models "${FP32_MODELS-$all}" "$db" "${MAXBATCH_TAG:-maxbatch}" fp32
       $py -m dlbench results export --db "$db" --tag "${MAXBATCH_TAG:-maxbatch}" -o "$out/maxbatch.json"
       ;;
     scaling)
