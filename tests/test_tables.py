@@ -30,6 +30,20 @@ def test_seed000_table_gives_factor_over_eager():
     assert t.rows[1] == ("vgg16", "100", "100.0", "-")
 
 
+def test_seed000_table_never_mixes_batch_sizes_or_shows_language_models():
+    recs = [rec("resnet50", step=0.5, batch=256), rec("resnet50", compile="default", step=0.4,
+                                                      batch=512),
+            rec("resnet50", compile="default", step=0.2, batch=256),
+            rec("resnet50", compile="default", step=0.1, batch=1024),
+            rec("gpt2", precision="bf16", step=0.5, batch=32)]
+    t = tables.seed000_table(recs)
+    # the eager record's batch: the compiled b512 and b1024 figures are not compared with it
+    assert t.rows == (("resnet50", "256", "512.0", "1,280 (2.50)"),)
+    only_compiled = tables.seed000_table([rec("vgg16", compile="default", batch=64),
+                                          rec("vgg16", compile="default", batch=128)])
+    assert only_compiled.rows == (("vgg16", "128", "-", "256.0"),)
+
+
 def test_seed002_table_in_ms():
     recs = [rec("vgg16", "fp32", mode="eval", step=0.0313, batch=16, method="seed002"),
             rec("vgg16", "fp32", mode="train", step=0.1088, batch=16, method="seed002"),

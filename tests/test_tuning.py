@@ -282,6 +282,17 @@ def test_a_committed_recipe_that_builds_on_the_stored_search_is_the_later_word()
     assert tuned.batch_size == 300 and recipe is later
 
 
+def test_tuned_table_shows_the_latest_pick_of_each_plain_config():
+    from dlbench.report.tuned_tables import tuned_table
+    plain = rec(cfg(), 0.1)
+    old = rec(replace(cfg(channels_last=True), tuned_from=plain.config.key()), 0.08)
+    new = rec(replace(cfg(channels_last=True, cuda_graph=True), tuned_from=plain.config.key()),
+              0.05)
+    t = tuned_table([plain, old, new])
+    assert len(t.rows) == 1
+    assert dict(zip(t.columns, t.rows[0]))["factor"] == "2.00x"
+
+
 def test_tuned_table_reports_the_plain_figure_where_tuned_loses():
     from dlbench.report.tuned_tables import tuned_table
     plain = rec(cfg(), 0.1)

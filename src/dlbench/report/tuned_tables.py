@@ -33,9 +33,12 @@ def _payback_cell(plain: ThroughputRecord, tuned: ThroughputRecord) -> str:
 
 def tuned_pairs(records: Sequence[ThroughputRecord]) -> list[tuple[ThroughputRecord | None,
                                                                    ThroughputRecord]]:
-    """Each tuned record with the plain record it names (the latest one of that key)."""
+    """Each plain config's latest tuned record, with the plain record it names (the latest one
+    of that key). One row per plain config: a rerun after a recipe changed replaces the older
+    pick, which stays in the throughput table."""
     by_key = {r.config.key(): r for r in records if not r.config.tuned}
-    return [(by_key.get(r.config.tuned_from), r) for r in records if r.config.tuned]
+    latest = {r.config.tuned_from: r for r in records if r.config.tuned}  # later ones win
+    return [(by_key.get(k), r) for k, r in latest.items()]
 
 
 def tuned_table(records: Sequence[ThroughputRecord]) -> Table:
