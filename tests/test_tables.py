@@ -1,5 +1,7 @@
 """Seed-style tables from records with known step times."""
 
+from dataclasses import replace
+
 from dlbench.config import ThroughputConfig
 from dlbench.report import tables
 from dlbench.report.export import CSV_COLUMNS, to_csv
@@ -39,6 +41,9 @@ def test_seed000_table_never_mixes_batch_sizes_or_shows_language_models():
     t = tables.seed000_table(recs)
     # the eager record's batch: the compiled b512 and b1024 figures are not compared with it
     assert t.rows == (("resnet50", "256", "512.0", "1,280 (2.50)"),)
+    cl = rec("resnet50", compile="default", step=0.1, batch=256)
+    cl = replace(cl, config=replace(cl.config, channels_last=True))
+    assert tables.seed000_table(recs[:3] + [cl]).rows == t.rows   # nor two layouts
     only_compiled = tables.seed000_table([rec("vgg16", compile="default", batch=64),
                                           rec("vgg16", compile="default", batch=128)])
     assert only_compiled.rows == (("vgg16", "128", "-", "256.0"),)
@@ -67,7 +72,6 @@ def test_throughput_table_shows_failures_as_rows():
 
 def test_setup_the_columns_miss_is_in_the_note():
     """Rows that differ only in optimizer kernels or a padded vocabulary must not look alike."""
-    from dataclasses import replace
     plain = rec("gpt2", precision="bf16", compile="default")
     padded = replace(plain, config=replace(plain.config, pad_vocab=True, optimizer_impl="fused"))
     t = tables.throughput_table([plain, padded])

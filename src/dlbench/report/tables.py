@@ -151,18 +151,22 @@ def _pivot(records: Iterable[ThroughputRecord], row: Callable[[ThroughputRecord]
 def seed000_table(records: Sequence[ThroughputRecord]) -> Table:
     """Seed 000's layout for one GPU: img/s per model, compiled with its factor over eager.
 
-    Image models only (the table is in images/s), and one batch per model and precision: the
-    latest eager record's (else the latest record's), so that a factor over eager never
-    compares two batch sizes when a store holds several.
+    Image models only (the table is in images/s), and one batch and layout per model and
+    precision: the latest eager record's (else the latest record's), so that a factor over
+    eager never compares two batch sizes or layouts when a store holds several.
     """
     recs = [r for r in records if r.config.mode == "train" and _is_image(r.config.model)]
-    batch: dict[tuple[str, str], int] = {}
-    for r in recs:  # oldest first: the latest eager record's batch wins, else the latest's
+
+    def shape(r: ThroughputRecord) -> tuple[int, bool]:
+        return r.config.batch_size, r.config.channels_last
+
+    pick: dict[tuple[str, str], tuple[int, bool]] = {}
+    for r in recs:  # oldest first: the latest eager record's wins, else the latest record's
         k = (r.config.model, r.config.precision)
         if _compile(r) == "eager" or not any(
                 _compile(q) == "eager" and (q.config.model, q.config.precision) == k for q in recs):
-            batch[k] = r.config.batch_size
-    recs = [r for r in recs if batch[(r.config.model, r.config.precision)] == r.config.batch_size]
+            pick[k] = shape(r)
+    recs = [r for r in recs if pick[(r.config.model, r.config.precision)] == shape(r)]
     rows, _, cells = _pivot(recs, lambda r: r.config.model,
                             lambda r: f"{r.config.precision} {_compile(r)}")
     precisions = [p for p in ("fp16", "bf16", "fp32", "tf32")
