@@ -256,7 +256,7 @@ def test_learned_recipe_wins_and_explicit_fields_are_kept():
     assert tuned.batch_size == 100 and any("kept as asked" in n for n in notes)
 
 
-def test_a_committed_recipe_that_builds_on_the_stored_search_is_the_later_word():
+def test_a_committed_recipe_that_builds_on_the_stored_search_is_the_later_word(monkeypatch):
     # The store holds the tune run the committed H100 recipe started from: without
     # builds_on, that older search would hide the levers measured after it.
     a = cfg()
@@ -271,14 +271,9 @@ def test_a_committed_recipe_that_builds_on_the_stored_search_is_the_later_word()
     assert recipes.pick_recipe(mine, later) is later
     assert recipes.pick_recipe(mine, other) is mine      # this machine's own search wins
     assert recipes.pick_recipe(None, other) is other and recipes.pick_recipe(mine, None) is mine
-    key = ("NVIDIA H100 80GB HBM3", "resnet50", "train")
-    old = recipes.MEASURED.get(key)
-    recipes.MEASURED[key] = later
-    try:
-        tuned, recipe, _ = recipes.tuned_config(a, get_model("resnet50"), "cuda",
-                                                "NVIDIA H100 80GB HBM3", learned)
-    finally:
-        recipes.MEASURED[key] = old
+    monkeypatch.setitem(recipes.MEASURED, ("NVIDIA H100 80GB HBM3", "resnet50", "train"), later)
+    tuned, recipe, _ = recipes.tuned_config(a, get_model("resnet50"), "cuda",
+                                            "NVIDIA H100 80GB HBM3", learned)
     assert tuned.batch_size == 300 and recipe is later
 
 

@@ -155,16 +155,16 @@ def seed000_table(records: Sequence[ThroughputRecord]) -> Table:
     precision: the latest eager record's (else the latest record's), so that a factor over
     eager never compares two batch sizes or layouts when a store holds several.
     """
-    recs = [r for r in records if r.config.mode == "train" and _is_image(r.config.model)]
+    recs = [r for r in records if r.config.mode == "train" and _image_model(r.config.model)]
 
     def shape(r: ThroughputRecord) -> tuple[int, bool]:
         return r.config.batch_size, r.config.channels_last
 
+    has_eager = {(r.config.model, r.config.precision) for r in recs if _compile(r) == "eager"}
     pick: dict[tuple[str, str], tuple[int, bool]] = {}
     for r in recs:  # oldest first: the latest eager record's wins, else the latest record's
         k = (r.config.model, r.config.precision)
-        if _compile(r) == "eager" or not any(
-                _compile(q) == "eager" and (q.config.model, q.config.precision) == k for q in recs):
+        if _compile(r) == "eager" or k not in has_eager:
             pick[k] = shape(r)
     recs = [r for r in recs if pick[(r.config.model, r.config.precision)] == shape(r)]
     rows, _, cells = _pivot(recs, lambda r: r.config.model,
@@ -195,11 +195,13 @@ def seed000_table(records: Sequence[ThroughputRecord]) -> Table:
                  "parentheses)", tuple(cols), tuple(out))
 
 
-def _is_image(model: str) -> bool:
+def _image_model(model: str) -> bool:
+    """By the registry, so that failed records (no unit measured) are judged too."""
     from dlbench.models import get_model
+    from dlbench.models.base import UnknownModelError
     try:
         return get_model(model).kind == "image"
-    except Exception:  # a model this version does not know: keep its rows
+    except UnknownModelError:  # a model this version does not know: keep its rows
         return True
 
 
