@@ -49,6 +49,12 @@ def test_seed000_table_never_mixes_batch_sizes_or_shows_language_models():
     assert only_compiled.rows == (("vgg16", "128", "-", "256.0"),)
 
 
+def test_layout_column_is_a_dash_for_a_language_model():
+    tokens = replace(rec("gpt2", precision="bf16", batch=8), unit="tokens", units_per_sample=1024)
+    t = tables.throughput_table([tokens, rec("resnet50")])
+    assert [row[t.columns.index("layout")] for row in t.rows] == ["-", "NCHW"]
+
+
 def test_seed002_table_in_ms():
     recs = [rec("vgg16", "fp32", mode="eval", step=0.0313, batch=16, method="seed002"),
             rec("vgg16", "fp32", mode="train", step=0.1088, batch=16, method="seed002"),
