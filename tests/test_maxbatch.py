@@ -555,6 +555,26 @@ def test_maxbatch_table_shows_the_bracket_and_every_probe():
     assert row[-1].startswith("16 ok, 32 OOM, 24 OOM, 20 ok")
 
 
+def test_maxbatch_table_compares_the_largest_batch_with_the_fastest_smaller_one():
+    from dlbench.report.tables import maxbatch_table
+    rec = mb.search(_mbcfg(tolerance=0), {}, default_start=16, launcher=FakeLauncher(20))
+    base = rec.config.base
+
+    def measured(batch, step):
+        return ThroughputRecord(config=replace(base, batch_size=batch), env={},
+                                step_times_s=(step,) * 10, samples_per_step=batch,
+                                unit="images", stop_reason="converged", first_step_s=0.1)
+
+    other = measured(8, 0.01)   # another setup's faster figure is no comparison
+    other = replace(other, config=replace(other.config, mode="eval"))
+    # 20 at 0.25 s/step = 80/s; 16 at 0.16 s = 100/s (the fastest smaller); 8 at 0.1 s = 80/s
+    recs = [measured(20, 0.25), measured(16, 0.16), measured(8, 0.1), other]
+    [row] = maxbatch_table([rec], recs).rows
+    assert row[8] == "80.00 img/s" and row[10] == "-20.0% vs 16"
+    [row] = maxbatch_table([rec], recs[:1]).rows
+    assert row[10] == "-"
+
+
 # -- GPU -----------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_gpu_search_finds_a_real_boundary_below_device_memory():

@@ -301,11 +301,13 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
     """One row per ``maxbatch`` search: the batch found, the bracket, its memory and throughput.
 
     ``found`` holds :class:`~dlbench.results_memory.MaxBatchRecord`; ``measured`` throughput
-    records, matched to a search by setup and batch. The probes column lists every probe.
+    records, matched to a search by setup and batch. ``vs smaller batch``: the throughput at the
+    largest batch against the fastest smaller batch of the same setup in ``measured`` (the
+    largest batch is not always the fastest). The probes column lists every probe.
     """
     by_key = {r.config.key(): r for r in measured if r.ok}
     cols = ("model", "mode", "prec", "options", "largest batch", "first OOM", "peak GiB",
-            "% device", "throughput", "±95%", "probes")
+            "% device", "throughput", "±95%", "vs smaller batch", "probes")
     rows = []
     for rec in found:
         c = rec.config.base
@@ -328,12 +330,28 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
             _gib(peak), f"{peak / total:.0%}" if peak and total else "-",
             f"{fmt_num(s.throughput * t.units_per_sample)} {unit}" if s else "-",
             fmt_pct(s.rel_halfwidth) if s else "-",
+            _vs_smaller(t, measured) if t is not None else "-",
             probes,
         ))
     notes = ("each probe is three training steps in a fresh process; the largest batch fits and "
              "the first OOM does not, so the boundary lies between them; peak = allocated peak "
              "of the probe at the largest batch",)
     return Table(title, cols, tuple(rows), notes)
+
+
+def _vs_smaller(at: ThroughputRecord, measured: Sequence[ThroughputRecord]) -> str:
+    """``+2.5% vs 1024``: ``at`` against the fastest smaller batch of its setup in ``measured``."""
+    def setup(r: ThroughputRecord) -> str:
+        return replace(r.config, batch_size=1).key()
+
+    mine = setup(at)
+    smaller = [r for r in measured if r.ok and r.config.batch_size < at.config.batch_size
+               and setup(r) == mine]
+    if not smaller:
+        return "-"
+    best = max(smaller, key=lambda r: r.summary().throughput)
+    ratio = at.summary().throughput / best.summary().throughput
+    return f"{ratio - 1:+.1%} vs {best.config.batch_size}"
 
 
 def energy_table(records: Sequence[ThroughputRecord], title: str = "Energy and telemetry") -> Table:
