@@ -306,6 +306,10 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
     largest batch is not always the fastest). The probes column lists every probe.
     """
     by_key = {r.config.key(): r for r in measured if r.ok}
+    by_setup: dict[str, list[ThroughputRecord]] = {}  # the same setup at any batch
+    for r in measured:
+        if r.ok:
+            by_setup.setdefault(_setup_key(r), []).append(r)
     cols = ("model", "mode", "prec", "options", "largest batch", "first OOM", "peak GiB",
             "% device", "throughput", "±95%", "vs smaller batch", "probes")
     rows = []
@@ -330,7 +334,7 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
             _gib(peak), f"{peak / total:.0%}" if peak and total else "-",
             f"{fmt_num(s.throughput * t.units_per_sample)} {unit}" if s else "-",
             fmt_pct(s.rel_halfwidth) if s else "-",
-            _vs_smaller(t, measured) if t is not None else "-",
+            _vs_smaller(t, by_setup.get(_setup_key(t), [])) if t is not None else "-",
             probes,
         ))
     notes = ("each probe is three training steps in a fresh process; the largest batch fits and "
@@ -339,14 +343,15 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
     return Table(title, cols, tuple(rows), notes)
 
 
-def _vs_smaller(at: ThroughputRecord, measured: Sequence[ThroughputRecord]) -> str:
-    """``+2.5% vs 1024``: ``at`` against the fastest smaller batch of its setup in ``measured``."""
-    def setup(r: ThroughputRecord) -> str:
-        return replace(r.config, batch_size=1).key()
+def _setup_key(r: ThroughputRecord) -> str:
+    """The config's identity with the batch left out."""
+    return replace(r.config, batch_size=1).key()
 
-    mine = setup(at)
-    smaller = [r for r in measured if r.ok and r.config.batch_size < at.config.batch_size
-               and setup(r) == mine]
+
+def _vs_smaller(at: ThroughputRecord, same_setup: Sequence[ThroughputRecord]) -> str:
+    """``+2.5% vs 1024``: ``at`` against the fastest smaller batch among ``same_setup``
+    (successful records of its setup)."""
+    smaller = [r for r in same_setup if r.config.batch_size < at.config.batch_size]
     if not smaller:
         return "-"
     best = max(smaller, key=lambda r: r.summary().throughput)
