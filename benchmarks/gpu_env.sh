@@ -8,15 +8,16 @@ left() { local floor=${LEFT_MIN:-5}; echo $((end - SECONDS > floor ? end - SECON
 lane() { sed -u "s/^/[$1] /"; }
 # The largest-batch searches of some models, resumed, one model at a time so that each model's
 # throughput at its boundary is measured before the next model's searches begin (one invocation
-# measures only after all its searches): maxbatch_models MODELS DB TAG [PRECISIONS]
-# PRECISIONS defaults to bf16,fp32. Not quiet: every probe prints a line, so a cut log says
+# measures only after all its searches): maxbatch_models MODELS DB TAG [PRECISIONS] [ARGS...]
+# PRECISIONS defaults to bf16,fp32; ARGS go to every search (e.g. --no-autotune). Not quiet: every probe prints a line, so a cut log says
 # where it stood.
 maxbatch_models() {
-  local m
-  for m in ${1//,/ }; do
+  local m models=$1 db=$2 tag=$3 precisions=${4:-bf16,fp32}
+  shift $(( $# < 4 ? $# : 4 ))
+  for m in ${models//,/ }; do
     [ $((end - SECONDS)) -gt 30 ] || break
-    timeout -s INT "$(left)" python3 -m dlbench maxbatch -m "$m" --precision "${4:-bf16,fp32}" \
-        --channels-last --tolerance 0.1 --max-time 2 --resume --db "$2" --tag "$3"
+    timeout -s INT "$(left)" python3 -m dlbench maxbatch -m "$m" --precision "$precisions" \
+        --channels-last --tolerance 0.1 --max-time 2 --resume --db "$db" --tag "$tag" "$@"
   done
 }
 # One GPU's share of them (run it in the background, one per GPU): maxbatch_lane GPU MODELS DB

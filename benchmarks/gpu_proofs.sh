@@ -78,9 +78,10 @@ export_run() {  # name: export the latest run as JSON and CSV
       # The largest batch of every seed model and two modern ones, resumed until the slot ends
       # (rerun the stage with the same DB to go on): every bf16 search first (about a minute
       # each); then -b auto and a batch sweep (minutes; EXTRAS=0 leaves them out); then fp32,
-      # whose probes autotune cuDNN for minutes, transformers (cuBLAS, no autotuning) first.
-      # BF16_MODELS / FP32_MODELS / MAXBATCH_TAG / GPU_TESTS=0 narrow a call; AUTO_ARGS names
-      # the -b auto run's model and options (best one whose search this store holds).
+      # transformers (cuBLAS, no autotuning) first.
+      # BF16_MODELS / FP32_MODELS / MAXBATCH_TAG / GPU_TESTS=0 narrow a call; FP32_AUTOTUNE=1
+      # autotunes the CNNs' fp32 searches too; AUTO_ARGS names the -b auto run's model and
+      # options (best one whose search this store holds).
       all=vit_b_16,gpt2,resnet50,inception_v3,densenet161,resnet152,inception_v4,nasnet,vgg16
       [ "${GPU_TESTS:-1}" = 0 ] ||
         timeout 120 $py -m pytest -q -p no:cacheprovider tests/test_maxbatch.py -m gpu 2>&1 | tail -3
@@ -91,7 +92,20 @@ export_run() {  # name: export the latest run as JSON and CSV
         timeout -s INT "$(left)" $py -m dlbench throughput -m vit_b_16 --precision fp32 \
             -b 256,512,1024,2048 --max-time 3 --db "$db" --tag batch-sweep -q
       fi
-      maxbatch_models "${FP32_MODELS-$all}" "$db" "${MAXBATCH_TAG:-maxbatch}" fp32
+      # fp32: the transformers as every other search; the CNNs with --no-autotune, since
+      # cuDNN's true-fp32 autotuning took minutes a probe (VGG-16 batch 512: past 300 s on an
+      # H200), which no slot holds. FP32_AUTOTUNE=1 autotunes them too.
+      fp32=${FP32_MODELS-$all}
+      for m in ${fp32//,/ }; do
+        case $m in
+          vit_b_16|gpt2) maxbatch_models "$m" "$db" "${MAXBATCH_TAG:-maxbatch}" fp32 ;;
+          *) if [ "${FP32_AUTOTUNE:-0}" = 1 ]; then
+               maxbatch_models "$m" "$db" "${MAXBATCH_TAG:-maxbatch}" fp32
+             else
+               maxbatch_models "$m" "$db" "${MAXBATCH_TAG:-maxbatch}" fp32 --no-autotune
+             fi ;;
+        esac
+      done
       $py -m dlbench results export --db "$db" --tag "${MAXBATCH_TAG:-maxbatch}" -o "$out/maxbatch.json"
       ;;
     scaling)

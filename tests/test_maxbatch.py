@@ -529,6 +529,44 @@ def test_checkpointing_config_label_key_and_refusals():
     assert rec.ok and rec.memory["grads_bytes"] == rec.memory["params_bytes"]
 
 
+def test_no_autotune_is_part_of_the_setup_and_reaches_cudnn_in_every_probe(monkeypatch):
+    # True-fp32 autotuning takes minutes per probe; --no-autotune is a setup of its own, said
+    # in labels and tables, handed to every probe and to cuDNN's flags in the run itself.
+    from dlbench.cli import build_parser
+    from dlbench.report.tables import maxbatch_table
+    import dlbench.workloads.throughput as tp
+    cfg = ThroughputConfig(model="tiny_cnn", batch_size=8)
+    off = replace(cfg, autotune=False)
+    assert "no-autotune" in off.label and "autotune" not in cfg.label
+    assert off.key() != cfg.key()
+    assert MaxBatchConfig(base=off).key() != MaxBatchConfig(base=cfg).key()  # -b auto's lookup
+    assert ThroughputConfig.from_dict(off.to_dict()) == off
+    for cmd in ("maxbatch", "throughput"):
+        assert not build_parser().parse_args([cmd, "-m", "tiny_cnn", "--no-autotune"]).autotune
+        assert build_parser().parse_args([cmd, "-m", "tiny_cnn"]).autotune
+
+    seen = []
+    real = tp.precision_flags
+
+    def spy(precision, device, autotune=True):
+        seen.append(autotune)
+        return real(precision, device, autotune)
+    monkeypatch.setattr(tp, "precision_flags", spy)
+    assert _run(autotune=False).ok and _run().ok
+    assert seen == [False, True]
+
+    class Recording(FakeLauncher):
+        def run(self, cfg, env):
+            seen.append(cfg.autotune)
+            return super().run(cfg, env)
+    seen.clear()
+    rec = mb.search(MaxBatchConfig(base=replace(off, batch_size=1, device="cpu"), tolerance=0),
+                    {}, default_start=16, launcher=Recording(20))
+    assert rec.best_batch == 20 and seen and not any(seen)
+    [row] = maxbatch_table([rec]).rows
+    assert "no-autotune" in row[3]
+
+
 # -- tables --------------------------------------------------------------------------------
 def test_batch_sweep_table_orders_by_batch_and_marks_oom():
     from dlbench.report.tables import batch_sweep_table

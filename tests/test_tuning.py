@@ -39,6 +39,8 @@ def test_new_fields_at_their_defaults_keep_old_keys():
     gpt2 = ThroughputConfig(model="gpt2", batch_size=8, checkpointing=True)
     assert replace(gpt2, pad_vocab=False).key() == "5425c0569e9d9cbf"
     assert replace(gpt2, pad_vocab=True).key() != gpt2.key()
+    assert replace(gpt2, autotune=True).key() == "5425c0569e9d9cbf"
+    assert replace(gpt2, autotune=False).key() != gpt2.key()
 
 
 def test_pad_vocab_round_trips_and_shows_in_the_label():

@@ -71,6 +71,11 @@ class ThroughputConfig:
             count the unpadded model, the useful work.
         tuned_from: for tuned mode's pick (``--tuned``), the key of the plain config it is
             compared with (measured in the same run); None for any other config.
+        autotune: cuDNN times its convolution algorithms on the first step of each new shape
+            and keeps the fastest (``torch.backends.cudnn.benchmark``), as every serious CNN
+            benchmark does. False (``--no-autotune``) lets cuDNN's heuristics pick: in true
+            fp32 the timing runs every slow non-tensor-core algorithm and takes minutes per
+            shape at large batches (a VGG-16 batch-512 probe ran past 300 s on an H200).
     """
 
     model: str
@@ -94,6 +99,7 @@ class ThroughputConfig:
     attention: str | None = None
     pad_vocab: bool = False
     tuned_from: str | None = None
+    autotune: bool = True
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -145,7 +151,7 @@ class ThroughputConfig:
     _NOT_IDENTITY = ("stop", "warmup_steps", "warmup_seconds", "device", "telemetry_interval_s")
     _LATER_FIELDS = (("checkpointing", False), ("cuda_graph", False),
                      ("optimizer_impl", "default"), ("attention", None), ("pad_vocab", False),
-                     ("tuned_from", None))
+                     ("tuned_from", None), ("autotune", True))
 
     def key(self) -> str:
         ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
@@ -202,6 +208,8 @@ class ThroughputConfig:
             parts.append("pad-vocab")
         if self.tuned_from:
             parts.append("tuned")
+        if not self.autotune:
+            parts.append("no-autotune")
         return parts
 
 

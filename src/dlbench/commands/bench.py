@@ -101,6 +101,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "count the unpadded model (ignored for image models)")
     p.add_argument("--checkpointing", action="store_true",
                    help="activation checkpointing (train): less memory, more compute")
+    p.add_argument("--no-autotune", dest="autotune", action="store_false",
+                   help="let cuDNN's heuristics pick convolution algorithms instead of timing "
+                        "them on the first step (torch.backends.cudnn.benchmark off): in true "
+                        "fp32 that timing takes minutes per shape at large batches; the figure "
+                        "is then that of the heuristics' choice, labelled no-autotune")
     p.add_argument("--telemetry-interval", type=float, default=0.1, metavar="S",
                    help="GPU telemetry sampling interval in seconds (default 0.1; 0 = off)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and synthetic data")
@@ -144,7 +149,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         default_batch=lambda m: gpu_batch(m, facts.memory_bytes) if on_gpu else _cpu_batch(m),
         optimizer=args.optimizer, method=args.method, input_size=args.input_size,
         device=args.device, warmup_steps=args.warmup, warmup_seconds=args.warmup_time,
-        stop=stop, seed=args.seed, checkpointing=args.checkpointing,
+        stop=stop, seed=args.seed, checkpointing=args.checkpointing, autotune=args.autotune,
         telemetry_interval_s=args.telemetry_interval or None)
     # channels_last means nothing for a text model, nor a vocabulary for an image model: in a
     # mixed -m list each model is measured once, without the flag that does not apply to it.

@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                "--resume reuses a stored search of the same setup on the same kind of device, "
                "measures its\nthroughput if no run did, and goes on from the probes of a "
                "search that was interrupted.\nIn true fp32 a probe can take minutes: cuDNN "
-               "autotunes every convolution on the first step.\n\n"
+               "autotunes every convolution on the first step;\n--no-autotune lets its "
+               "heuristics pick instead (seconds), and the record says so.\n\n"
                + EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-m", "--model", action="append", type=csv_list(), required=True,
                    help="model name(s); 'dlbench models' lists them")
@@ -62,6 +63,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="sgd (momentum, one buffer per parameter; default) or adamw (two)")
     p.add_argument("--checkpointing", action="store_true",
                    help="activation checkpointing: recompute activations in backward")
+    p.add_argument("--no-autotune", dest="autotune", action="store_false",
+                   help="let cuDNN's heuristics pick convolution algorithms instead of timing "
+                        "them on each probe's first step (torch.backends.cudnn.benchmark "
+                        "off): in true fp32 that timing takes minutes per shape at large "
+                        "batches; the setup is then labelled no-autotune")
     p.add_argument("--seq-len", "--input-size", dest="input_size", type=int,
                    help="sequence length (text models) or image side in px")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
@@ -89,7 +95,8 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     bases = expand(models, [1], modes=flatten(args.mode, ["train"]),
                    precisions=flatten(args.precision, ["fp32"]), compiles=[args.compile],
                    channels_last=[args.channels_last], optimizer=args.optimizer,
-                   checkpointing=args.checkpointing, input_size=args.input_size,
+                   checkpointing=args.checkpointing, autotune=args.autotune,
+                   input_size=args.input_size,
                    device=args.device, warmup_steps=args.warmup, stop=stop)
     bases = list({c.key(): c for c in (
         replace(c, channels_last=False) if get_model(c.model).kind != "image" else c

@@ -247,7 +247,7 @@ def batch_sweep_table(records: Sequence[ThroughputRecord],
     def setup(r: ThroughputRecord) -> tuple:
         c = r.config
         return (c.model, c.mode, c.precision, _layout(r), _compile(r), c.optimizer,
-                getattr(c, "checkpointing", False))
+                getattr(c, "checkpointing", False), getattr(c, "autotune", True))
 
     groups: dict[tuple, list[ThroughputRecord]] = {}
     for r in records:
@@ -316,7 +316,8 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
     for rec in found:
         c = rec.config.base
         opts = [o for o, on in (("NHWC", c.channels_last), (f"compile={c.compile}", c.compile),
-                                (c.optimizer, True), ("ckpt", getattr(c, "checkpointing", False)))
+                                (c.optimizer, True), ("ckpt", getattr(c, "checkpointing", False)),
+                                ("no-autotune", not getattr(c, "autotune", True)))
                 if on]
         probes = ", ".join(f"{p.batch} {'ok' if p.fits else p.outcome.upper()}"
                            for p in rec.probes)

@@ -71,7 +71,7 @@ def measure_host(windows: Sequence[NetConfig], dev: str, compute_steps: int = 5,
     gen = torch.Generator().manual_seed(base.seed * 1000 + rank)   # each host its own data
     out: dict[str, Any] = {"rank": rank, "world": world, "host": socket.gethostname(),
                            "dev": dev, "unit": spec.unit, "windows": []}
-    with precision_flags(base.precision, device):
+    with precision_flags(base.precision, device, base.autotune):
         t = clock()
         initial = spec.build(size).to(device)
         x, y = spec.make_batch(base.batch_size, device, size, generator=gen)

@@ -84,7 +84,8 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
     # takes the idle baseline before any rank starts work (the barrier).
     sampler = _host_sampler(cfg, local_rank, device)
     per_host = 1 if cfg.strategy == "dp" else cfg.gpus // cfg.nnodes
-    autotune = cfg.strategy != "dp"  # per-thread autotuning results: see precision_flags
+    # per-thread autotuning results: see precision_flags
+    autotune = cfg.strategy != "dp" and base.autotune
     with precision_flags(base.precision, device, autotune), compiled_graphs_freed(base), sampler:
         sampler.idle(telemetry.IDLE_BASELINE_S)
         if control is not None and base.telemetry_interval_s is not None \

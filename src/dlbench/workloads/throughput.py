@@ -47,7 +47,7 @@ def precision_flags(precision: str, device: torch.device,
 
     ``fp32`` means true IEEE fp32: PyTorch lets cuDNN use TF32 for convolutions by default, which
     would make an "fp32" figure a TF32 one on Ampere and newer GPUs.
-    ``autotune=False`` for nn.DataParallel: cuDNN's v8 API keeps its autotuning results per
+    ``autotune=False`` where the config says so (``--no-autotune``) and for nn.DataParallel: cuDNN's v8 API keeps its autotuning results per
     thread (pytorch/pytorch#191744), and DataParallel runs each replica in a new thread every
     step, so with autotuning on, every step would autotune again: on four H200s that made
     DataParallel 5 to 10 times slower than one GPU. Without it, cuDNN's heuristics pick.
@@ -223,7 +223,7 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
     size = cfg.input_size or spec.input_size
 
     # Telemetry samples on its own thread; the loop only marks the window (see dlbench.telemetry).
-    with precision_flags(cfg.precision, device), compiled_graphs_freed(cfg), \
+    with precision_flags(cfg.precision, device, cfg.autotune), compiled_graphs_freed(cfg), \
             telemetry.for_benchmark(cfg.telemetry_interval_s, device, env) as sampler:
         sampler.idle(telemetry.IDLE_BASELINE_S)  # GPU power before anything runs: the baseline
         t = clock()
