@@ -292,6 +292,31 @@ def test_a_measurement_that_runs_out_of_memory_steps_down_and_corrects_the_searc
         assert stored(store, cfg, {}).best_batch == 32        # the correction is what is reused
 
 
+def test_resume_steps_down_below_a_measurement_that_ran_out_of_memory_before(tmp_path):
+    # A slot ended while the measurement stepped down (the best batch had run out of memory):
+    # --resume does not run the failed batch again, it measures the next one down.
+    from dlbench.commands.maxbatch import run_searches
+
+    class CutAfterFirst(MeasureLauncher):
+        def run(self, cfg, env):
+            if len(self.calls) == 1:
+                raise KeyboardInterrupt
+            return super().run(cfg, env)
+    cfg = _mbcfg(start=16, tolerance=0)
+    probes, cut = FakeLauncher(40), CutAfterFirst(36)
+    with Store(tmp_path / "s.db") as store:
+        with pytest.raises(KeyboardInterrupt):
+            run_searches([cfg], store, {}, "cut", measure_with=cut, probe_launcher=probes)
+        assert cut.calls == [40]                      # 40 ran out of memory, 38 was cut
+        again = MeasureLauncher(36)
+        found, measured = run_searches([cfg], store, {}, "resume", reuse=True,
+                                       measure_with=again, probe_launcher=probes)
+    assert again.calls == [38, 32]                    # 40 is not run again
+    assert [(t.config.batch_size, t.error_type) for t in measured] == [(38, "oom"), (32, None)]
+    [rec] = found
+    assert rec.best_batch == 32 and [p.batch for p in rec.probes if not p.fits][-2:] == [40, 38]
+
+
 class InterruptingLauncher(FakeLauncher):
     """Ctrl-C arrives while the ``stop_at``-th probe runs (1-based); later calls run."""
 

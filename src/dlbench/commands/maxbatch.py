@@ -18,7 +18,7 @@ from dlbench.config import ThroughputConfig, expand
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 from dlbench.report import export, tables, terminal
-from dlbench.results import ErrorType, new_id
+from dlbench.results import ErrorType, ThroughputRecord, new_id
 from dlbench.results_memory import MaxBatchConfig, MaxBatchRecord, Probe
 from dlbench.store import Store
 from dlbench.sweep import env_key
@@ -169,6 +169,10 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
     found: list[MaxBatchRecord] = []
     measured: list = []
     done = store.measured_keys(ekey, error_types=())
+    # Measurements that ran out of memory in an earlier run (one cut while it stepped down):
+    # with --resume they are not run again, the step-down goes on below them.
+    failed = store.measured_keys(ekey, statuses=(), error_types=(ErrorType.OOM,)) if reuse \
+        else set()
 
     def unmeasured(rec: MaxBatchRecord) -> bool:
         """A search whose best batch has no throughput result in this environment yet."""
@@ -208,7 +212,7 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
                 # This run's searches, and stored ones whose throughput a cut run never measured.
                 if rec.ok and (rec.run_id == run_id or unmeasured(rec)):
                     found[i], tput = _measure_best(rec, measure_with, env, run_id, store, ekey,
-                                                   say)
+                                                   say, failed)
                     measured.extend(tput)
                     if (any(t.error_type == ErrorType.FATAL for t in tput)
                             and not getattr(measure_with, "survives_fatal", False)):
@@ -224,12 +228,19 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
     return found, measured
 
 
+#: The error of a measurement not run again because an earlier run's ran out of memory.
+EARLIER_OOM = "out of memory when an earlier run measured it"
+
+
 def _measure_best(rec: MaxBatchRecord, launcher, env: dict, run_id: str, store: Store, ekey: str,
-                  say: Callable[[str], None]) -> tuple[MaxBatchRecord, list]:
+                  say: Callable[[str], None], failed: set[str] = frozenset(),
+                  ) -> tuple[MaxBatchRecord, list]:
     """The throughput at the best batch, stepping down through smaller batches that fitted.
 
     A step goes to a fitted batch at least 5% smaller: a measurement needs a little more memory
-    than a short probe, and the probes around a guessed boundary lie one bracket apart."""
+    than a short probe, and the probes around a guessed boundary lie one bracket apart. A batch
+    whose config key is in ``failed`` (stored as out of memory by an earlier run) is not run
+    again: the step-down starts below it."""
     out = []
     fitted = sorted({p.batch for p in rec.probes if p.fits}, reverse=True)
     tries = fitted[:1]
@@ -237,9 +248,14 @@ def _measure_best(rec: MaxBatchRecord, launcher, env: dict, run_id: str, store: 
         if b <= STEP_DOWN * tries[-1]:
             tries.append(b)
     for batch in tries[:3]:
-        tput = launcher.run(replace(rec.config.base, batch_size=batch), env).with_run(run_id)
-        store.add(tput, ekey)
-        out.append(tput)
+        cfg = replace(rec.config.base, batch_size=batch)
+        if cfg.key() in failed:
+            tput = ThroughputRecord(config=cfg, env=env, status="error", error_type=ErrorType.OOM,
+                                    error=EARLIER_OOM)
+        else:
+            tput = launcher.run(cfg, env).with_run(run_id)
+            store.add(tput, ekey)
+            out.append(tput)
         if tput.ok:
             if batch != fitted[0]:  # the corrected search, after its measured OOM
                 rec = replace(rec, id=new_id()).with_run(run_id)
@@ -254,7 +270,8 @@ def _measure_best(rec: MaxBatchRecord, launcher, env: dict, run_id: str, store: 
         rec = mb.with_probe(rec, Probe(batch=batch, outcome=tput.error_type,
                                        device_total_bytes=mem.get("device_total_bytes"),
                                        error=(tput.error or "").splitlines()[0][:300]), lower)
-        say(f"  measuring at batch {batch} ran out of memory; trying {lower}")
+        say(f"  measuring at batch {batch} ran out of memory"
+            f"{' in an earlier run' if tput.error == EARLIER_OOM else ''}; trying {lower}")
         if lower is None:
             rec = replace(rec, id=new_id(), status="error", error_type=ErrorType.OOM,
                           error="every batch that fitted a probe ran out of memory when "
