@@ -608,6 +608,11 @@ def test_batch_sweep_table_orders_by_batch_and_marks_oom():
     assert t.rows[0][7] == "1.00" and t.rows[1][7] == "4.00"   # 4x the batch at the same step time
     assert t.rows[1][8] == "64.00" and t.rows[1][10] == "80%"
     assert t.rows[2][-1] == "OOM"
+    # The same setup without cuDNN autotuning is a setup of its own, and its rows say so.
+    recs.append(replace(recs[2], config=replace(recs[2].config, autotune=False)))
+    t = batch_sweep_table(recs)
+    assert [(r[4], r[5]) for r in t.rows][-1] == ("eager no-autotune", "128")
+    assert [r[4] for r in t.rows[:3]] == ["eager"] * 3
 
 
 def test_maxbatch_table_shows_the_bracket_and_every_probe():
@@ -636,6 +641,16 @@ def test_maxbatch_table_compares_the_largest_batch_with_the_fastest_smaller_one(
     assert row[8] == "80.00 img/s" and row[10] == "-20.0% vs 16"
     [row] = maxbatch_table([rec], recs[:1]).rows
     assert row[10] == "-"
+    # A measurement at the largest batch that ran out of memory and was never corrected (the
+    # step-down was cut) says so; a failure at another batch does not.
+    oom = ThroughputRecord(config=replace(base, batch_size=20), env={}, status="error",
+                           error_type="oom", error="OutOfMemoryError")
+    [row] = maxbatch_table([rec], [oom, measured(16, 0.16)]).rows
+    assert row[8] == "OOM when measured" and row[9] == "-"
+    [row] = maxbatch_table([rec], [replace(oom, config=replace(oom.config, batch_size=16))]).rows
+    assert row[8] == "-"
+    [row] = maxbatch_table([rec], [oom, measured(20, 0.25)]).rows
+    assert row[8] == "80.00 img/s"
 
 
 # -- GPU -----------------------------------------------------------------------------------

@@ -259,7 +259,9 @@ def batch_sweep_table(records: Sequence[ThroughputRecord],
     for key, recs in groups.items():
         base = None
         for r in sorted(recs, key=lambda r: r.config.batch_size):
-            head = tuple(str(k) for k in key[:5]) + (str(r.config.batch_size),)
+            # the compile cell also says where cuDNN's heuristics picked (no autotuning)
+            head = tuple(str(k) for k in key[:4]) + (
+                key[4] + ("" if key[7] else " no-autotune"), str(r.config.batch_size))
             s = r.summary()
             if s is None:
                 mark = "OOM" if r.error_type == "oom" else (r.error_type or "error")
@@ -306,6 +308,9 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
     largest batch is not always the fastest). The probes column lists every probe.
     """
     by_key = {r.config.key(): r for r in measured if r.ok}
+    # A measurement at the best batch that failed (out of memory where the short probe fitted)
+    # and was never corrected: said in the throughput cell, not left blank.
+    failed = {r.config.key(): r for r in measured if not r.ok}
     by_setup: dict[str, list[ThroughputRecord]] = {}  # the same setup at any batch
     for r in measured:
         if r.ok:
@@ -324,8 +329,10 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
         best = rec.best_probe()
         peak = best.allocated_peak_bytes if best else None
         total = best.device_total_bytes if best else None
-        t = by_key.get(replace(c, batch_size=rec.best_batch).key()) if rec.ok else None
+        at = replace(c, batch_size=rec.best_batch).key() if rec.ok else None
+        t = by_key.get(at)
         s = t.summary() if t is not None else None
+        lost = failed.get(at) if t is None else None
         unit = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}.get(
             t.unit if t is not None else "", "/s")
         rows.append((
@@ -333,7 +340,8 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
             str(rec.best_batch) if rec.ok else f"{rec.error_type}: {(rec.error or '')[:60]}",
             str(rec.first_oom_batch) if rec.first_oom_batch else "-",
             _gib(peak), f"{peak / total:.0%}" if peak and total else "-",
-            f"{fmt_num(s.throughput * t.units_per_sample)} {unit}" if s else "-",
+            f"{fmt_num(s.throughput * t.units_per_sample)} {unit}" if s else
+            f"{(lost.error_type or 'error').upper()} when measured" if lost else "-",
             fmt_pct(s.rel_halfwidth) if s else "-",
             _vs_smaller(t, by_setup.get(_setup_key(t), [])) if t is not None else "-",
             probes,
