@@ -9,8 +9,8 @@ lane() { sed -u "s/^/[$1] /"; }
 # The largest-batch searches of some models, resumed, one model at a time so that each model's
 # throughput at its boundary is measured before the next model's searches begin (one invocation
 # measures only after all its searches): maxbatch_models MODELS DB TAG [PRECISIONS] [ARGS...]
-# PRECISIONS defaults to bf16,fp32; ARGS go to every search (e.g. --no-autotune). Not quiet: every probe prints a line, so a cut log says
-# where it stood.
+# PRECISIONS defaults to bf16,fp32; ARGS go to every search (e.g. --no-autotune). Not quiet:
+# every probe prints a line, so a cut log says where it stood.
 maxbatch_models() {
   local m models=$1 db=$2 tag=$3 precisions=${4:-bf16,fp32}
   shift $(( $# < 4 ? $# : 4 ))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from typing import Callable, Sequence
+from typing import AbstractSet, Callable, Sequence
 
 from dlbench import env as envmod
 from dlbench.commands.common import (EPILOG, EXIT_FAILED_RESULTS, EXIT_OK, add_sweep_flags,
@@ -233,7 +233,7 @@ EARLIER_OOM = "out of memory when an earlier run measured it"
 
 
 def _measure_best(rec: MaxBatchRecord, launcher, env: dict, run_id: str, store: Store, ekey: str,
-                  say: Callable[[str], None], failed: set[str] = frozenset(),
+                  say: Callable[[str], None], failed: AbstractSet[str] = frozenset(),
                   ) -> tuple[MaxBatchRecord, list]:
     """The throughput at the best batch, stepping down through smaller batches that fitted.
 

@@ -47,10 +47,11 @@ def precision_flags(precision: str, device: torch.device,
 
     ``fp32`` means true IEEE fp32: PyTorch lets cuDNN use TF32 for convolutions by default, which
     would make an "fp32" figure a TF32 one on Ampere and newer GPUs.
-    ``autotune=False`` where the config says so (``--no-autotune``) and for nn.DataParallel: cuDNN's v8 API keeps its autotuning results per
-    thread (pytorch/pytorch#191744), and DataParallel runs each replica in a new thread every
-    step, so with autotuning on, every step would autotune again: on four H200s that made
-    DataParallel 5 to 10 times slower than one GPU. Without it, cuDNN's heuristics pick.
+    ``autotune=False`` where the config says so (``--no-autotune``) and for nn.DataParallel:
+    cuDNN's v8 API keeps its autotuning results per thread (pytorch/pytorch#191744), and
+    DataParallel runs each replica in a new thread every step, so with autotuning on, every step
+    would autotune again: on four H200s that made DataParallel 5 to 10 times slower than one
+    GPU. Without it, cuDNN's heuristics pick.
     """
     saved = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32,
              torch.backends.cudnn.benchmark)
