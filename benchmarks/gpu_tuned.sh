@@ -18,6 +18,12 @@
 #            search found for eager bf16 is 1,792); the default suite tuned again (resumed: only
 #            what the newer recipes change); the issue's own command, throughput --tuned, for
 #            ResNet-50 and GPT-2
+#   levers4  the loss compiled with the model (--compile-loss), off and on in one call: GPT-2's
+#            tuned config (batch 32, padded vocabulary), ResNet-50's (fp16 graph, batch 1024);
+#            then ResNet-50's tuned config with cuDNN's heuristics instead of its autotuning
+#            (--no-autotune): what cudnn.benchmark buys there
+#   levers5  GPT-2 with the loss compiled, under max-autotune-no-cudagraphs (minutes of
+#            compilation: inductor times its GEMM templates), then at batch 64
 # Every command stops cleanly (SIGINT) at the slot's end and keeps what it measured.
 set -uo pipefail
 out=$1; stage=$2
@@ -67,7 +73,23 @@ short="--warmup 5 --warmup-time 1 --min-time 2 --max-time 5"
       timeout -s INT "$(left)" $py -m dlbench run --tuned --resume --db "$db" --tag tuned-suite -q
       timeout -s INT "$(left)" $py -m dlbench throughput -m resnet50,gpt2 --tuned $short --resume \
           --db "$db" --tag tuned-throughput ;;
-    *) echo "unknown stage $stage: tune, suite, seed002, targets, levers2 or levers3"; exit 2 ;;
+    levers4)
+      rn50="-m resnet50 --precision fp16 --channels-last on --compile default --optimizer-impl fused --cuda-graph on -b 1024"
+      timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 32 --precision bf16 \
+          --compile default --pad-vocab --compile-loss off,on $short --db "$db" \
+          --tag targets-gpt2-loss
+      timeout -s INT "$(left)" $py -m dlbench throughput $rn50 --compile-loss off,on $short \
+          --db "$db" --tag targets-resnet50-loss
+      timeout -s INT "$(left)" $py -m dlbench throughput $rn50 --no-autotune $short \
+          --db "$db" --tag lever-cudnn-benchmark ;;
+    levers5)
+      timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 32 --precision bf16 \
+          --compile max-autotune-no-cudagraphs --pad-vocab --compile-loss on $short --resume \
+          --db "$db" --tag targets-gpt2-max-autotune
+      timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 64 --precision bf16 \
+          --compile default --pad-vocab --compile-loss on $short --resume --db "$db" \
+          --tag targets-gpt2-loss-b64 ;;
+    *) echo "unknown stage $stage: tune, suite, seed002, targets, levers2 to levers5"; exit 2 ;;
   esac
   $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
   $py -m dlbench report --db "$db" --markdown -o "$out/tables.md"

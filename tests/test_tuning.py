@@ -41,6 +41,8 @@ def test_new_fields_at_their_defaults_keep_old_keys():
     assert replace(gpt2, pad_vocab=True).key() != gpt2.key()
     assert replace(gpt2, autotune=True).key() == "5425c0569e9d9cbf"
     assert replace(gpt2, autotune=False).key() != gpt2.key()
+    compiled = replace(gpt2, compile="default")
+    assert replace(compiled, compile_loss=True).key() != compiled.key()
 
 
 def test_pad_vocab_round_trips_and_shows_in_the_label():
@@ -133,6 +135,22 @@ def test_pad_vocab_lever_applies_to_odd_vocabularies_only():
         "already padded"
 
 
+def test_compile_loss_lever_widens_a_compiled_training_step_only():
+    gpt2, lever = get_model("gpt2"), levers.BY_NAME["compile-loss"]
+    assert lever.apply(cfg(model="gpt2"), gpt2, "cuda") == (None, "the model is not compiled")
+    assert lever.apply(cfg(model="gpt2", compile="default", mode="eval"), gpt2, "cuda") == \
+        (None, "no loss")
+    out, why = lever.apply(cfg(model="gpt2", compile="default"), gpt2, "cuda")
+    assert why is None and out.compile_loss and out.compile == "default"
+    assert levers.flags_of(out).endswith("--compile default --compile-loss on")
+    assert levers.describe_change(cfg(model="gpt2", compile="default"), out) == \
+        "loss compiled with the model"
+    trials = search.replay([rec(cfg(model="gpt2", compile="default"), 0.1), rec(out, 0.08)])
+    assert trials[1].lever == "compile-loss" and trials[1].kept
+    assert recipes.changes_between(cfg(model="gpt2"), out) == {"compile": "default",
+                                                              "compile_loss": True}
+
+
 def test_flags_of_reproduce_the_config():
     c = cfg(channels_last=True, compile="default", cuda_graph=True, optimizer_impl="fused")
     assert levers.flags_of(c) == ("-m resnet50 -b 100 --precision bf16 --channels-last on "
@@ -147,25 +165,28 @@ def test_greedy_search_keeps_only_levers_that_win_by_more_than_the_margin():
     base = cfg()
     # Step times per config (batch 100): baseline 100 ms (1,000 img/s).
     steps = {"plain": 0.100, "channels_last": 0.080, "fused": 0.0795, "fp16": 0.0802,
-             "compile": 0.070, "graph": 0.060, "x2": None}
+             "compile": 0.070, "loss": 0.0695, "graph": 0.060, "x2": None}
     s = search.LeverSearch(base, spec, "cuda")
     it = iter(s)
     order = []
     for c in it:
         d = levers.describe_change(base, c)
         key = ("x2" if c.batch_size == 200 else "fp16" if c.precision == "fp16" else
-               "graph" if c.cuda_graph else "compile" if c.compile else
+               "graph" if c.cuda_graph else "loss" if c.compile_loss else
+               "compile" if c.compile else
                "fused" if c.optimizer_impl == "fused" else
                "channels_last" if c.channels_last else "plain")
         order.append(key)
         step = steps[key]
         s.observe(rec(c, step) if step else rec(c, 0, status="error"))
-    assert order == ["plain", "channels_last", "fused", "fp16", "compile", "graph", "x2"]
+    assert order == ["plain", "channels_last", "fused", "fp16", "compile", "loss", "graph",
+                     "x2"]
     by = {t.lever: t for t in s.trials}
     assert by["channels_last"].kept and by["channels_last"].over_previous == pytest.approx(1.25)
     assert not by["fused-optimizer"].kept and "within 1%" in by["fused-optimizer"].why
     assert by["flash-attention"].record is None and by["flash-attention"].why == "n/a: no attention"
     assert by["compile"].kept and by["cuda-graph"].kept
+    assert not by["compile-loss"].kept and "within 1%" in by["compile-loss"].why
     assert by["cuda-graph"].over_baseline == pytest.approx(0.100 / 0.060)
     assert not by["other-16-bit"].kept    # fp16 lost: bf16 stays, and the graph can be tried
     assert not by["batch-x2"].kept and by["batch-x2"].why.startswith("failed: oom")
@@ -345,3 +366,17 @@ def test_max_autotune_is_tried_only_when_named_and_replays_under_its_name():
     trials = search.replay([rec(a, 0.1), rec(replace(a, compile="max-autotune-no-cudagraphs"),
                                              0.09)])
     assert trials[1].lever == "max-autotune" and trials[1].kept
+
+
+def test_compile_loss_flag_applies_to_compiled_training_steps_and_refuses_otherwise():
+    from dlbench.commands.bench import _with_compiled_loss
+    train, evals = cfg(compile="default"), cfg(compile="default", mode="eval")
+    out = _with_compiled_loss([train, evals, cfg()], [False, True])
+    assert [(c.mode, c.compile, c.compile_loss) for c in out] == [
+        ("train", "default", False), ("train", "default", True), ("eval", "default", False),
+        ("train", None, False)]
+    with pytest.raises(ConfigError, match="add --compile default"):
+        _with_compiled_loss([cfg()], [True])
+    r = dlbench("throughput", "-m", "tiny_cnn", "--device", "cpu", "--compile-loss", "on",
+                "--db", ":memory:", *FAST)
+    assert r.returncode != 0 and "--compile-loss on needs a compiled training step" in r.stderr

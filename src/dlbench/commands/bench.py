@@ -12,7 +12,8 @@ from dlbench import env as envmod
 from dlbench.commands.common import (EPILOG, EXIT_FAILED_RESULTS, EXIT_FATAL, EXIT_INTERRUPTED,
                                      EXIT_OK, add_sweep_flags, batch_size, compile_mode, csv_list,
                                      device_facts, flatten, on_off, preflight)
-from dlbench.config import ATTENTION_BACKENDS, OPTIMIZER_IMPLS, ThroughputConfig, expand
+from dlbench.config import (ATTENTION_BACKENDS, OPTIMIZER_IMPLS, ConfigError, ThroughputConfig,
+                            expand)
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 from dlbench.report import export, tables, terminal
@@ -89,6 +90,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "CUDA graph and replay it (fp16 training needs --optimizer-impl fused: "
                         "the fused kernel reads GradScaler's overflow flag on the device, other "
                         "kernels have it read on the host)")
+    p.add_argument("--compile-loss", action="append", type=csv_list(on_off),
+                   help="on/off, with --compile, train: compile the loss with the model as one "
+                        "graph, so a language model's logits are not upcast and "
+                        "log-softmaxed by separate kernels each reading and writing them all "
+                        "(default: off, the model alone is compiled)")
     p.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="default",
                    help="optimizer kernels: default (PyTorch's pick), foreach or fused")
     p.add_argument("--attention", choices=ATTENTION_BACKENDS,
@@ -153,6 +159,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         telemetry_interval_s=args.telemetry_interval or None)
     # channels_last means nothing for a text model, nor a vocabulary for an image model: in a
     # mixed -m list each model is measured once, without the flag that does not apply to it.
+    configs = _with_compiled_loss(configs, flatten(args.compile_loss, [False]))
     configs = list({c.key(): c for c in (_applicable(c) for c in configs)}.values())
     if auto:  # size each setup now, before the sweep: the largest batch that fits it
         setups = list({c.key(): c for c in (replace(c, batch_size=1) for c in configs)}.values())
@@ -173,6 +180,22 @@ def _applicable(cfg: ThroughputConfig) -> ThroughputConfig:
     kind = get_model(cfg.model).kind
     return replace(cfg, channels_last=cfg.channels_last and kind == "image",
                    pad_vocab=cfg.pad_vocab and kind == "text")
+
+
+def _with_compiled_loss(configs: list[ThroughputConfig],
+                        choices: Sequence[bool]) -> list[ThroughputConfig]:
+    """``--compile-loss on`` applies to the compiled training steps of the sweep; the others
+    (eager, eval) run once without it. Refused where no config of the sweep can take it."""
+    out = []
+    for cfg in configs:
+        if cfg.compile and cfg.mode == "train" and cfg.method == "standard":
+            out += [replace(cfg, compile_loss=on) for on in choices]
+        else:
+            out.append(cfg)
+    if any(choices) and not any(c.compile_loss for c in out):
+        raise ConfigError("--compile-loss on needs a compiled training step: add --compile "
+                          "default (or another mode) and keep --mode train, --method standard")
+    return out
 
 
 def _batch_or_auto(text: str) -> int | str | None:

@@ -34,7 +34,8 @@ def flat_row(r: ThroughputRecord) -> dict[str, Any]:
     row: dict[str, Any] = {
         "id": r.id, "run_id": r.run_id, "created_at": r.created_at, "model": c.model,
         "mode": c.mode, "method": c.method, "batch_size": c.batch_size, "precision": c.precision,
-        "compile": c.compile or "", "channels_last": c.channels_last, "optimizer": c.optimizer,
+        "compile": c.compiled_as if c.compile else "", "channels_last": c.channels_last,
+        "optimizer": c.optimizer,
         "input_size": c.input_size or "", "status": r.status, "error_type": r.error_type or "",
         "unit": r.unit, "stop_reason": r.stop_reason or "", "first_step_s": r.first_step_s,
         "build_s": r.build_s, "flops_per_sample": r.flops_per_sample,

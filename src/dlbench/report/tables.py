@@ -65,7 +65,7 @@ def _is_image(r: ThroughputRecord) -> bool:
 
 def _compile(r: ThroughputRecord) -> str:
     c = r.config
-    return (c.compile or "eager") + ("+graph" if getattr(c, "cuda_graph", False) else "")
+    return c.compiled_as + ("+graph" if getattr(c, "cuda_graph", False) else "")
 
 
 def _short_error(r: ThroughputRecord) -> str:
@@ -320,7 +320,7 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
     rows = []
     for rec in found:
         c = rec.config.base
-        opts = [o for o, on in (("NHWC", c.channels_last), (f"compile={c.compile}", c.compile),
+        opts = [o for o, on in (("NHWC", c.channels_last), (f"compile={c.compiled_as}", c.compile),
                                 (c.optimizer, True), ("ckpt", getattr(c, "checkpointing", False)),
                                 ("no-autotune", not getattr(c, "autotune", True)))
                 if on]
@@ -575,7 +575,7 @@ def comm_table(records: Sequence, title: str = "Collectives") -> Table:
 def setup_of(r: ThroughputRecord) -> tuple:
     """Everything of a throughput config but its batch size: one point of a batch sweep."""
     c = r.config
-    return (c.model, c.mode, c.precision, c.method, c.channels_last, c.compile or "eager",
+    return (c.model, c.mode, c.precision, c.method, c.channels_last, c.compiled_as,
             c.optimizer, c.input_size)
 
 

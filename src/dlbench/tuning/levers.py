@@ -99,6 +99,16 @@ def _compile(cfg, spec, device) -> Outcome:
     return replace(cfg, compile="default"), None
 
 
+def _compile_loss(cfg, spec, device) -> Outcome:
+    if not cfg.compile:
+        return None, "the model is not compiled"
+    if cfg.mode != "train" or cfg.method != "standard":
+        return None, "no loss"
+    if cfg.compile_loss:
+        return None, "already compiled with the model"
+    return replace(cfg, compile_loss=True), None
+
+
 def _max_autotune(cfg, spec, device) -> Outcome:
     if device != "cuda":
         return None, NO_COMPILE_ON_CPU
@@ -147,6 +157,8 @@ LEVERS: tuple[Lever, ...] = (
     # with fused optimizer kernels: the graph lever sets them where they were not kept).
     Lever("other-16-bit", "fp16 instead of bf16 (or back)", _other_16bit),
     Lever("compile", "torch.compile, default mode", _compile),
+    # After compile, which it widens: model and loss in one graph.
+    Lever("compile-loss", "the loss compiled with the model, one graph", _compile_loss),
     Lever("cuda-graph", "whole step captured in one CUDA graph", _cuda_graph),
     Lever("batch-x2", "twice the batch", _double_batch),
 )
@@ -173,7 +185,7 @@ def describe_change(before: ThroughputConfig, after: ThroughputConfig) -> str:
     a, b = before.to_dict(), after.to_dict()
     parts = []
     for name in ("pad_vocab", "channels_last", "optimizer_impl", "attention", "compile",
-                 "cuda_graph", "precision", "batch_size"):
+                 "compile_loss", "cuda_graph", "precision", "batch_size"):
         if a[name] != b[name]:
             value = b[name]
             parts.append({
@@ -182,6 +194,7 @@ def describe_change(before: ThroughputConfig, after: ThroughputConfig) -> str:
                 "optimizer_impl": f"{value} optimizer",
                 "attention": f"attention {value}",
                 "compile": f"compile {value}" if value else "eager",
+                "compile_loss": "loss compiled with the model" if value else "model compiled alone",
                 "cuda_graph": "CUDA graph" if value else "no CUDA graph",
                 "precision": value,
                 "batch_size": f"batch {value}",
@@ -202,6 +215,8 @@ def flags_of(cfg: ThroughputConfig) -> str:
         out.append("--channels-last on")
     if cfg.compile:
         out.append(f"--compile {cfg.compile}")
+    if cfg.compile_loss:
+        out.append("--compile-loss on")
     if cfg.cuda_graph:
         out.append("--cuda-graph on")
     if cfg.optimizer != "sgd":

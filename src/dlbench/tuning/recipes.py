@@ -25,7 +25,7 @@ from dlbench.tuning.levers import LEVERS, NO_COMPILE_ON_CPU, NOT_IMAGE, NOT_LANG
 
 # The config fields a recipe may set.
 TUNED_FIELDS = ("pad_vocab", "channels_last", "optimizer_impl", "attention", "compile",
-                "cuda_graph", "precision", "batch_size")
+                "compile_loss", "cuda_graph", "precision", "batch_size")
 GENERIC_LEVERS = ("pad-vocab", "channels_last", "fused-optimizer", "cuda-graph")
 
 

@@ -23,7 +23,8 @@ MARGIN = 0.01
 # that changed names it. optimizer_impl comes last: on fp16 training the cuda-graph and
 # other-16-bit levers set fused kernels along with their own field.
 FIELD_LEVER = {"pad_vocab": "pad-vocab", "channels_last": "channels_last",
-               "attention": "flash-attention", "compile": "compile", "cuda_graph": "cuda-graph",
+               "attention": "flash-attention", "compile": "compile",
+               "compile_loss": "compile-loss", "cuda_graph": "cuda-graph",
                "precision": "other-16-bit", "batch_size": "batch-x2",
                "optimizer_impl": "fused-optimizer"}
 # The compile lever by the mode it set.
