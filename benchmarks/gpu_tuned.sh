@@ -22,8 +22,9 @@
 #            tuned config (batch 32, padded vocabulary), ResNet-50's (fp16 graph, batch 1024);
 #            then ResNet-50's tuned config with cuDNN's heuristics instead of its autotuning
 #            (--no-autotune): what cudnn.benchmark buys there
-#   levers5  GPT-2 with the loss compiled, under max-autotune-no-cudagraphs (minutes of
-#            compilation: inductor times its GEMM templates), then at batch 64
+#   levers5  GPT-2 with the loss compiled: its whole step in a CUDA graph, at batch 64, and
+#            under max-autotune-no-cudagraphs (minutes of compilation: inductor times its GEMM
+#            templates)
 # Every command stops cleanly (SIGINT) at the slot's end and keeps what it measured.
 set -uo pipefail
 out=$1; stage=$2
@@ -83,12 +84,14 @@ short="--warmup 5 --warmup-time 1 --min-time 2 --max-time 5"
       timeout -s INT "$(left)" $py -m dlbench throughput $rn50 --no-autotune $short \
           --db "$db" --tag lever-cudnn-benchmark ;;
     levers5)
-      timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 32 --precision bf16 \
-          --compile max-autotune-no-cudagraphs --pad-vocab --compile-loss on $short --resume \
-          --db "$db" --tag targets-gpt2-max-autotune
-      timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 64 --precision bf16 \
-          --compile default --pad-vocab --compile-loss on $short --resume --db "$db" \
-          --tag targets-gpt2-loss-b64 ;;
+      gpt2="-m gpt2 --precision bf16 --pad-vocab --compile-loss on"
+      timeout -s INT "$(left)" $py -m dlbench throughput $gpt2 -b 32 --compile default \
+          --cuda-graph on $short --resume --db "$db" --tag targets-gpt2-loss-graph
+      timeout -s INT "$(left)" $py -m dlbench throughput $gpt2 -b 64 --compile default \
+          $short --resume --db "$db" --tag targets-gpt2-loss-b64
+      timeout -s INT "$(left)" $py -m dlbench throughput $gpt2 -b 32 \
+          --compile max-autotune-no-cudagraphs $short --resume --db "$db" \
+          --tag targets-gpt2-max-autotune ;;
     *) echo "unknown stage $stage: tune, suite, seed002, targets, levers2 to levers5"; exit 2 ;;
   esac
   $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
