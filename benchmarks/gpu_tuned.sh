@@ -25,6 +25,8 @@
 #   levers5  GPT-2 with the loss compiled: its whole step in a CUDA graph, at batch 64, and
 #            under max-autotune-no-cudagraphs (minutes of compilation: inductor times its GEMM
 #            templates)
+#   levers6  GPT-2 at batch 64 with the loss compiled: again as levers5 ran it, with fused SGD
+#            kernels, and with fused kernels and the whole step in a CUDA graph
 # Every command stops cleanly (SIGINT) at the slot's end and keeps what it measured.
 set -uo pipefail
 out=$1; stage=$2
@@ -92,7 +94,13 @@ short="--warmup 5 --warmup-time 1 --min-time 2 --max-time 5"
       timeout -s INT "$(left)" $py -m dlbench throughput $gpt2 -b 32 \
           --compile max-autotune-no-cudagraphs $short --resume --db "$db" \
           --tag targets-gpt2-max-autotune ;;
-    *) echo "unknown stage $stage: tune, suite, seed002, targets, levers2 to levers5"; exit 2 ;;
+    levers6)
+      gpt2="-m gpt2 -b 64 --precision bf16 --pad-vocab --compile default --compile-loss on"
+      timeout -s INT "$(left)" $py -m dlbench throughput $gpt2 $short --db "$db" \
+          --tag targets-gpt2-loss-b64
+      timeout -s INT "$(left)" $py -m dlbench throughput $gpt2 --optimizer-impl fused \
+          --cuda-graph off,on $short --db "$db" --tag targets-gpt2-loss-b64-fused ;;
+    *) echo "unknown stage $stage: tune, suite, seed002, targets, levers2 to levers6"; exit 2 ;;
   esac
   $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
   $py -m dlbench report --db "$db" --markdown -o "$out/tables.md"

@@ -110,3 +110,25 @@ def test_measure_fp16_training_in_a_cuda_graph_with_a_fused_optimizer(optimizer)
     assert rec.ok and rec.summary().throughput > 0 and math.isfinite(rec.final_loss)
     assert rec.loss_scale is not None and all(s > 0 for s in rec.loss_scale)
     assert rec.skipped_steps() is not None
+
+
+def test_compiled_loss_gives_the_losses_of_eager_and_of_the_compiled_model():
+    """The loss compiled with the model is the same function: over three training steps (so
+    the update is in it too) it tracks eager and the model compiled alone, in fp32."""
+    from dlbench.models import get_model
+    spec, device = get_model("tiny_gpt2"), torch.device("cuda")
+    losses = {}
+    for compile_mode, with_loss in ((None, False), ("default", False), ("default", True)):
+        torch.manual_seed(0)
+        cfg = ThroughputConfig(model="tiny_gpt2", batch_size=4, precision="fp32", device="cuda",
+                               compile=compile_mode, compile_loss=with_loss)
+        model = spec.build(32).to(device)
+        x, y = spec.make_batch(4, device, 32)
+        if compile_mode and not with_loss:  # as measure() does
+            model = torch.compile(model)
+        step = throughput.build_step(cfg, spec, model, x, y, device)
+        losses[cfg.compiled_as] = [float(step()) for _ in range(3)]
+        torch._dynamo.reset()
+    assert losses["eager"][0] > losses["eager"][2]  # it trains
+    for name in ("default", "default+loss"):
+        assert losses[name] == pytest.approx(losses["eager"], rel=1e-4), losses
