@@ -40,6 +40,18 @@ def test_ready_never_blocks_and_lags_issued_steps():
     assert len(timer.finish()) == 1
 
 
+def test_throttle_bounds_the_unfinished_steps_and_keeps_every_time():
+    timer = CudaEventTimer(torch.device("cuda"))
+    timer.start()
+    for _ in range(6):
+        torch.cuda._sleep(50_000_000)  # a few tens of ms of GPU spin per "step"
+        timer.lap()
+        timer.throttle(2)
+        assert len(timer._events) - 1 - len(timer.ready()) <= 2  # never more queued than that
+    times = timer.finish()
+    assert len(times) == 6 and all(t > 0 for t in times)
+
+
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "bf16"])
 def test_measure_on_gpu(precision):
     cfg = ThroughputConfig(model="tiny_cnn", batch_size=32, precision=precision, device="cuda",

@@ -80,3 +80,22 @@ def test_lagging_times_do_not_stop_early():
 def test_bad_rules_name_the_flag(kwargs, flag):
     with pytest.raises(ValueError, match=flag):
         StopRule(**kwargs)
+
+
+def test_steps_in_flight_keep_about_a_second_of_work_queued_and_two_at_least():
+    from dlbench.workloads.throughput import IN_FLIGHT_S, steps_in_flight
+    assert IN_FLIGHT_S == 1.0
+    assert steps_in_flight(0.001) == 1000   # fast steps: the launch queue bounds them first
+    assert steps_in_flight(0.16) == 7
+    assert steps_in_flight(0.6) == 2 and steps_in_flight(60.0) == 2  # one queued behind one
+    assert steps_in_flight(0.0) >= 2
+
+
+def test_the_cpu_timer_never_waits_in_throttle():
+    clock = iter(range(100)).__next__
+    timer = CpuTimer(clock)
+    timer.start()
+    for _ in range(5):
+        timer.lap()
+        timer.throttle(2)
+    assert timer.finish() == [1, 1, 1, 1, 1]

@@ -19,6 +19,7 @@ class StepTimer(Protocol):
     def start(self) -> None: ...
     def lap(self) -> None: ...
     def ready(self) -> list[float]: ...
+    def throttle(self, max_in_flight: int) -> None: ...
     def finish(self) -> list[float]: ...
 
 
@@ -38,6 +39,9 @@ class CpuTimer:
     def ready(self) -> list[float]:
         m = self._marks
         return [b - a for a, b in zip(m, m[1:])]
+
+    def throttle(self, max_in_flight: int) -> None:
+        """Nothing to wait for: host work is done when ``lap`` returns."""
 
     def finish(self) -> list[float]:
         return self.ready()
@@ -71,6 +75,21 @@ class CudaEventTimer:
             self._times.append(ev[i].elapsed_time(ev[i + 1]) / 1e3)
             i += 1
         return self._times
+
+    def throttle(self, max_in_flight: int) -> None:
+        """Let at most ``max_in_flight`` timed steps be unfinished: wait for an older boundary
+        event while the newer steps stay queued, so the GPU never runs dry. Without a bound the
+        host queues steps as far as the launch queue goes, and with minute-long steps (a model
+        at its memory boundary) the window's end then waits many minutes past ``--max-time``."""
+        if self._unread() <= max_in_flight:
+            return  # nothing queried: the common case costs a subtraction
+        self.ready()
+        if self._unread() > max_in_flight:
+            self._events[-1 - max_in_flight].synchronize()
+
+    def _unread(self) -> int:
+        """Steps lapped whose time is not read yet (finished or not)."""
+        return len(self._events) - 1 - len(self._times)
 
     def finish(self) -> list[float]:
         if self._events:

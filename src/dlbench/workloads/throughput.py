@@ -3,7 +3,8 @@
 The data stays on the device, as in tf_cnn_benchmarks' synthetic mode, so the figure is the
 model's speed, not the input pipeline's. The measured loop is ``step(); timer.lap()`` and a cheap
 clock read; the stopping rule is consulted at most every ``CHECK_INTERVAL_S`` and reads only
-events the GPU has already passed, so nothing in the loop synchronises.
+events the GPU has already passed, so nothing in the loop drains the GPU: the host waits only
+when it has queued a second of work (``IN_FLIGHT_S``), and then for an older step.
 
 Measurement code prints nothing and writes nothing: it returns a record.
 """
@@ -11,6 +12,7 @@ Measurement code prints nothing and writes nothing: it returns a record.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from typing import Callable, Iterator
 
@@ -32,6 +34,16 @@ from dlbench.workloads.step import update
 # How often the loop asks the stopping rule (host seconds). Reading a few events and computing
 # batch means costs ~0.1 ms; at 10 Hz that is under 0.1% of the window.
 CHECK_INTERVAL_S = 0.1
+
+# GPU work (seconds) the host may queue ahead of the GPU: enough to keep it fed through any host
+# hiccup, and a bound on how far past --max-time the window's end waits when steps are slow.
+IN_FLIGHT_S = 1.0
+
+
+def steps_in_flight(step_s: float) -> int:
+    """How many steps of ``step_s`` make ``IN_FLIGHT_S`` of queued work; 2 at least, so that
+    one step is queued behind the one running."""
+    return max(2, math.ceil(IN_FLIGHT_S / max(step_s, 1e-6)))
 
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -265,11 +277,16 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         t = clock()
         sampler.mark("warmup_start", t)
         n = 0
+        # The first step bounds the steps queued (it holds compilation: an overestimate, which
+        # only makes the bound tighter); the warm-up's last step bounds the window's.
+        in_flight = steps_in_flight(first_step_s)
         while n < cfg.warmup_steps or clock() - t < cfg.warmup_seconds:
             step()
             timer.lap()
+            timer.throttle(in_flight)
             n += 1
         warmup = tuple(timer.finish())  # note: a sync point, before the window
+        in_flight = steps_in_flight(warmup[-1] if warmup else first_step_s)
         scaler = getattr(step, "scaler", None)
         scale0 = float(scaler.get_scale()) if scaler is not None else None  # a sync, outside
 
@@ -281,6 +298,7 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         while reason is None:
             out = step()
             timer.lap()
+            timer.throttle(in_flight)  # waits only when the host is a second of work ahead
             issued += 1
             now = clock()
             if now - last_check >= CHECK_INTERVAL_S or issued >= cfg.stop.max_steps:
