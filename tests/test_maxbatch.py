@@ -410,7 +410,7 @@ def maxbatch_db(tmp_path_factory):
     # start 32, at most 34: doubling (32, then 34, the cap) and bisection (33), each probe in a
     # fresh process (start-up dominates a probe here: about 6 s each on 2 busy cores).
     p = dlbench("maxbatch", "-m", "test_oom", "--device", "cpu", "--start", "32", "--max", "34",
-                "--tolerance", "0", "--db", db, *FAST)
+                "--tolerance", "0", "--db", db, *FAST, "--warmup-time", "0")
     return db, p
 
 
@@ -432,6 +432,7 @@ def test_maxbatch_cli_finds_32_for_test_oom_through_fresh_processes(maxbatch_db)
     [t] = tputs
     assert t.ok and t.config.batch_size == 32 and t.run_id == rec.run_id
     assert t.config.stop.min_steps == 5 and len(t.step_times_s) >= 5
+    assert t.config.warmup_steps == 1 and t.config.warmup_seconds == 0  # --warmup, --warmup-time
 
 
 def test_throughput_b_auto_reuses_the_stored_search(maxbatch_db):

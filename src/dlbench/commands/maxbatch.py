@@ -80,6 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-measure", action="store_true",
                    help="only search; skip the throughput measurement at the batch found")
     p.add_argument("--warmup", type=int, default=10, help="warm-up steps of the measurement")
+    p.add_argument("--warmup-time", type=float, default=1.0,
+                   help="also warm up for at least this many seconds (default 1; 0 where steps "
+                        "at the boundary take tens of seconds)")
     p.add_argument("--min-time", type=float, default=2.0, help="measured seconds at least")
     p.add_argument("--max-time", type=float, default=15.0, help="measured seconds at most")
     p.add_argument("--min-steps", type=int, default=20, help="measured steps at least")
@@ -97,7 +100,8 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
                    channels_last=[args.channels_last], optimizer=args.optimizer,
                    checkpointing=args.checkpointing, autotune=args.autotune,
                    input_size=args.input_size,
-                   device=args.device, warmup_steps=args.warmup, stop=stop)
+                   device=args.device, warmup_steps=args.warmup,
+                   warmup_seconds=args.warmup_time, stop=stop)
     bases = list({c.key(): c for c in (
         replace(c, channels_last=False) if get_model(c.model).kind != "image" else c
         for c in bases)}.values())

@@ -41,9 +41,10 @@ IN_FLIGHT_S = 1.0
 
 
 def steps_in_flight(step_s: float) -> int:
-    """How many steps of ``step_s`` make ``IN_FLIGHT_S`` of queued work; 2 at least, so that
-    one step is queued behind the one running."""
-    return max(2, math.ceil(IN_FLIGHT_S / max(step_s, 1e-6)))
+    """How many steps of ``step_s`` make ``IN_FLIGHT_S`` of queued work; 1 at least: the host
+    then waits for the step before the one it just queued, so one step always runs while the
+    next is queued behind it."""
+    return max(1, math.ceil(IN_FLIGHT_S / max(step_s, 1e-6)))
 
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
