@@ -16,7 +16,7 @@ GIB = 1024 ** 3
 def _setup(c: Any) -> tuple:
     """Everything of a training setup but its batch size (a ThroughputConfig)."""
     return (c.model, c.mode, c.precision, "NHWC" if c.channels_last else "",
-            c.compile or "eager", c.optimizer, c.input_size or "",
+            c.compiled_as, c.optimizer, c.input_size or "",
             "ckpt" if getattr(c, "checkpointing", False) else "",
             "" if getattr(c, "autotune", True) else "no-autotune")
 
