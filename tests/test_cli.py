@@ -118,6 +118,16 @@ def test_pad_vocab_flag_reaches_language_models_only(tmp_path):
     assert all(d["status"] == "ok" for d in docs)
 
 
+def test_profile_flag_profiles_after_the_window_and_prints_where_the_time_went(tmp_path):
+    p = dlbench("throughput", "-m", "tiny_cnn", "-b", "2", "--device", "cpu", "--profile", "2",
+                "--db", str(tmp_path / "p.db"), *FAST)
+    assert p.returncode == 0, p.stderr
+    assert "Where the time went" in p.stdout and "Top kernels" in p.stdout
+    bad = dlbench("throughput", "-m", "tiny_cnn", "--device", "cpu", "--profile", "-1",
+                  "--db", str(tmp_path / "p.db"), *FAST)
+    assert bad.returncode == 2 and "--profile must be >= 0" in bad.stderr
+
+
 def test_oom_is_a_row_and_the_sweep_goes_on(tmp_path):
     db = str(tmp_path / "o.db")
     p = dlbench("throughput", "-m", "test_oom,tiny_cnn", "-b", "64", "--db", db, "-q", "--json",

@@ -63,6 +63,20 @@ def test_measure_on_gpu(precision):
     assert rec.summary().total_s == pytest.approx(rec.window_wall_s, rel=0.2, abs=0.005)
 
 
+def test_profile_sees_the_kernels_replayed_from_a_cuda_graph():
+    from dlbench.measure.kernels import category, summarise
+    cfg = ThroughputConfig(model="tiny_cnn", batch_size=32, precision="bf16", device="cuda",
+                           channels_last=True, cuda_graph=True, profile_steps=5,
+                           warmup_steps=3, warmup_seconds=0.0, stop=FAST_STOP)
+    rec = throughput.measure(cfg, {})
+    assert rec.ok and rec.profile["activity"] == "cuda kernels"
+    cats = {category(k[0]) for k in rec.profile["kernels"]}
+    assert "convolution" in cats, rec.profile["kernels"][:5]
+    s = summarise(rec.profile, rec.summary().median_s)
+    # Kernel time is part of the step: more than none of it, and not far beyond all of it.
+    assert 0 < s["busy"] < 1.5
+
+
 def test_real_cuda_oom_is_a_row_and_the_next_config_runs():
     from dlbench.launch.inline import InlineLauncher
     free, _ = torch.cuda.mem_get_info()

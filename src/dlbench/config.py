@@ -81,6 +81,9 @@ class ThroughputConfig:
             round-trips through memory in fp32: a language model's logits (gpt2 at batch 32:
             1.6 G values) are otherwise upcast, log-softmaxed and differentiated by separate
             eager kernels, each reading and writing the whole tensor.
+        profile_steps: after the measured window, run this many more steps under
+            torch.profiler and keep where their time went, kernel by kernel (``--profile``).
+            Outside the window, so it changes no figure and is not part of the identity.
     """
 
     model: str
@@ -106,6 +109,7 @@ class ThroughputConfig:
     tuned_from: str | None = None
     autotune: bool = True
     compile_loss: bool = False
+    profile_steps: int = 0
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -122,6 +126,8 @@ class ThroughputConfig:
             raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if self.warmup_steps < 0 or self.warmup_seconds < 0:
             raise ConfigError("--warmup must be >= 0")
+        if self.profile_steps < 0:
+            raise ConfigError(f"--profile must be >= 0 steps, got {self.profile_steps}")
         if self.telemetry_interval_s is not None and not self.telemetry_interval_s > 0:
             raise ConfigError("the telemetry interval must be > 0 s (None switches it off); "
                               f"got {self.telemetry_interval_s}")
@@ -160,7 +166,8 @@ class ThroughputConfig:
 
     # Identity: what makes two measurements "the same config" (for --resume and comparisons).
     # The stopping rule and warm-up change how well a figure is known, not what it measures.
-    _NOT_IDENTITY = ("stop", "warmup_steps", "warmup_seconds", "device", "telemetry_interval_s")
+    _NOT_IDENTITY = ("stop", "warmup_steps", "warmup_seconds", "device", "telemetry_interval_s",
+                     "profile_steps")
     _LATER_FIELDS = (("checkpointing", False), ("cuda_graph", False),
                      ("optimizer_impl", "default"), ("attention", None), ("pad_vocab", False),
                      ("tuned_from", None), ("autotune", True),

@@ -124,6 +124,9 @@ class ThroughputRecord(StepRateMixin, RecordBase):
     # fp16 training: GradScaler's loss scale at the window's start and end. Each overflow skips
     # an optimizer step and halves the scale, so a drop means cheaper, skipped steps were timed.
     loss_scale: tuple[float, float] | None = None
+    # --profile: the steps profiled after the window and their kernels, each (name, calls,
+    # seconds) summed over those steps (dlbench.measure.kernels); None when not profiled.
+    profile: dict[str, Any] | None = None
     run_id: str | None = None
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)

@@ -114,6 +114,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "is then that of the heuristics' choice, labelled no-autotune")
     p.add_argument("--telemetry-interval", type=float, default=0.1, metavar="S",
                    help="GPU telemetry sampling interval in seconds (default 0.1; 0 = off)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="after the measured window, run N more steps under torch.profiler and "
+                        "show where their time went: GPU time per step by kernel category "
+                        "(convolution, GEMM, Inductor's kernels, optimizer, ...), the top "
+                        "kernels, and how busy the GPU was; kept in the record, the figures "
+                        "are not affected (default 0: off; 10 is plenty)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and synthetic data")
     add_sweep_flags(p)
     p.set_defaults(handler=cmd_throughput)
@@ -156,7 +162,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         optimizer=args.optimizer, method=args.method, input_size=args.input_size,
         device=args.device, warmup_steps=args.warmup, warmup_seconds=args.warmup_time,
         stop=stop, seed=args.seed, checkpointing=args.checkpointing, autotune=args.autotune,
-        telemetry_interval_s=args.telemetry_interval or None)
+        telemetry_interval_s=args.telemetry_interval or None, profile_steps=args.profile)
     # channels_last means nothing for a text model, nor a vocabulary for an image model: in a
     # mixed -m list each model is measured once, without the flag that does not apply to it.
     configs = _with_compiled_loss(configs, flatten(args.compile_loss, [False]))

@@ -614,6 +614,9 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
             out.append(batch_sweep_table(thr))
         if any(r.telemetry for r in thr):
             out.append(energy_table(thr))
+        if any(r.profile for r in thr):
+            from dlbench.report.kernel_tables import kernel_tables
+            out += kernel_tables(thr)
     for kind, recs in by_kind.items():
         if kind == "scaling":
             profiles = list(dict.fromkeys(r.config.interconnect for r in recs))

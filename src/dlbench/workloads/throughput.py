@@ -20,6 +20,7 @@ import torch
 
 from dlbench import telemetry
 from dlbench.config import ThroughputConfig
+from dlbench.measure.kernels import profile_steps
 from dlbench.measure.memory import memory_breakdown, peak_memory, reset_peak_memory
 from dlbench.measure.stopping import decide
 from dlbench.measure.timer import make_timer, synchronize
@@ -312,6 +313,8 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         loss_scale = (scale0, float(scaler.get_scale())) if scaler is not None else None
         memory = peak_memory(device)
         memory.update(memory_breakdown(model, getattr(step, "optimizer", None), (x, y), memory))
+        # After the window and the memory peak: the profiler's cost shows in neither.
+        profile = profile_steps(step, cfg.profile_steps, device) if cfg.profile_steps else None
 
     return ThroughputRecord(
         config=cfg, env=env, step_times_s=times, warmup_times_s=warmup,
@@ -320,7 +323,7 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         units_per_sample=spec.units_per_sample(size),
         # The unpadded spec's count even with --pad-vocab: MFU counts only useful work.
         flops_per_sample=(flops or count_flops_safe)(spec, cfg.mode, size),
-        memory=memory, final_loss=final, loss_scale=loss_scale,
+        memory=memory, final_loss=final, loss_scale=loss_scale, profile=profile,
         telemetry=telemetry.finish(sampler.stop(), len(times) * cfg.batch_size),
     )
 
