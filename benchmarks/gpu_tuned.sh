@@ -38,6 +38,9 @@
 #            where that is under 15 MiB). A later call restores a cache carried in .carry/ and
 #            runs the stage again: inductor then skips every choice it already timed, so the
 #            setup that call reports is the remainder, not the whole compilation.
+#   profile  where the tuned configs' steps go (--profile 10: kernels by category, top kernels,
+#            how busy the GPU was): ResNet-50's tuned config, the same eager in bf16 at batch
+#            256 (the plain figure's setup), GPT-2's tuned config; first the GPU test of it
 # Every command stops cleanly (SIGINT) at the slot's end and keeps what it measured.
 set -uo pipefail
 out=$1; stage=$2
@@ -136,7 +139,18 @@ short="--warmup 5 --warmup-time 1 --min-time 2 --max-time 5"
       tar czf "$out/inductor-cache.tgz" -C "$TORCHINDUCTOR_CACHE_DIR" .
       [ "$(stat -c %s "$out/inductor-cache.tgz")" -lt $((15 << 20)) ] || rm "$out/inductor-cache.tgz"
       ls -l "$out"/*.tgz ;;
-    *) echo "unknown stage $stage: tune, suite, seed002, targets, levers2 to levers7"; exit 2 ;;
+    profile)
+      timeout -s INT "$(left)" $py -m pytest -q -p no:cacheprovider tests/test_gpu.py -k profile
+      timeout -s INT "$(left)" $py -m dlbench throughput -m resnet50 --precision fp16 \
+          --channels-last on --compile default --optimizer-impl fused --cuda-graph on -b 1024 \
+          --profile 10 $short --db "$db" --tag profile-resnet50-tuned
+      timeout -s INT "$(left)" $py -m dlbench throughput -m resnet50 --precision bf16 \
+          --channels-last on -b 256 --profile 10 $short --db "$db" --tag profile-resnet50-eager
+      timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 64 --precision bf16 \
+          --pad-vocab --compile default --compile-loss on --profile 10 $short --db "$db" \
+          --tag profile-gpt2-tuned ;;
+    *) echo "unknown stage $stage: tune, suite, seed002, targets, levers2 to levers7, profile"
+       exit 2 ;;
   esac
   $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
   $py -m dlbench report --db "$db" --markdown -o "$out/tables.md"
