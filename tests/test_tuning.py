@@ -341,7 +341,7 @@ def test_recipes_measured_on_a_gpu_kind_apply_there_only():
     tuned, recipe, _ = recipes.tuned_config(cfg(batch_size=256), get_model("resnet50"), "cuda",
                                             h100)
     assert (tuned.precision, tuned.compile, tuned.batch_size, tuned.channels_last) == \
-        ("fp16", "default", 1024, True)
+        ("fp16", "max-autotune-no-cudagraphs", 1024, True)
     assert "results/pt2.11-cu130-h100-80gb-hbm3/tuned/" in recipe.source
     _, recipe, _ = recipes.tuned_config(cfg(), get_model("resnet50"), "cuda", "NVIDIA H200")
     assert recipe.source.startswith("generic")
@@ -361,7 +361,10 @@ def test_max_autotune_is_tried_only_when_named_and_replays_under_its_name():
     lever = levers.lever_named("max-autotune")
     out, why = lever.apply(cfg(), get_model("resnet50"), "cuda")
     assert why is None and out.compile == "max-autotune-no-cudagraphs"
-    assert lever.apply(cfg(cuda_graph=True), get_model("resnet50"), "cuda")[0] is None
+    # On top of a kept graph too: Inductor compiles and times in the graph's warm-up steps.
+    on_graph, _ = lever.apply(cfg(cuda_graph=True), get_model("resnet50"), "cuda")
+    assert on_graph.cuda_graph and on_graph.compile == "max-autotune-no-cudagraphs"
+    assert lever.apply(on_graph, get_model("resnet50"), "cuda") == (None, "already max-autotune")
     a = cfg(compile="default")
     trials = search.replay([rec(a, 0.1), rec(replace(a, compile="max-autotune-no-cudagraphs"),
                                              0.09)])
