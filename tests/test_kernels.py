@@ -30,6 +30,11 @@ from dlbench.workloads import throughput
     ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedSgdMathFunctor>",
      "optimizer, grad scaling (multi-tensor)"),
     ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>", "attention"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64", "attention"),
+    ("void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*)", "attention"),
+    ("void nhwcAddPaddingKernel<__half, __half, float, true, (cudnnKernelDataType_t)0>(int)",
+     "convolution"),
+    ("void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16>", "convolution"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
      "elementwise, reduction (PyTorch)"),
     ("Memcpy HtoD (Pageable -> Device)", "memory copy/set"),
@@ -65,6 +70,14 @@ def test_summary_is_per_step_and_shares_sum_to_one():
     assert s["busy"] == pytest.approx(0.011 / 0.0125)
     assert [k["calls_per_step"] for k in s["top"]] == [53, 53]
     assert s["top"][0]["per_step_s"] == pytest.approx(0.005)
+
+
+def test_gpu_annotation_ranges_are_not_counted_as_kernels():
+    gpu = recorded()
+    gpu["kernels"] = gpu["kernels"] + [["Optimizer.step#SGD.step", 4, 0.006]]
+    assert summarise(gpu)["per_step_s"] == pytest.approx(0.011)
+    cpu = {**gpu, "activity": "cpu operators (self time)"}  # on the CPU it is host time: kept
+    assert summarise(cpu)["per_step_s"] == pytest.approx(0.011 + 0.0015)
 
 
 def test_busy_is_left_out_for_a_cpu_profile():
@@ -109,6 +122,7 @@ def test_tables_show_categories_top_kernels_and_the_busy_share(cpu_env):
                                         "triton_red_fused_native_batch_norm_0"]
     assert kernel_tables([base]) == []
     long = {**recorded(), "kernels": [["k|" + "x" * 300, 4, 0.01]]}
-    row = kernel_tables([ThroughputRecord.from_dict({**base.to_dict(), "profile": long})])[1].rows[0]
+    cut = ThroughputRecord.from_dict({**base.to_dict(), "profile": long})
+    row = kernel_tables([cut])[1].rows[0]
     assert len(row[0]) == 72 and "|" not in row[0]
     json.dumps(rec.to_dict())  # the record stays JSON

@@ -32,7 +32,9 @@ CATEGORIES: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("optimizer, grad scaling (multi-tensor)",
      lambda n: any(k in n for k in ("multi_tensor", "foreach", "fused_sgd", "fused_adam",
                                     "optimizer."))),
-    ("attention", lambda n: any(k in n for k in ("flash", "fmha", "attention", "sdpa"))),
+    # cuDNN's attention runs helper kernels of its fusion engine beside the flash kernels.
+    ("attention", lambda n: any(k in n for k in ("flash", "fmha", "attention", "sdpa",
+                                                 "cudnn::fusion", "unpack_cudnn"))),
     ("batch norm", lambda n: any(k in n for k in ("batch_norm", "batchnorm", "bn_fw", "bn_bw"))),
     ("convolution", lambda n: any(k in n for k in ("conv", "fprop", "dgrad", "wgrad",
                                                    "implicit_gemm", "cudnn"))),
@@ -43,6 +45,10 @@ CATEGORIES: tuple[tuple[str, Callable[[str], bool]], ...] = (
 )
 OTHER = "other"
 GPU_ACTIVITY = "cuda kernels"
+# Ranges that PyTorch's own record_function annotations leave on the GPU's timeline: they span
+# kernels listed on their own, so counting them would count those kernels twice. Profiles taken
+# before they were filtered out at the source still hold them.
+GPU_ANNOTATIONS = ("Optimizer.", "ProfilerStep#")
 NAME_CHARS = 240  # template-heavy kernel names run to kilobytes; the start tells them apart
 
 
@@ -68,7 +74,7 @@ def profile_steps(step: Callable[[], Any], n: int, device: torch.device) -> dict
     kind = torch.autograd.DeviceType.CUDA if on_gpu else torch.autograd.DeviceType.CPU
     rows = []
     for e in prof.key_averages():
-        if e.device_type != kind:
+        if e.device_type != kind or (on_gpu and getattr(e, "is_user_annotation", False)):
             continue
         us = (getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
               if on_gpu else e.self_cpu_time_total)
@@ -85,7 +91,9 @@ def summarise(profile: dict[str, Any], step_s: float | None = None,
     step), the share of the step the GPU spent in kernels (None for a CPU profile: operators'
     self times there include the profiler's own cost per operator)."""
     n = max(1, int(profile.get("steps") or 1))
-    kernels: Sequence = profile.get("kernels") or ()
+    kernels: Sequence = [k for k in profile.get("kernels") or ()
+                         if not (profile.get("activity") == GPU_ACTIVITY
+                                 and k[0].startswith(GPU_ANNOTATIONS))]
     total = sum(k[2] for k in kernels) / n
     by_cat: dict[str, list[float]] = {}
     for name, _calls, secs in kernels:

@@ -50,9 +50,10 @@ MEASURED: dict[tuple[str, str, str], Recipe] = {
     # 700 W limit (run f8b8bedaedca). Then compiled under max-autotune-no-cudagraphs: 6,611
     # img/s against 6,395 compiled by default on the same machine, 1.034x (run dc53418f335c);
     # `throughput --tuned` with it 6,649 (run 746d600ae7f2). cuDNN won all 11 convolution
-    # shapes Inductor timed; Triton templates won 6 of 15 GEMMs (1x1 convolutions' gradients,
-    # the classifier); by --profile most of the 6 ms per step it saves is in Inductor's
-    # autotuned batch-norm reductions. Its compilation outlasts a 470 s call from a cold cache.
+    # shapes Inductor timed; Triton templates won 6 of 15 GEMMs (1x1 convolutions computed as
+    # matrix products, the classifier). By --profile, most of the 6 ms per step it saves is in
+    # Inductor's autotuned batch-norm reductions. Its compilation outlasts a 470 s call from a
+    # cold cache.
     (_H100, "resnet50", "train"): Recipe(
         {"channels_last": True, "precision": "fp16", "compile": "max-autotune-no-cudagraphs",
          "batch_size": 1024, "optimizer_impl": "fused", "cuda_graph": True},
