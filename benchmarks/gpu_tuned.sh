@@ -39,6 +39,8 @@
 #            throughput -m resnet50 --tuned, both configs with --profile 10; inductor's
 #            autotuning records restored from .carry/autotune-records.tgz where given (the setup
 #            shown is then the remainder of the compilation)
+#   levers9  GPT-2's tuned config (bf16, padded vocabulary, compiled with its loss) at batches 64,
+#            96 and 128 in one call: whether a batch past 64 still gains
 #   profile  where the tuned configs' steps go (--profile 10: kernels by category, top kernels,
 #            how busy the GPU was): ResNet-50's tuned config, the same eager in bf16 at batch
 #            256 (the plain figure's setup), GPT-2's tuned config; first the GPU test of it
@@ -140,6 +142,10 @@ restore_autotune_records() {
       restore_autotune_records
       timeout -s INT "$(left)" $py -m dlbench throughput -m resnet50 --tuned --profile 10 \
           $short --db "$db" --tag tuned-resnet50-max-autotune ;;
+    levers9)
+      timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 64,96,128 --precision bf16 \
+          --pad-vocab --compile default --compile-loss on $short --db "$db" \
+          --tag targets-gpt2-batches ;;
     profile)
       timeout -s INT "$(left)" $py -m pytest -q -p no:cacheprovider tests/test_gpu.py -k profile
       timeout -s INT "$(left)" $py -m dlbench throughput -m resnet50 --precision fp16 \
@@ -150,7 +156,7 @@ restore_autotune_records() {
       timeout -s INT "$(left)" $py -m dlbench throughput -m gpt2 -b 64 --precision bf16 \
           --pad-vocab --compile default --compile-loss on --profile 10 $short --db "$db" \
           --tag profile-gpt2-tuned ;;
-    *) echo "unknown stage $stage: tune, suite, seed002, targets, levers2 to levers8, profile"
+    *) echo "unknown stage $stage: tune, suite, seed002, targets, levers2 to levers9, profile"
        exit 2 ;;
   esac
   $py -m dlbench results export --db "$db" --run all --format json -o "$out/all.json"
