@@ -1,6 +1,8 @@
 """Tuned mode: lever rules, the greedy search's decisions, payback arithmetic, recipes, the CLI."""
 
 import math
+
+import torch
 from dataclasses import replace
 
 import pytest
@@ -383,3 +385,16 @@ def test_compile_loss_flag_applies_to_compiled_training_steps_and_refuses_otherw
     r = dlbench("throughput", "-m", "tiny_cnn", "--device", "cpu", "--compile-loss", "on",
                 "--db", ":memory:", *FAST)
     assert r.returncode != 0 and "--compile-loss on needs a compiled training step" in r.stderr
+
+
+def test_a_suite_leaves_a_recipes_max_autotune_to_throughput_tuned(monkeypatch, tmp_path):
+    from dlbench.tuning import plan as planmod
+    monkeypatch.setattr(planmod, "resolve_device", lambda _: torch.device("cuda"))
+    env = {"accelerator": "cuda", "gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}
+    plain = cfg(batch_size=256, precision="bf16", device="cuda")
+    db = tmp_path / "none.db"
+    (_, tuned), _ = planmod.plan([plain], env, db, keep=("batch_size",))
+    assert tuned.compile == "max-autotune-no-cudagraphs" and tuned.cuda_graph
+    (_, quick), notes = planmod.plan([plain], env, db, keep=("batch_size",), quick_compile=True)
+    assert quick == replace(tuned, compile="default")
+    assert "left out in a suite" in notes[0] and "throughput -m resnet50 --tuned" in notes[0]

@@ -221,7 +221,7 @@ def _sweep(args: argparse.Namespace, configs: list[ThroughputConfig], suite: str
     label = envmod.device_label(env)
     if tuned:
         from dlbench.tuning.plan import plan
-        configs, notes = plan(configs, env, args.db, keep)
+        configs, notes = plan(configs, env, args.db, keep, quick_compile=suite is not None)
         preflight(configs)
         if not args.quiet:
             terminal.stderr.print("[bold]tuned mode[/bold]: each config is measured plain, then "

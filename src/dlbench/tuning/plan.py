@@ -3,6 +3,7 @@ came from. The plain config is always measured too: tuned mode reports its facto
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -24,9 +25,18 @@ def stored_recipes(db_path: str | Path, device_name: str) -> dict[tuple[str, str
     return learned_recipes(records, device_name)
 
 
+# Compile modes whose autotuning takes minutes per model (ResNet-50 on an H100: more than 8).
+SLOW_COMPILES = ("max-autotune", "max-autotune-no-cudagraphs")
+
+
 def plan(configs: Sequence[ThroughputConfig], env: Mapping[str, Any], db_path: str | Path,
-         keep: Iterable[str] = ()) -> tuple[list[ThroughputConfig], list[str]]:
-    """(plain and tuned configs interleaved, one note per config on its recipe)."""
+         keep: Iterable[str] = (), quick_compile: bool = False
+         ) -> tuple[list[ThroughputConfig], list[str]]:
+    """(plain and tuned configs interleaved, one note per config on its recipe).
+
+    ``quick_compile`` (a suite): a recipe's max-autotune compile becomes the default compile,
+    so one model's autotuning does not hold up the whole suite; ``throughput --tuned`` keeps it.
+    """
     name = recipe_device(env)
     learned = stored_recipes(db_path, name)
     keep = tuple(keep)
@@ -36,6 +46,10 @@ def plan(configs: Sequence[ThroughputConfig], env: Mapping[str, Any], db_path: s
         spec = get_model(cfg.model)
         device = resolve_device(cfg.device).type
         tuned, recipe, why = tuned_config(cfg, spec, device, name, learned, keep)
+        if quick_compile and tuned.compile in SLOW_COMPILES and cfg.compile not in SLOW_COMPILES:
+            why.append(f"compile {tuned.compile} left out in a suite, it compiles for minutes: "
+                       f"compile default; 'dlbench throughput -m {cfg.model} --tuned' runs it")
+            tuned = replace(tuned, compile="default")
         out += [cfg, tuned]
         notes.append(f"{cfg.label}: {recipe.source}" + (f" ({'; '.join(why)})" if why else ""))
     return out, notes
