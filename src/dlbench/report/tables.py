@@ -246,8 +246,10 @@ def batch_sweep_table(records: Sequence[ThroughputRecord],
     """
     def setup(r: ThroughputRecord) -> tuple:
         c = r.config
-        return (c.model, c.mode, c.precision, _layout(r), _compile(r), c.optimizer,
-                getattr(c, "checkpointing", False), getattr(c, "autotune", True))
+        # the compile cell also says where cuDNN's heuristics picked (no autotuning)
+        compiled = _compile(r) + ("" if getattr(c, "autotune", True) else " no-autotune")
+        return (c.model, c.mode, c.precision, _layout(r), compiled, c.optimizer,
+                getattr(c, "checkpointing", False))
 
     groups: dict[tuple, list[ThroughputRecord]] = {}
     for r in records:
@@ -259,9 +261,7 @@ def batch_sweep_table(records: Sequence[ThroughputRecord],
     for key, recs in groups.items():
         base = None
         for r in sorted(recs, key=lambda r: r.config.batch_size):
-            # the compile cell also says where cuDNN's heuristics picked (no autotuning)
-            head = tuple(str(k) for k in key[:4]) + (
-                key[4] + ("" if key[7] else " no-autotune"), str(r.config.batch_size))
+            head = tuple(str(k) for k in key[:5]) + (str(r.config.batch_size),)
             s = r.summary()
             if s is None:
                 mark = "OOM" if r.error_type == "oom" else (r.error_type or "error")
