@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from dlbench import env as envmod
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 from dlbench.workloads.throughput import measure

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import FAST_STOP
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.measure.timer import CudaEventTimer
 from dlbench.workloads import throughput
 

@@ -13,10 +13,12 @@ import pytest
 import torch
 
 from conftest import FAST_STOP
-from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.config import ConfigError
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.launch.inline import InlineLauncher
-from dlbench.results import ErrorType, ThroughputRecord
-from dlbench.results_memory import MaxBatchConfig, Probe
+from dlbench.records.base import ErrorType
+from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.maxbatch import MaxBatchConfig, Probe
 from dlbench.store import Store
 from dlbench.sweep import run_sweep
 from dlbench.workloads import maxbatch as mb
@@ -392,7 +394,7 @@ def test_known_probes_are_reused_only_when_they_speak_of_memory(tmp_path):
 
 def test_the_report_shows_one_search_per_setup_the_latest_that_found_a_batch():
     from dlbench.report.tables import latest_searches
-    from dlbench.results_memory import MaxBatchRecord
+    from dlbench.records.maxbatch import MaxBatchRecord
     cfg = _mbcfg()
     stopped = MaxBatchRecord(config=cfg, env={}, status="error", error_type="interrupted")
     done = MaxBatchRecord(config=cfg, env={}, best_batch=40)

@@ -5,11 +5,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.measure import mfu as mfumod
 from dlbench.measure.roofline import Roofs, attainable, bytes_per_step, point_for, ridge
-from dlbench.results import ThroughputRecord
-from dlbench.results_peak import PeakConfig, PeakRecord
+from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.peak import PeakConfig, PeakRecord
 
 H100_ENV = {"accelerator": "cuda", "gpu_count": 1, "gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}
 

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.config import ConfigError
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.netemu import topology as topo_mod
 from dlbench.netemu.shaping import (LinkSpec, burst_bytes, parse_link, queue_bytes,
                                     shape_commands)
 from dlbench.netemu.topology import NetEmuError, NetEmuUnavailable, Topology, privilege_problem
-from dlbench.results_net import NetConfig
+from dlbench.records.net import NetConfig
 from dlbench.whatif import check
 from dlbench.whatif.comm import ps_collectives, ring_allreduce
 
@@ -209,11 +210,11 @@ def test_loss_per_iteration_matches_across_links_and_strategies(net_records):
 # A run's owner without the command line around it (which imports torch: seconds): the same
 # topology and launcher dlbench net uses, running long enough to be killed mid-way.
 _OWNER = """
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.netemu.launch import NetLauncher
 from dlbench.netemu.shaping import parse_link
 from dlbench.netemu.topology import Topology
-from dlbench.results_net import NetConfig
+from dlbench.records.net import NetConfig
 base = ThroughputConfig(model="tiny_mlp", batch_size=8, device="cpu", telemetry_interval_s=None)
 link = parse_link("1mbit")
 cfg = NetConfig(base=base, hosts=2, strategy="ddp", link="1mbit", rate_bps=1e6, steps=1000)

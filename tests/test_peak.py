@@ -5,8 +5,8 @@ import json
 import pytest
 import torch
 
-from dlbench.results import record_from_dict
-from dlbench.results_peak import PeakConfig, PeakRecord, ceilings
+from dlbench.records import record_from_dict
+from dlbench.records.peak import PeakConfig, PeakRecord, ceilings
 from dlbench.store import Store
 from dlbench.workloads.peak import default_plan, measure_point, plan_points
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.report import compare as cmp
 from dlbench.report import html as report_html
-from dlbench.results import ThroughputRecord
+from dlbench.records.throughput import ThroughputRecord
 from dlbench.store import Store
 from dlbench.sweep import env_key
 

@@ -13,13 +13,13 @@ import re
 
 import pytest
 
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.report import browser, charts
 from dlbench.report import html as report_html
-from dlbench.results import ThroughputRecord
-from dlbench.results_dist import ScalingConfig, ScalingRecord
-from dlbench.results_memory import MaxBatchConfig, MaxBatchRecord, Probe
-from dlbench.results_peak import PeakConfig, PeakRecord
+from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.scaling import ScalingConfig, ScalingRecord
+from dlbench.records.maxbatch import MaxBatchConfig, MaxBatchRecord, Probe
+from dlbench.records.peak import PeakConfig, PeakRecord
 from dlbench.store import Store
 from dlbench.sweep import env_key
 from dlbench.telemetry.summary import finish

@@ -44,7 +44,7 @@ def test_seed_suites():
     assert r50 == {"fp16": 512, "fp32": 256}
     _, s2 = suite_for("seed002", GPU_BF16)
     assert len(s2) == 12 and {c.batch_size for c in s2} == {16}
-    assert {c.method for c in s2} == {"seed002"}
+    assert {c.method for c in s2} == {"fwd-bwd"}
 
 
 def test_gpu_only_suite_on_cpu_names_the_cpu_suite():

@@ -2,10 +2,10 @@
 
 from dataclasses import replace
 
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.report import tables
 from dlbench.report.export import CSV_COLUMNS, to_csv
-from dlbench.results import ThroughputRecord
+from dlbench.records.throughput import ThroughputRecord
 
 
 def rec(model, precision="fp16", compile=None, mode="train", step=0.5, batch=100, method="standard",

@@ -14,9 +14,10 @@ import warnings
 import pytest
 import torch
 
-from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.config import ConfigError
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.report.tables import energy_table, flags
-from dlbench.results import ThroughputRecord
+from dlbench.records.throughput import ThroughputRecord
 from dlbench.store import Store
 from dlbench.telemetry import energy as E
 from dlbench.telemetry import sampler as sampler_mod

@@ -4,9 +4,11 @@ import pytest
 import torch
 
 from conftest import FAST_STOP
-from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.config import ConfigError
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.launch.inline import InlineLauncher
-from dlbench.results import ErrorType, ThroughputRecord
+from dlbench.records.base import ErrorType
+from dlbench.records.throughput import ThroughputRecord
 from dlbench.workloads import throughput
 from dlbench.workloads.devices import UnsupportedError, check_supported
 from dlbench.models import get_model
@@ -131,8 +133,8 @@ def test_precision_flags_are_restored():
 
 
 def test_skipped_fp16_steps_are_counted_from_the_loss_scale():
-    from dlbench.config import ThroughputConfig
-    from dlbench.results import ThroughputRecord
+    from dlbench.records.throughput import ThroughputConfig
+    from dlbench.records.throughput import ThroughputRecord
     cfg = ThroughputConfig(model="tiny_cnn", batch_size=4, precision="fp16", device="cpu")
     rec = ThroughputRecord(config=cfg, env={}, step_times_s=(0.1,), samples_per_step=4,
                            loss_scale=(65536.0, 8192.0))

@@ -12,8 +12,8 @@ from dlbench.cli import main
 from dlbench.data import load_dataset
 from dlbench.measure.stats import percentile
 from dlbench.report.tables import tables_for
-from dlbench.results import record_from_dict
-from dlbench.results_train import TrainConfig, TrainRecord
+from dlbench.records import record_from_dict
+from dlbench.records.train import TrainConfig, TrainRecord
 from dlbench.store import Store
 from dlbench.training.loop import default_lr, train_run
 from dlbench.training.models import build_model, canonical_name

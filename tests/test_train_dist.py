@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from dlbench.data import load_dataset
-from dlbench.results_train import TrainConfig
+from dlbench.records.train import TrainConfig
 from dlbench.training.loop import train_run
 from dlbench.training.mlperf import check_log
 from dlbench.training.runner import TorchrunRunner

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dlbench.data import load_dataset
-from dlbench.results_train import TrainConfig
+from dlbench.records.train import TrainConfig
 from dlbench.training import mlperf
 from dlbench.training.loop import train_run
 from fakes.datasets import mnist5k_dir

@@ -7,9 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.config import ConfigError
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.models import get_model
-from dlbench.results import ThroughputRecord
+from dlbench.records.throughput import ThroughputRecord
 from dlbench.tuning import levers, payback, recipes, search
 from test_cli import FAST, dlbench
 

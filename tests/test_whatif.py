@@ -6,7 +6,7 @@ import math
 import pytest
 
 from dlbench.config import ConfigError
-from dlbench.results_net import NetConfig, NetRecord
+from dlbench.records.net import NetConfig, NetRecord
 from dlbench.whatif import check
 from dlbench.whatif.comm import (Link, _binomial_sends, alpha_beta, hierarchical_allreduce,
                                  ps_collectives, push_pull, ring_allreduce, tree_allreduce)
@@ -172,7 +172,7 @@ def test_seed004_busiest_server_by_hand():
 
 
 def _net_record(strategy="ddp", rate=16e6, step=0.1, compute=0.002, shard=()):
-    from dlbench.config import ThroughputConfig
+    from dlbench.records.throughput import ThroughputConfig
     base = ThroughputConfig(model="tiny_mlp", batch_size=8, device="cpu",
                             telemetry_interval_s=None)
     cfg = NetConfig(base=base, hosts=2, strategy=strategy, link="x" if rate else "unshaped",
@@ -210,7 +210,7 @@ def test_check_net_fits_latency_on_the_unshaped_run():
 
 
 def test_net_record_round_trips_and_figures():
-    from dlbench.results import record_from_dict
+    from dlbench.records import record_from_dict
     r = _net_record()
     back = record_from_dict(json.loads(json.dumps(r.to_dict())))
     assert back == r and back.kind == "net"
@@ -252,9 +252,10 @@ def test_whatif_command_tables(capsys):
 def _store_with_gpu_records(path):
     """What GPU runs leave in a store: a one-GPU training record, dlbench comm
     all-reduce rows, and dlbench scale at 1 and 2 GPUs (figures made up, times exact)."""
-    from dlbench.config import ThroughputConfig
-    from dlbench.results import ThroughputRecord
-    from dlbench.results_dist import CommConfig, CommRecord, ScalingConfig, ScalingRecord
+    from dlbench.records.throughput import ThroughputConfig
+    from dlbench.records.throughput import ThroughputRecord
+    from dlbench.records.comm import CommConfig, CommRecord
+    from dlbench.records.scaling import ScalingConfig, ScalingRecord
     from dlbench.store import Store
     base = ThroughputConfig(model="tiny_mlp", batch_size=8, device="cpu")
     recs = [ThroughputRecord(config=base, env={}, step_times_s=(0.004,) * 5, samples_per_step=8)]
@@ -307,8 +308,8 @@ def test_whatif_check_against_scaling_records(tmp_path, capsys):
 
 
 def test_whatif_check_takes_each_profiles_own_link_and_the_shared_one_gpu_record():
-    from dlbench.config import ThroughputConfig
-    from dlbench.results_dist import ScalingConfig, ScalingRecord
+    from dlbench.records.throughput import ThroughputConfig
+    from dlbench.records.scaling import ScalingConfig, ScalingRecord
     from dlbench.whatif.check import check_scaling
     from dlbench.whatif.comm import Link
     base = ThroughputConfig(model="tiny_mlp", batch_size=8, device="cpu")

@@ -1,26 +1,20 @@
-"""Typed, validated benchmark configurations and their sweeps.
+"""What every kind of config shares: the error a bad value raises, and the allowed values.
 
-A config names *what* is measured; nothing here touches a device. Errors name the command-line
+Each record kind keeps its own config beside it (:mod:`dlbench.records`); nothing here touches a device. Errors name the command-line
 flag that set the bad value, so a user knows what to change.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Callable, Iterable, Sequence
-
-from dlbench.measure.stopping import StopRule
+from typing import Sequence
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 MODES = ("train", "eval")
 OPTIMIZERS = ("sgd", "adamw")
 # "standard": forward, loss, backward, optimizer step (train) or forward under no_grad (eval).
-# "seed002": the method of the seed-002 article's scripts: forward + out.sum().backward(), no loss,
+# "fwd-bwd": the method of the seed-002 article's scripts: forward + out.sum().backward(), no loss,
 #            no optimizer (train), forward under no_grad (eval); reported in ms per batch.
-METHODS = ("standard", "seed002")
+METHODS = ("standard", "fwd-bwd")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEVICES = ("auto", "cpu", "cuda")
 # "default": PyTorch's choice (foreach kernels on CUDA); "foreach"; "fused": one kernel per step.
@@ -29,250 +23,18 @@ OPTIMIZER_IMPLS = ("default", "foreach", "fused")
 ATTENTION_BACKENDS = ("flash", "efficient", "cudnn", "math")
 
 
+# Data-parallel strategies: DistributedDataParallel, nn.DataParallel, parameter server.
+STRATEGIES = ("ddp", "dp", "ps")
+BACKENDS = ("auto", "nccl", "gloo")
+# Interconnect profiles (their NCCL variables: dlbench.launch.interconnect).
+INTERCONNECT_PROFILES = ("default", "no-p2p", "no-shm", "no-p2p+no-shm", "no-ib")
+
+
 class ConfigError(ValueError):
     """A configuration that cannot run; the message says which flag to change."""
 
 
-@dataclass(frozen=True)
-class ThroughputConfig:
-    """One throughput measurement: a model at one batch size, mode, precision and setting.
 
-    Attributes:
-        model: registry name (``dlbench models`` lists them).
-        batch_size: samples per step on one device (``-b``).
-        mode: ``train`` or ``eval`` (``--mode``).
-        precision: fp32 (no TF32), tf32, fp16 (autocast + GradScaler), bf16 (autocast) (``--precision``).
-        compile: None for eager, else a ``torch.compile`` mode (``--compile``).
-        channels_last: NHWC memory format for image models (``--channels-last``).
-        optimizer: ``sgd`` (momentum 0.9, as seed 000) or ``adamw`` (``--optimizer``).
-        method: ``standard`` or ``seed002`` (``--method``).
-        input_size: image side or sequence length; None for the model's default (``--input-size``/``--seq-len``).
-        device: ``auto``, ``cpu`` or ``cuda`` / ``cuda:N`` (``--device``).
-        warmup_steps: untimed steps after the first (``--warmup``); the first step, which holds
-            compilation and autotuning, is always timed apart.
-        warmup_seconds: keep warming up until this much time has passed too (clocks ramp up).
-        stop: when the measured window ends.
-        seed: seed of the synthetic data and the weights.
-        telemetry_interval_s: seconds between GPU/host telemetry samples taken on a thread beside
-            the run (power, energy, clocks, throttling); None switches telemetry off. It does
-            not change what is measured, so it is not part of the config's identity.
-        checkpointing: activation checkpointing (``--checkpointing``): blocks keep only their
-            inputs and recompute their activations in the backward pass, trading compute for
-            memory (train only; models without a supported block structure are refused).
-        cuda_graph: capture the whole step (forward, loss, backward, optimizer step) in one CUDA
-            graph over static input buffers and replay it (``--cuda-graph``): no per-kernel
-            launch cost. The capture happens in the first step and is timed with it.
-        optimizer_impl: ``default``, ``foreach`` or ``fused`` optimizer kernels (``--optimizer-impl``).
-        attention: pin scaled-dot-product attention to one backend (``--attention``); None
-            lets PyTorch choose.
-        pad_vocab: language models only (``--pad-vocab``): the vocabulary padded to a multiple
-            of 64 (gpt2's 50,257 to 50,304, as nanoGPT does) so the lm-head GEMMs' dimensions
-            suit tensor cores. The padded rows are never a target; the FLOPs and MFU still
-            count the unpadded model, the useful work.
-        tuned_from: for tuned mode's pick (``--tuned``), the key of the plain config it is
-            compared with (measured in the same run); None for any other config.
-        autotune: cuDNN times its convolution algorithms on the first step of each new shape
-            and keeps the fastest (``torch.backends.cudnn.benchmark``), as every serious CNN
-            benchmark does. False (``--no-autotune``) lets cuDNN's heuristics pick: in true
-            fp32 the timing runs every slow non-tensor-core algorithm and takes minutes per
-            shape at large batches (a VGG-16 batch-512 probe ran past 300 s on an H200).
-        compile_loss: with ``compile``, train only (``--compile-loss``): one compiled graph
-            from the input to the loss rather than the model alone. The loss then never
-            round-trips through memory in fp32: a language model's logits (gpt2 at batch 32:
-            1.6 G values) are otherwise upcast, log-softmaxed and differentiated by separate
-            eager kernels, each reading and writing the whole tensor.
-        profile_steps: after the measured window, run this many more steps under
-            torch.profiler and keep where their time went, kernel by kernel (``--profile``).
-            Outside the window, so it changes no figure and is not part of the identity.
-    """
-
-    model: str
-    batch_size: int
-    mode: str = "train"
-    precision: str = "fp32"
-    compile: str | None = None
-    channels_last: bool = False
-    optimizer: str = "sgd"
-    method: str = "standard"
-    input_size: int | None = None
-    device: str = "auto"
-    warmup_steps: int = 10
-    warmup_seconds: float = 1.0
-    stop: StopRule = field(default_factory=StopRule)
-    seed: int = 0
-    telemetry_interval_s: float | None = 0.1
-    checkpointing: bool = False
-    cuda_graph: bool = False
-    optimizer_impl: str = "default"
-    attention: str | None = None
-    pad_vocab: bool = False
-    tuned_from: str | None = None
-    autotune: bool = True
-    compile_loss: bool = False
-    profile_steps: int = 0
-
-    def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ConfigError(f"-b/--batch-size must be >= 1, got {self.batch_size}")
-        _choice("--mode", self.mode, MODES)
-        _choice("--precision", self.precision, PRECISIONS)
-        _choice("--optimizer", self.optimizer, OPTIMIZERS)
-        _choice("--method", self.method, METHODS)
-        if self.compile is not None:
-            _choice("--compile", self.compile, COMPILE_MODES)
-        if self.input_size is not None and self.input_size < 1:
-            raise ConfigError(f"--input-size/--seq-len must be >= 1, got {self.input_size}")
-        if not (self.device in DEVICES or self.device.startswith("cuda:")):
-            raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
-        if self.warmup_steps < 0 or self.warmup_seconds < 0:
-            raise ConfigError("--warmup must be >= 0")
-        if self.profile_steps < 0:
-            raise ConfigError(f"--profile must be >= 0 steps, got {self.profile_steps}")
-        if self.telemetry_interval_s is not None and not self.telemetry_interval_s > 0:
-            raise ConfigError("the telemetry interval must be > 0 s (None switches it off); "
-                              f"got {self.telemetry_interval_s}")
-        if self.checkpointing and self.mode != "train":
-            raise ConfigError("--checkpointing needs --mode train: eval keeps no activations "
-                              "for a backward pass")
-        _choice("--optimizer-impl", self.optimizer_impl, OPTIMIZER_IMPLS)
-        if self.attention is not None:
-            _choice("--attention", self.attention, ATTENTION_BACKENDS)
-        if self.compile_loss and not self.compile:
-            raise ConfigError("--compile-loss needs --compile: it widens the compiled graph "
-                              "from the model to the model and its loss")
-        if self.compile_loss and (self.mode != "train" or self.method != "standard"):
-            raise ConfigError("--compile-loss needs --mode train with --method standard: "
-                              "only that step computes a loss")
-        if self.cuda_graph:
-            self._check_graph()
-
-    def _check_graph(self) -> None:
-        # GradScaler hands a fused optimizer its overflow flag as a tensor, and the fused
-        # kernel skips the update on the device; any other optimizer has the flag read on the
-        # host every step, a sync no capture can hold.
-        if (self.mode == "train" and self.method == "standard" and self.precision == "fp16"
-                and self.optimizer_impl != "fused"):
-            raise ConfigError("--cuda-graph with fp16 training needs --optimizer-impl fused: "
-                              "with other optimizer kernels GradScaler reads its overflow flag "
-                              "on the host every step; add --optimizer-impl fused (or use bf16, "
-                              "which needs no loss scaling)")
-        if self.compile in ("reduce-overhead", "max-autotune"):
-            raise ConfigError(f"--cuda-graph with --compile {self.compile}: that compile mode "
-                              "captures CUDA graphs itself; use --compile default or "
-                              "max-autotune-no-cudagraphs with --cuda-graph")
-        if self.checkpointing:
-            raise ConfigError("--cuda-graph with --checkpointing: recomputation saves and "
-                              "restores the RNG state, which a graph capture forbids; pick one")
-
-    # Identity: what makes two measurements "the same config" (for --resume and comparisons).
-    # The stopping rule and warm-up change how well a figure is known, not what it measures.
-    _NOT_IDENTITY = ("stop", "warmup_steps", "warmup_seconds", "device", "telemetry_interval_s",
-                     "profile_steps")
-    _LATER_FIELDS = (("checkpointing", False), ("cuda_graph", False),
-                     ("optimizer_impl", "default"), ("attention", None), ("pad_vocab", False),
-                     ("tuned_from", None), ("autotune", True),
-                     ("compile_loss", False))
-
-    def key(self) -> str:
-        ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
-        # A field at its default drops out: the key of a result stored before the field existed.
-        for name, default in self._LATER_FIELDS:
-            if ident[name] == default:
-                del ident[name]
-        blob = json.dumps(ident, sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ThroughputConfig":
-        d = dict(d)
-        d["stop"] = StopRule(**d.get("stop", {}))
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-    @property
-    def tuned(self) -> bool:
-        return self.tuned_from is not None
-
-    @property
-    def compiled_as(self) -> str:
-        """The compile cell of a table: ``eager``, the mode, and ``+loss`` where the loss is
-        compiled with the model."""
-        if not self.compile:
-            return "eager"
-        return self.compile + ("+loss" if self.compile_loss else "")
-
-    @property
-    def label(self) -> str:
-        """Short human name: ``resnet50 b256 bf16 train cl compiled``."""
-        parts = [self.model, f"b{self.batch_size}", self.precision, self.mode]
-        if self.input_size:
-            parts.append(f"@{self.input_size}")
-        if self.channels_last:
-            parts.append("cl")
-        if self.compile:
-            parts.append(("compiled" if self.compile == "default" else f"compile={self.compile}")
-                         + ("+loss" if self.compile_loss else ""))
-        if self.method != "standard":
-            parts.append(self.method)
-        return " ".join(parts + self.setup_parts(with_graph=True))
-
-    def setup_parts(self, with_graph: bool = False) -> list[str]:
-        """The label's words for the settings past model, batch, precision, mode, size, layout
-        and compile (tables show those in columns, and these in a note)."""
-        parts = []
-        if self.optimizer != "sgd":
-            parts.append(self.optimizer)
-        if self.checkpointing:
-            parts.append("ckpt")
-        if self.cuda_graph and with_graph:
-            parts.append("graph")
-        if self.optimizer_impl != "default":
-            parts.append(f"{self.optimizer_impl}-opt")
-        if self.attention:
-            parts.append(f"attn={self.attention}")
-        if self.pad_vocab:
-            parts.append("pad-vocab")
-        if self.tuned_from:
-            parts.append("tuned")
-        if not self.autotune:
-            parts.append("no-autotune")
-        return parts
-
-
-def _choice(flag: str, value: str, allowed: Sequence[str]) -> None:
+def choice(flag: str, value: str, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise ConfigError(f"{flag} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def expand(
-    models: Sequence[str],
-    batch_sizes: Sequence[int | None],
-    modes: Sequence[str] = ("train",),
-    precisions: Sequence[str] = ("fp32",),
-    compiles: Sequence[str | None] = (None,),
-    channels_last: Sequence[bool] = (False,),
-    cuda_graphs: Sequence[bool] = (False,),
-    default_batch: Callable[[str], int] | None = None,
-    **common: Any,
-) -> list[ThroughputConfig]:
-    """The cross product of the listed values, in a stable order (model outermost).
-
-    A batch size of None stands for ``default_batch(model)``: the model's batch for the device.
-    """
-    out = []
-    for model, bs, mode, prec, comp, cl, graph in itertools.product(
-            models, batch_sizes, modes, precisions, compiles, channels_last, cuda_graphs):
-        if bs is None:
-            if default_batch is None:
-                raise ConfigError("-b/--batch-size: 'default' needs a device to size it for")
-            bs = default_batch(model)
-        out.append(ThroughputConfig(model=model, batch_size=bs, mode=mode, precision=prec,
-                                    compile=comp, channels_last=cl, cuda_graph=graph, **common))
-    return out
-
-
-def with_stop(configs: Iterable[ThroughputConfig], stop: StopRule) -> list[ThroughputConfig]:
-    return [replace(c, stop=stop) for c in configs]

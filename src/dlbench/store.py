@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from dlbench.results import SCHEMA_VERSION, record_from_dict, utc_now
+from dlbench.records import record_from_dict
+from dlbench.records.base import SCHEMA_VERSION, utc_now
 
 DEFAULT_DB = "dlbench.db"
 

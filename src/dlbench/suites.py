@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from dlbench.config import ThroughputConfig, expand
+from dlbench.records.throughput import ThroughputConfig, expand
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 
@@ -114,7 +114,7 @@ def _seed000(dev: DeviceFacts) -> list[ThroughputConfig]:
 def _seed002(dev: DeviceFacts) -> list[ThroughputConfig]:
     """Seed 002's table: batch 16, fp32 and fp16, eval and train (forward + sum().backward())."""
     return expand(SEED002_MODELS, [16], modes=("eval", "train"), precisions=("fp32", "fp16"),
-                  method="seed002", warmup_steps=10, warmup_seconds=1.0, stop=GPU_STOP)
+                  method="fwd-bwd", warmup_steps=10, warmup_seconds=1.0, stop=GPU_STOP)
 
 
 def _smoke(dev: DeviceFacts) -> list[ThroughputConfig]:

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 from dlbench import env as envmod
-from dlbench.config import ThroughputConfig
-from dlbench.results import ErrorType, ThroughputRecord, new_id
+from dlbench.records.throughput import ThroughputConfig
+from dlbench.records.base import ErrorType, new_id
+from dlbench.records.throughput import ThroughputRecord
 from dlbench.store import Store
 
 

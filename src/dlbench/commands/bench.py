@@ -12,8 +12,8 @@ from dlbench import env as envmod
 from dlbench.commands.common import (EPILOG, EXIT_FAILED_RESULTS, EXIT_FATAL, EXIT_INTERRUPTED,
                                      EXIT_OK, add_sweep_flags, batch_size, compile_mode, csv_list,
                                      device_facts, flatten, on_off, preflight)
-from dlbench.config import (ATTENTION_BACKENDS, OPTIMIZER_IMPLS, ConfigError, ThroughputConfig,
-                            expand)
+from dlbench.config import ATTENTION_BACKENDS, METHODS, OPTIMIZER_IMPLS, ConfigError
+from dlbench.records.throughput import ThroughputConfig, expand
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 from dlbench.report import export, tables, terminal
@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="examples:\n"
                "  dlbench throughput -m resnet50 -b 128,256 --precision bf16 --channels-last on\n"
                "  dlbench throughput -m vgg16,resnet152 -b 16 --precision fp32,fp16 "
-               "--mode eval,train --method seed002\n"
+               "--mode eval,train --method fwd-bwd\n"
                "  dlbench throughput -m gpt2 --seq-len 1024 -b 8 --precision bf16 --compile default\n\n"
                + EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-m", "--model", action="append", type=csv_list(), required=True,
@@ -69,9 +69,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="on/off: NHWC memory format for image models (default: off)")
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd",
                    help="sgd = SGD with momentum 0.9, as seed 000 (default)")
-    p.add_argument("--method", choices=("standard", "seed002"), default="standard",
-                   help="seed002: train = forward + out.sum().backward(), no optimizer, as the "
-                        "seed-002 article's scripts")
+    p.add_argument("--method", type=method_name, default="standard", metavar="{standard,fwd-bwd}",
+                   help="fwd-bwd: train = forward + out.sum().backward(), no loss and no "
+                        "optimizer, as classic per-model ms-per-batch scripts time it "
+                        "(default: standard, a full training step)")
     p.add_argument("--seq-len", "--input-size", dest="input_size", type=int,
                    help="sequence length (text models) or image side in px (default: the model's)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
@@ -173,7 +174,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         from dlbench.commands.maxbatch import resolve_auto
         sized = resolve_auto(setups, args.db, args.command_line, tag=args.tag, quiet=args.quiet)
         configs = list({c.key(): c for c in (configs if fixed else []) + sized}.values())
-    view = "seed002" if args.method == "seed002" else "throughput"
+    view = "seed002" if args.method == "fwd-bwd" else "throughput"
     keep = [name for name, given in (("precision", args.precision), ("batch_size", args.batch_size))
             if given]
     return _sweep(args, configs, None, view, tuned=args.tuned, keep=keep)
@@ -202,6 +203,14 @@ def _with_compiled_loss(configs: list[ThroughputConfig],
         raise ConfigError("--compile-loss on needs a compiled training step: add --compile "
                           "default (or another mode) and keep --mode train, --method standard")
     return out
+
+
+def method_name(text: str) -> str:
+    """``--method``: standard or fwd-bwd (``seed002``, its old name, still accepted)."""
+    name = {"seed002": "fwd-bwd"}.get(text, text)
+    if name not in METHODS:
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(METHODS)} (got {text!r})")
+    return name
 
 
 def _batch_or_auto(text: str) -> int | str | None:

@@ -65,8 +65,9 @@ def cmd_comm(args: argparse.Namespace) -> int:
     from dlbench.config import ConfigError
     from dlbench.launch.torchrun import TorchrunLauncher
     from dlbench.report import tables, terminal
-    from dlbench.results import new_id
-    from dlbench.results_dist import COMM_OPS, INTERCONNECTS
+    from dlbench.records.base import new_id
+    from dlbench.launch.interconnect import PROFILE_ENV
+    from dlbench.measure.bandwidth import COMM_OPS
     from dlbench.store import Store
     from dlbench.sweep import env_key
     from dlbench.workloads.comm import parse_size, sizes_between
@@ -77,8 +78,8 @@ def cmd_comm(args: argparse.Namespace) -> int:
             raise ConfigError(f"--op must be among {', '.join(COMM_OPS)}; got {op!r}")
     profiles = flatten(args.interconnect, ["default"])
     for prof in profiles:
-        if prof not in INTERCONNECTS:
-            raise ConfigError(f"--interconnect must be among {', '.join(INTERCONNECTS)}; "
+        if prof not in PROFILE_ENV:
+            raise ConfigError(f"--interconnect must be among {', '.join(PROFILE_ENV)}; "
                               f"got {prof!r}")
     try:
         sizes = sizes_between(parse_size(args.min), parse_size(args.max), args.factor)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.models import get_model
 from dlbench.suites import DeviceFacts
 from dlbench.workloads.devices import bf16_available, check_supported, resolve_device

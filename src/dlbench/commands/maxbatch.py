@@ -14,12 +14,13 @@ from dlbench import env as envmod
 from dlbench.commands.common import (EPILOG, EXIT_FAILED_RESULTS, EXIT_OK, add_sweep_flags,
                                      compile_mode, csv_list, device_facts, flatten,
                                      preflight)
-from dlbench.config import ThroughputConfig, expand
+from dlbench.records.throughput import ThroughputConfig, expand
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 from dlbench.report import export, tables, terminal
-from dlbench.results import ErrorType, ThroughputRecord, new_id
-from dlbench.results_memory import MaxBatchConfig, MaxBatchRecord, Probe
+from dlbench.records.base import ErrorType, new_id
+from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.maxbatch import MaxBatchConfig, MaxBatchRecord, Probe
 from dlbench.store import Store
 from dlbench.sweep import env_key
 from dlbench.workloads import maxbatch as mb

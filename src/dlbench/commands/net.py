@@ -125,10 +125,11 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 
 def _configs(args: argparse.Namespace):
-    from dlbench.config import ConfigError, ThroughputConfig
+    from dlbench.config import ConfigError
+    from dlbench.records.throughput import ThroughputConfig
     from dlbench.models import get_model
     from dlbench.netemu.shaping import parse_link
-    from dlbench.results_net import NetConfig
+    from dlbench.records.net import NetConfig
 
     spec = get_model(args.model)
     links = [parse_link(t) for t in flatten(args.link, ["unshaped", "100mbit", "10mbit"])]
@@ -152,8 +153,8 @@ def _run(args: argparse.Namespace) -> int:
     from dlbench.netemu.topology import NetEmuError, NetEmuUnavailable, Topology
     from dlbench.report import export, terminal
     from dlbench.report.network import loss_table, net_table
-    from dlbench.results import ErrorType, new_id
-    from dlbench.results_net import NetRecord
+    from dlbench.records.base import ErrorType, new_id
+    from dlbench.records.net import NetRecord
     from dlbench.store import Store
     from dlbench.sweep import env_key
 

@@ -83,7 +83,7 @@ def cmd_peak(args: argparse.Namespace) -> int:
     import torch
 
     from dlbench.sweep import env_key
-    from dlbench.results import new_id
+    from dlbench.records.base import new_id
     from dlbench.workloads.devices import resolve_device
     from dlbench.workloads.peak import (default_plan, measure_point, plan_points,
                                         supported_precisions)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dlbench.commands.common import EXIT_OK, add_store_flags
 from dlbench.report import terminal
-from dlbench.results import utc_now
+from dlbench.records.base import utc_now
 from dlbench.store import Store, StoreError
 
 ORDER = 24

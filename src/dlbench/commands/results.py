@@ -122,7 +122,7 @@ def _results_show(args: argparse.Namespace, store: Store) -> int:
         return EXIT_OK
     info = next(r for r in store.runs() if r.run_id == run_id)
     view = args.view or (SUITES[info.suite].view if info.suite in SUITES else
-                         ("seed002" if any(getattr(r.config, "method", None) == "seed002"
+                         ("seed002" if any(getattr(r.config, "method", None) == "fwd-bwd"
                                            for r in recs) else "throughput"))
     terminal.stdout.print(f"run {run_id} ({info.status}) {info.started_at}: {info.command}")
     show_tables(recs, view, info.device or "?")

@@ -117,12 +117,12 @@ def rendezvous(args: argparse.Namespace):
 def cmd_scale(args: argparse.Namespace) -> int:
     from dlbench import env as envmod
     from dlbench.commands.common import preflight
-    from dlbench.config import expand
+    from dlbench.records.throughput import expand
     from dlbench.launch.torchrun import TorchrunLauncher
     from dlbench.measure.stopping import StopRule
     from dlbench.models import get_model
     from dlbench.report import export, terminal
-    from dlbench.results_dist import ScalingConfig
+    from dlbench.records.scaling import ScalingConfig
     from dlbench.store import Store
     from dlbench.suites import gpu_batch
     from dlbench.sweep import NullProgress, run_sweep

@@ -120,7 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def plan(args: argparse.Namespace, in_memory: bool):
     """The setups (batch x GPU count), each a list of one config per seed."""
     from dlbench.config import ConfigError
-    from dlbench.results_train import TrainConfig
+    from dlbench.records.train import TrainConfig
     from dlbench.training.models import canonical_name
 
     if args.seeds < 1:
@@ -172,7 +172,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from dlbench import env as envmod
     from dlbench.data import FolderDataset
     from dlbench.report import export, terminal
-    from dlbench.results import new_id
+    from dlbench.records.base import new_id
     from dlbench.store import Store
     from dlbench.sweep import env_key
     from dlbench.training import mlperf

@@ -10,7 +10,7 @@ from dlbench import env as envmod
 from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
                                      add_store_flags, batch_size, csv_list, device_facts,
                                      flatten, preflight)
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 from dlbench.report import terminal

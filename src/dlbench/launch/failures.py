@@ -7,8 +7,9 @@ import traceback
 
 import torch
 
-from dlbench.config import ThroughputConfig
-from dlbench.results import ErrorType, ThroughputRecord
+from dlbench.records.throughput import ThroughputConfig
+from dlbench.records.base import ErrorType
+from dlbench.records.throughput import ThroughputRecord
 from dlbench.workloads.devices import UnsupportedError
 from dlbench.workloads.throughput import NanLossError
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.launch.failures import FATAL_HINT, failure_record, release_memory
-from dlbench.results import ErrorType, ThroughputRecord
+from dlbench.records.base import ErrorType
+from dlbench.records.throughput import ThroughputRecord
 from dlbench.workloads import throughput
 
 

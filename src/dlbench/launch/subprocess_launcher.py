@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tempfile
 
-from dlbench.config import ThroughputConfig
-from dlbench.results import ErrorType, ThroughputRecord
+from dlbench.records.throughput import ThroughputConfig
+from dlbench.records.base import ErrorType
+from dlbench.records.throughput import ThroughputRecord
 
 
 class SubprocessLauncher:

@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from dlbench.results import ErrorType
-from dlbench.results_dist import (CommConfig, CommRecord, ScalingConfig, ScalingRecord,
-                                  interconnect_env)
+from dlbench.records.base import ErrorType
+from dlbench.launch.interconnect import interconnect_env
+from dlbench.records.comm import CommConfig, CommRecord
+from dlbench.records.scaling import ScalingConfig, ScalingRecord
 
 # How often torchrun's agent looks at its workers: a failed rank is noticed within this.
 MONITOR_INTERVAL_S = 0.2

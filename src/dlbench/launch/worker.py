@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.launch.inline import InlineLauncher
 
 

@@ -187,3 +187,21 @@ def summarize(step_times: Sequence[float], samples_per_step: int,
         cv=sd / m if m > 0 else 0.0,
         confidence=confidence,
     )
+
+
+def aggregate(rank_step_times: Sequence[Sequence[float]], rank_samples_per_step: Sequence[int],
+              confidence: float = 0.95) -> Summary:
+    """The figure of a data-parallel window from every rank's raw step times.
+
+    Ranks step in lockstep (they agree when to stop), so each did the same number of steps. The
+    throughput is all ranks' samples over the *slowest* rank's window time; its interval comes
+    from that rank's steps. Never a mean of per-rank rates.
+    """
+    if not rank_step_times or any(not t for t in rank_step_times):
+        raise ValueError("every rank needs step times")
+    counts = {len(t) for t in rank_step_times}
+    if len(counts) != 1:
+        raise ValueError(f"ranks measured different step counts {sorted(counts)}; "
+                         "data-parallel ranks must step in lockstep")
+    slowest = max(rank_step_times, key=math.fsum)
+    return summarize(slowest, sum(rank_samples_per_step), confidence)

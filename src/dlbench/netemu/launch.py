@@ -34,8 +34,8 @@ import dlbench
 from dlbench.launch.torchrun import JobOutcome
 from dlbench.netemu.shaping import LinkSpec
 from dlbench.netemu.topology import NetEmuError, Topology
-from dlbench.results import ErrorType
-from dlbench.results_net import NetConfig, NetRecord
+from dlbench.records.base import ErrorType
+from dlbench.records.net import NetConfig, NetRecord
 
 MASTER_PORT = 29500
 #: After the first rank fails, how long the others get before they are stopped.

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from dlbench.launch.torchrun import _exit_with_parent, _write
-from dlbench.results import ErrorType
+from dlbench.records.base import ErrorType
 
 POLL_S = 0.01
 
@@ -48,7 +48,7 @@ def main(job_path: str, rank: int) -> int:
         import torch
         import torch.distributed as dist
 
-        from dlbench.results_net import NetConfig
+        from dlbench.records.net import NetConfig
         from dlbench.workloads.net import measure_host
 
         # One intra-op thread per host: the hosts share this machine's cores, and OpenMP's

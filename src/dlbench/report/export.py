@@ -9,7 +9,7 @@ import math
 from typing import Any, Sequence
 
 from dlbench.measure.stats import Summary
-from dlbench.results import ThroughputRecord
+from dlbench.records.throughput import ThroughputRecord
 
 CSV_COLUMNS = (
     "id", "run_id", "created_at", "model", "mode", "method", "batch_size", "precision", "compile",

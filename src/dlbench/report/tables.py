@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
-from dlbench.results import ThroughputRecord
+from dlbench.records.throughput import ThroughputRecord
 
 GIB = 1024 ** 3
 
@@ -302,7 +302,7 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
                    title: str = "Largest batch that fits") -> Table:
     """One row per ``maxbatch`` search: the batch found, the bracket, its memory and throughput.
 
-    ``found`` holds :class:`~dlbench.results_memory.MaxBatchRecord`; ``measured`` throughput
+    ``found`` holds :class:`~dlbench.records.maxbatch.MaxBatchRecord`; ``measured`` throughput
     records, matched to a search by setup and batch. ``vs smaller batch``: the throughput at the
     largest batch against the fastest smaller batch of the same setup in ``measured`` (the
     largest batch is not always the fastest). The probes column lists every probe.
@@ -450,7 +450,7 @@ def mfu_table(records: Sequence[ThroughputRecord], peaks: dict | None = None,
 def peak_table(records: Sequence, title: str = "Device ceilings") -> Table:
     """``dlbench peak``: one row per precision or verb, the ceiling and the point that set it,
     then every point (failures with their reason)."""
-    from dlbench.results_peak import ceilings
+    from dlbench.records.peak import ceilings
     rows = [(key, f"{fmt_num(c['median'])} {c['unit']}", f"{fmt_num(c['best'])} {c['unit']}",
              c["label"], str(c["iterations"])) for key, c in ceilings(list(records)).items()]
     for r in records:
@@ -490,7 +490,7 @@ def scaling_table(records: Sequence, interconnect: str = "default") -> Table:
             text = _img_s(rec)
             s = rec.summary() if rec else None
             if s and base_s and n != 1:
-                from dlbench.results_dist import scaling_efficiency, scaling_factor
+                from dlbench.records.scaling import scaling_efficiency, scaling_factor
                 f = scaling_factor(s.throughput, base_s.throughput)
                 text += f" ({f:.2f})"
                 eff = f"{scaling_efficiency(f, n):.1%} at {n}"
@@ -607,7 +607,7 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
         ok_train = [r for r in plain if r.config.mode == "train" and r.config.method == "standard"]
         if ok_train and view in (None, "seed000"):
             out.append(seed000_table(ok_train))
-        s002 = [r for r in plain if r.config.method == "seed002"]
+        s002 = [r for r in plain if r.config.method == "fwd-bwd"]
         if s002 and view in (None, "seed002"):
             out.append(seed002_table(s002, device))
         if view is None and has_batch_sweep(thr):

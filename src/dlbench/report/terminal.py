@@ -10,9 +10,9 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 from rich.table import Table as RichTable
 
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.report.tables import Table, fmt_num, fmt_pct
-from dlbench.results import ThroughputRecord
+from dlbench.records.throughput import ThroughputRecord
 
 # Piped or redirected output gets a wide page, so tables are not folded into an 80-column file.
 stdout = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from dlbench.report.tables import Table, fmt_num
-from dlbench.results import ThroughputRecord
+from dlbench.records.throughput import ThroughputRecord
 from dlbench.tuning.levers import describe_change
 from dlbench.tuning.payback import payback, setup_s
 from dlbench.tuning.search import Trial, throughput_of

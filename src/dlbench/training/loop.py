@@ -24,7 +24,7 @@ from torch.nn import functional as F
 from dlbench.data.base import ArrayDataset, FolderDataset
 from dlbench.measure.memory import peak_memory, reset_peak_memory
 from dlbench.measure.timer import make_timer, synchronize
-from dlbench.results_train import TrainConfig
+from dlbench.records.train import TrainConfig
 from dlbench.training import mlperf
 from dlbench.training.models import build_model
 from dlbench.training.pipeline import Normalizer, make_loaders, measure_pipeline

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from dlbench.results_train import TrainConfig
+from dlbench.records.train import TrainConfig
 
 
 def _write(path: Path, doc: dict[str, Any]) -> None:

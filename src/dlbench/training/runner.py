@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 import torch
 
-from dlbench.results import ErrorType
-from dlbench.results_train import TrainConfig, TrainRecord
+from dlbench.records.base import ErrorType
+from dlbench.records.train import TrainConfig, TrainRecord
 
 # Fields of a rank's result that go into the record as they are.
 _SERIES = ("lr", "samples_per_epoch", "steps_per_epoch", "init_s", "run_s", "time_to_train_s",

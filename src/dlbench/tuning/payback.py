@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dlbench.results import ThroughputRecord
+from dlbench.records.throughput import ThroughputRecord
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.models import get_model
 from dlbench.tuning.recipes import Recipe, learned_recipes, recipe_device, tuned_config
 from dlbench.workloads.devices import resolve_device

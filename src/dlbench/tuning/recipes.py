@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.config import ConfigError
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.models.base import ModelSpec
 from dlbench.tuning.levers import LEVERS, NO_COMPILE_ON_CPU, NOT_IMAGE, NOT_LANGUAGE
 

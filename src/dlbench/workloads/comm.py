@@ -5,7 +5,7 @@ values whose correct result is known exactly (small integers, exact in any float
 collective once and counts the elements that differ from the expected result (nccl-tests'
 ``#wrong``); then it runs ``warmup`` untimed and ``iters`` timed iterations with the one timer
 (CUDA events on a GPU, ``perf_counter`` on the CPU). algbw and busbw are computed from the times
-in :mod:`dlbench.results_dist` (doc/PERFORMANCE.md's definitions).
+in :mod:`dlbench.records.scaling` (doc/PERFORMANCE.md's definitions).
 
 Sizes follow nccl-tests' "size" column: all_reduce and broadcast the buffer; all_gather the output
 (gathered) buffer; reduce_scatter the input buffer; all_to_all one rank's send buffer.

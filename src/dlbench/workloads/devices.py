@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from dlbench.config import ConfigError, ThroughputConfig
+from dlbench.config import ConfigError
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.models.base import ModelSpec
 
 
@@ -59,8 +60,8 @@ def check_supported(cfg: ThroughputConfig, spec: ModelSpec, device: torch.device
     if cfg.pad_vocab and spec.kind != "text":
         raise UnsupportedError(f"--pad-vocab pads a language model's vocabulary; {spec.name} "
                                f"is an {spec.kind} model, with no vocabulary to pad")
-    if cfg.method == "seed002" and spec.kind != "image":
-        raise UnsupportedError("--method seed002 reproduces an image-model table; use it with "
+    if cfg.method == "fwd-bwd" and spec.kind != "image":
+        raise UnsupportedError("--method fwd-bwd reproduces an image-model table; use it with "
                                "image models")
 
 

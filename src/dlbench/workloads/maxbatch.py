@@ -15,10 +15,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Protocol, Sequence
 
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.measure.stopping import StopRule
-from dlbench.results import ErrorType, ThroughputRecord
-from dlbench.results_memory import FITS, MaxBatchConfig, MaxBatchRecord, Probe
+from dlbench.records.base import ErrorType
+from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.maxbatch import FITS, MaxBatchConfig, MaxBatchRecord, Probe
 
 #: A probe: the first step (allocations, autotuning) and two more, so the optimizer state
 #: exists and the second step's peak, the steady one, is seen. No warm-up, no interval.

@@ -19,8 +19,8 @@ from typing import Callable, Iterator
 
 import torch
 
-from dlbench.results import ErrorType
-from dlbench.results_peak import PeakConfig, PeakRecord
+from dlbench.records.base import ErrorType
+from dlbench.records.peak import PeakConfig, PeakRecord
 
 MIB = 2 ** 20
 

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.models.base import ModelSpec
 from dlbench.workloads.throughput import autocast_factory, make_optimizer
 

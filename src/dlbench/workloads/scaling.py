@@ -24,7 +24,7 @@ from dlbench.measure.memory import peak_memory, reset_peak_memory
 from dlbench.measure.stopping import StopReason, decide
 from dlbench.measure.timer import make_timer, synchronize
 from dlbench.models import get_model
-from dlbench.results_dist import ScalingConfig
+from dlbench.records.scaling import ScalingConfig
 from dlbench.workloads.devices import UnsupportedError, check_supported
 from dlbench.workloads.ps import build_ps_step
 from dlbench.workloads.throughput import (AUTOCAST_DTYPES, CHECK_INTERVAL_S, build_step,

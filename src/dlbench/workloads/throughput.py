@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 import torch
 
 from dlbench import telemetry
-from dlbench.config import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.measure.kernels import profile_steps
 from dlbench.measure.memory import memory_breakdown, peak_memory, reset_peak_memory
 from dlbench.measure.stopping import decide
@@ -27,7 +27,7 @@ from dlbench.measure.timer import make_timer, synchronize
 from dlbench.models import get_model
 from dlbench.models.base import ModelSpec
 from dlbench.models.zoo.text import pad_vocabulary
-from dlbench.results import ThroughputRecord
+from dlbench.records.throughput import ThroughputRecord
 from dlbench.workloads.checkpointing import enable_checkpointing
 from dlbench.workloads.devices import UnsupportedError, check_supported, resolve_device
 from dlbench.workloads.step import update
@@ -200,7 +200,7 @@ def _eager_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
                 return model(x)
         return eval_step
 
-    if cfg.method == "seed002":
+    if cfg.method == "fwd-bwd":
         # The seed-002 scripts time forward + out.sum().backward(): no loss, no optimizer.
         def seed002_step() -> torch.Tensor:
             model.zero_grad(set_to_none=True)

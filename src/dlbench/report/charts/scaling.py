@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from dlbench.report.charts.base import (Chart, commands_of, finish, per_s, pyplot, unit_label,
                                         wrap, yerr)
-from dlbench.results_dist import scaling_factor
+from dlbench.records.scaling import scaling_factor
 
 BASELINE = "default"
 

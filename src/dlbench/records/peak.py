@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from dlbench.results import SCHEMA_VERSION, RecordBase, new_id, utc_now
+from dlbench.records.base import Record
 
 VERBS = ("matmul", "copy", "read", "write", "h2d", "d2h", "p2p")
 
@@ -78,29 +78,21 @@ class PeakConfig:
         return cls(**d)
 
 
-@dataclass(frozen=True)
-class PeakRecord(RecordBase):
+@dataclass(frozen=True, kw_only=True)
+class PeakRecord(Record):
     """One ceiling point (or its failure). ``work`` is FLOPs (matmul) or bytes moved per iteration.
 
     Bytes moved: copy counts the read and the write (2 x buffer), as STREAM does; read, write,
     h2d, d2h and p2p count the buffer once.
     """
 
+    config_type: ClassVar[type] = PeakConfig
     kind: ClassVar[str] = "peak"
 
-    config: PeakConfig
-    env: dict[str, Any]
-    status: str = "ok"
-    error_type: str | None = None
-    error: str | None = None
     times_s: tuple[float, ...] = ()
     warmup_times_s: tuple[float, ...] = ()
     work: float = 0.0
     unit: str = "TFLOP/s"                # or "GB/s"
-    run_id: str | None = None
-    id: str = field(default_factory=new_id)
-    created_at: str = field(default_factory=utc_now)
-    schema_version: int = SCHEMA_VERSION
 
     @property
     def ok(self) -> bool:
@@ -120,20 +112,6 @@ class PeakRecord(RecordBase):
 
     def headline(self) -> float | None:
         return self.median()
-
-    def summary(self) -> None:
-        """No step-time summary: a peak point is not a throughput window (listings show '-')."""
-        return None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "PeakRecord":
-        d = dict(d)
-        d.pop("kind", None)
-        d["config"] = PeakConfig.from_dict(d["config"])
-        for k in ("times_s", "warmup_times_s"):
-            d[k] = tuple(d.get(k) or ())
-        return cls(**d)
-
 
 def ceilings(records: list[PeakRecord]) -> dict[str, dict[str, Any]]:
     """Per matmul precision and memory verb: the ceiling (largest median rate), the point that

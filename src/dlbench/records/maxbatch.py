@@ -3,7 +3,7 @@
 A search probes batch sizes (doubling, then bisection), each probe a few training steps in a
 fresh process. The record keeps every probe, those that ran out of memory included, so the
 boundary is bracketed: ``best_batch`` fits and ``first_oom_batch`` does not. The throughput at
-``best_batch`` is a normal :class:`~dlbench.results.ThroughputRecord` of the same run (the base
+``best_batch`` is a normal :class:`~dlbench.records.throughput.ThroughputRecord` of the same run (the base
 setup at that batch). Should that measurement run out of memory where the short probe did not,
 a corrected record follows in the same run, with the failure as one more probe; the later wins.
 """
@@ -11,11 +11,12 @@ a corrected record follows in the same run, with the failure as one more probe; 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from dlbench.config import ConfigError, ThroughputConfig
-from dlbench.results import SCHEMA_VERSION, RecordBase, new_id, utc_now
+from dlbench.config import ConfigError
+from dlbench.records.base import Record
+from dlbench.records.throughput import ThroughputConfig
 
 #: Outcome of a probe that fitted; any other outcome is an ``ErrorType`` value (``oom``, ...).
 FITS = "ok"
@@ -91,42 +92,27 @@ class Probe:
         return self.outcome == FITS
 
 
-@dataclass(frozen=True)
-class MaxBatchRecord(RecordBase):
+@dataclass(frozen=True, kw_only=True)
+class MaxBatchRecord(Record):
     """The result of one search (or its failure, e.g. when not even batch 1 fits)."""
 
+    config_type: ClassVar[type] = MaxBatchConfig
     kind: ClassVar[str] = "maxbatch"
 
-    config: MaxBatchConfig
-    env: dict[str, Any]
-    status: str = "ok"                          # "ok": a batch that fits was found
-    error_type: str | None = None
-    error: str | None = None
     best_batch: int | None = None
     first_oom_batch: int | None = None          # smallest batch seen not to fit; None if none
     probes: tuple[Probe, ...] = ()
     search_wall_s: float | None = None
-    run_id: str | None = None
-    id: str = field(default_factory=new_id)
-    created_at: str = field(default_factory=utc_now)
-    schema_version: int = SCHEMA_VERSION
 
     def best_probe(self) -> Probe | None:
         return next((p for p in self.probes if p.fits and p.batch == self.best_batch), None)
-
-    def summary(self) -> None:
-        """No timing summary: the throughput at ``best_batch`` is a record of its own."""
-        return None
 
     def headline(self) -> float | None:
         """The largest batch that fits, the figure the store indexes."""
         return None if self.best_batch is None else float(self.best_batch)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "MaxBatchRecord":
-        d = dict(d)
-        d.pop("kind", None)
-        d["config"] = MaxBatchConfig.from_dict(d["config"])
-        d["probes"] = tuple(Probe(**p) for p in d.get("probes") or ())
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+    def _decode(cls, name: str, value: Any) -> Any:
+        if name == "probes":
+            return tuple(Probe(**p) for p in value or ())
+        return super()._decode(name, value)

@@ -5,7 +5,7 @@ bytes each emulated host's interface sent and received during the measured windo
 kernel's counters inside its namespace), rank 0's loss at every step with the wall time at which
 the step ended (seed 004 compared loss per iteration and per wall-clock time), the compute-only
 step time each rank measured just before (the figure the what-if model takes as its input), and
-a probe of the link itself (round-trip time, TCP goodput). Registered in ``RECORD_TYPES``.
+a probe of the link itself (round-trip time, TCP goodput). Registered in :data:`dlbench.records.RECORD_TYPES`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
-from dlbench.config import ConfigError, ThroughputConfig, _choice
-from dlbench.measure.stats import Summary, mean
-from dlbench.results import SCHEMA_VERSION, RecordBase, new_id, utc_now
-from dlbench.results_dist import _key, aggregate
+from dlbench.config import ConfigError, choice
+from dlbench.measure.stats import Summary, aggregate, mean
+from dlbench.records.base import Record, config_key
+from dlbench.records.throughput import ThroughputConfig
 
 NET_STRATEGIES = ("ddp", "ps")
 #: Hosts one run may emulate: each is a process with its own model on this machine's cores.
@@ -56,7 +56,7 @@ class NetConfig:
     def __post_init__(self) -> None:
         if not 2 <= self.hosts <= MAX_HOSTS:
             raise ConfigError(f"--hosts must be 2..{MAX_HOSTS}, got {self.hosts}")
-        _choice("--strategy", self.strategy, NET_STRATEGIES)
+        choice("--strategy", self.strategy, NET_STRATEGIES)
         if self.rate_bps is not None and not self.rate_bps > 0:
             raise ConfigError(f"--link rate must be > 0, got {self.rate_bps}")
         if self.delay_s < 0:
@@ -77,7 +77,7 @@ class NetConfig:
     def key(self) -> str:
         d = self.to_dict()
         d["base"] = self.base.key()
-        return _key(d)
+        return config_key(d)
 
     @property
     def label(self) -> str:
@@ -96,8 +96,8 @@ class NetConfig:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
-@dataclass(frozen=True)
-class NetRecord(RecordBase):
+@dataclass(frozen=True, kw_only=True)
+class NetRecord(Record):
     """One ``dlbench net`` measurement (or its failure).
 
     ``rank_tx_bytes[r]`` / ``rank_rx_bytes[r]`` are the bytes host r's interface sent / received
@@ -110,13 +110,9 @@ class NetRecord(RecordBase):
     and 1 (``rtt_s``, ``goodput_bps``, ``probe_bytes``).
     """
 
+    config_type: ClassVar[type] = NetConfig
     kind: ClassVar[str] = "net"
 
-    config: NetConfig
-    env: dict[str, Any]
-    status: str = "ok"
-    error_type: str | None = None
-    error: str | None = None
     failed_rank: int | None = None
     rank_errors: dict[str, str] = field(default_factory=dict)
     rank_step_times_s: tuple[tuple[float, ...], ...] = ()
@@ -133,10 +129,6 @@ class NetRecord(RecordBase):
     probe: dict[str, Any] = field(default_factory=dict)
     topology: dict[str, Any] = field(default_factory=dict)   # namespaces, addresses, qdiscs
     unit: str = "samples"
-    run_id: str | None = None
-    id: str = field(default_factory=new_id)
-    created_at: str = field(default_factory=utc_now)
-    schema_version: int = SCHEMA_VERSION
 
     def summary(self) -> Summary | None:
         """All hosts' samples over the slowest rank's window (as ``dlbench scale``)."""
@@ -191,17 +183,3 @@ class NetRecord(RecordBase):
         if h is None or not w:
             return None
         return self.rank_tx_bytes[h] * 8 / w, self.rank_rx_bytes[h] * 8 / w
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "NetRecord":
-        d = dict(d)
-        d.pop("kind", None)
-        d["config"] = NetConfig.from_dict(d["config"])
-        for k in ("rank_step_times_s", "rank_compute_times_s"):
-            d[k] = tuple(tuple(x) for x in d.get(k) or ())
-        for k in ("rank_tx_bytes", "rank_rx_bytes", "rank_samples_per_step", "losses",
-                  "step_end_s", "shard_bytes"):
-            d[k] = tuple(d.get(k) or ())
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-

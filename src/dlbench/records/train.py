@@ -17,14 +17,13 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-from dlbench.config import ConfigError, _choice
+from dlbench.config import BACKENDS, ConfigError, choice
 from dlbench.measure.stats import percentile
-from dlbench.results import SCHEMA_VERSION, RecordBase, new_id, utc_now
+from dlbench.records.base import Record
 
 LOADERS = ("gpu", "dataloader")
 TRAIN_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 TRAIN_OPTIMIZERS = ("sgd", "adamw")
-BACKENDS = ("auto", "nccl", "gloo")
 
 #: ``error_type`` of a run that ended its epoch cap below the target.
 NOT_CONVERGED = "not_converged"
@@ -96,10 +95,10 @@ class TrainConfig:
             raise ConfigError(f"--target is an accuracy in (0, 1], got {self.target}")
         if self.max_epochs < 1:
             raise ConfigError(f"--max-epochs must be >= 1, got {self.max_epochs}")
-        _choice("--loader", self.loader, LOADERS)
-        _choice("--optimizer", self.optimizer, TRAIN_OPTIMIZERS)
-        _choice("--precision", self.precision, TRAIN_PRECISIONS)
-        _choice("--backend", self.backend, BACKENDS)
+        choice("--loader", self.loader, LOADERS)
+        choice("--optimizer", self.optimizer, TRAIN_OPTIMIZERS)
+        choice("--precision", self.precision, TRAIN_PRECISIONS)
+        choice("--backend", self.backend, BACKENDS)
         if self.workers < 0:
             raise ConfigError(f"--workers must be >= 0, got {self.workers}")
         if self.lr is not None and not self.lr > 0:
@@ -155,8 +154,8 @@ def rate(m: dict[str, Any] | None) -> float | None:
     return m["samples"] / m["seconds"]
 
 
-@dataclass(frozen=True)
-class TrainRecord(RecordBase):
+@dataclass(frozen=True, kw_only=True)
+class TrainRecord(Record):
     """One training run to a target (or its failure), with every raw series.
 
     Times are seconds on the host clock, each ending at a synchronisation (the evaluation reads
@@ -164,13 +163,9 @@ class TrainRecord(RecordBase):
     ``iter_time_s[i]`` is when iteration i ended, from the run's start (seed 004's x axis).
     """
 
+    config_type: ClassVar[type] = TrainConfig
     kind: ClassVar[str] = "train"
 
-    config: TrainConfig
-    env: dict[str, Any]
-    status: str = "ok"
-    error_type: str | None = None
-    error: str | None = None
     world: int = 1
     backend: str | None = None
     device: str | None = None                      # e.g. cuda, cpu
@@ -197,10 +192,6 @@ class TrainRecord(RecordBase):
     data_source: str | None = None                 # files the dataset was read from
     rank_hosts: tuple[str, ...] = ()
     launch_env: dict[str, str] = field(default_factory=dict)
-    run_id: str | None = None
-    id: str = field(default_factory=new_id)
-    created_at: str = field(default_factory=utc_now)
-    schema_version: int = SCHEMA_VERSION
 
     @property
     def converged(self) -> bool:
@@ -241,14 +232,3 @@ class TrainRecord(RecordBase):
     def headline(self) -> float | None:
         """Time to train in seconds (converged runs only): the figure the store indexes."""
         return self.time_to_train_s if self.ok else None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainRecord":
-        d = dict(d)
-        d.pop("kind", None)
-        d["config"] = TrainConfig.from_dict(d["config"])
-        for f in fields(cls):
-            if f.name in d and isinstance(d[f.name], list):
-                d[f.name] = tuple(d[f.name])
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})

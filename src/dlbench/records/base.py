@@ -1,0 +1,142 @@
+"""The envelope every result record shares, and its one ``from_dict``.
+
+A record is a frozen dataclass that keeps every raw sample, the full config and the environment;
+summaries are computed from the raw samples on demand (``record.summary()``), so a record never
+holds a figure its samples do not support. Failures are records too (``status="error"``), so a
+sweep that meets an out-of-memory keeps going and the report shows where the boundary was.
+
+What the store needs of every kind: ``kind`` (a class variable), ``id``, ``run_id``,
+``created_at``, ``status``, ``error_type``, ``config`` (with ``key()``, ``label`` and, where it
+applies, ``model``), ``headline()`` (the one figure stored in the index column, or None),
+``to_dict()``, ``from_dict()`` and ``with_run()``. A new kind subclasses :class:`Record`, sets
+``kind`` and ``config_type``, and is listed in :data:`dlbench.records.RECORD_TYPES`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import uuid
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, ClassVar
+
+from dlbench.measure.stats import Summary
+
+#: Version of the stored layout. Stores written by every earlier dlbench read unchanged.
+SCHEMA_VERSION = 1
+
+
+class ErrorType:
+    OOM = "oom"                   # the batch does not fit; deterministic, skipped by --resume
+    NAN = "nan"                   # the loss was not finite
+    UNSUPPORTED = "unsupported"   # the device or library cannot run this config
+    FATAL = "fatal"               # the process is unusable (illegal memory access, dead NCCL)
+    CRASHED = "crashed"           # the worker process died without a result
+    TIMEOUT = "timeout"           # the worker process ran past its limit
+    EXCEPTION = "exception"       # anything else; the message and traceback tail are kept
+    INTERRUPTED = "interrupted"   # stopped by Ctrl-C / SIGINT; what it had measured is kept
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def config_key(d: dict[str, Any]) -> str:
+    """A config's identity: the first 16 hex digits of the SHA-256 of its sorted JSON."""
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists back into the (nested) tuples a frozen record holds."""
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """The envelope: what was measured (``config``), where (``env``), how it ended, and when.
+
+    Keyword-only, so each kind adds its own fields without caring about the order of these.
+    """
+
+    kind: ClassVar[str]
+    config_type: ClassVar[type]
+
+    config: Any
+    env: dict[str, Any]
+    status: str = "ok"                          # "ok" or "error"
+    error_type: str | None = None               # an ErrorType value, for status "error"
+    error: str | None = None                    # the message (and traceback tail)
+    run_id: str | None = None
+    id: str = field(default_factory=new_id)
+    created_at: str = field(default_factory=utc_now)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def headline(self) -> float | None:
+        """The one figure the store indexes; None where a kind has none."""
+        return None
+
+    def summary(self) -> Summary | None:
+        """A step-time summary; None for kinds that are not a timed window (listings show '-')."""
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kind"] = self.kind
+        d["config"] = self.config.to_dict()
+        return d
+
+    def with_run(self, run_id: str):
+        return replace(self, run_id=run_id)
+
+    @classmethod
+    def _decode(cls, name: str, value: Any) -> Any:
+        """One stored field back into its Python value; kinds with richer fields extend it."""
+        return _tuples(value)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]):
+        """The record ``to_dict`` wrote, from any dlbench version: fields it does not know are
+        dropped (a newer writer), missing ones take their defaults (an older writer)."""
+        known = {f.name for f in fields(cls)}
+        out = {k: cls._decode(k, v) for k, v in d.items() if k in known and k != "config"}
+        return cls(config=cls.config_type.from_dict(d["config"]), **out)
+
+
+class StepRateMixin:
+    """Figures derived from ``summary()`` for records timed in steps (throughput, scaling).
+
+    The class provides ``summary()``, ``units_per_sample``, ``flops_per_sample`` and
+    ``stop_rule()``.
+    """
+
+    def headline(self) -> float | None:
+        """Samples per second, the figure the store indexes."""
+        s = self.summary()
+        return None if s is None else s.throughput
+
+    def units_per_s(self) -> float | None:
+        s = self.summary()
+        return None if s is None else s.throughput * self.units_per_sample
+
+    def achieved_tflops(self) -> float | None:
+        """Model FLOPs per second actually done (counted FLOPs x samples / time), in TFLOP/s."""
+        s = self.summary()
+        if s is None or not self.flops_per_sample:
+            return None
+        return self.flops_per_sample * s.throughput / 1e12
+
+    def converged(self) -> bool:
+        """Whether the interval reached its target (a capped window is flagged noisy)."""
+        s = self.summary()
+        return s is not None and s.rel_halfwidth <= self.stop_rule().target_rel_ci
