@@ -590,7 +590,7 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
     """The tables for records of any kinds, each kind in its own layout.
 
     ``view`` None: every seed layout whose data exists (the HTML report); else the throughput
-    table plus that one layout (``seed000``, ``seed002``), as the terminal shows a suite.
+    table plus that one layout (``classic-cnn``, ``ms-per-batch``), as the terminal shows a suite.
     """
     by_kind: dict[str, list] = {}
     for r in records:
@@ -605,10 +605,10 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
         # The seed layouts compare like with like: tuned picks stay out of them.
         plain = [r for r in thr if not r.config.tuned]
         ok_train = [r for r in plain if r.config.mode == "train" and r.config.method == "standard"]
-        if ok_train and view in (None, "seed000"):
+        if ok_train and view in (None, "classic-cnn"):
             out.append(seed000_table(ok_train))
         s002 = [r for r in plain if r.config.method == "fwd-bwd"]
-        if s002 and view in (None, "seed002"):
+        if s002 and view in (None, "ms-per-batch"):
             out.append(seed002_table(s002, device))
         if view is None and has_batch_sweep(thr):
             out.append(batch_sweep_table(thr))

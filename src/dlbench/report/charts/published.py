@@ -11,7 +11,7 @@ from dlbench.report.charts.base import Chart, commands_of, finish, pyplot, wrap
 
 SOURCE = "seed002"
 X_PRECISION = "fp32"
-PUBLISHED = "published: seed 002 (dlbench gpus --source seed002)"
+PUBLISHED = "published: ms per batch, 2022 (dlbench gpus --source ms-per-batch)"
 
 
 def published_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Chart]:
