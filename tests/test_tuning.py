@@ -345,9 +345,55 @@ def test_recipes_measured_on_a_gpu_kind_apply_there_only():
                                             h100)
     assert (tuned.precision, tuned.compile, tuned.batch_size, tuned.channels_last) == \
         ("fp16", "max-autotune-no-cudagraphs", 1024, True)
-    assert "results/pt2.11-cu130-h100-80gb-hbm3/tuned/" in recipe.source
+    assert recipe.store == "results/pt2.11-cu130-h100-80gb-hbm3/dlbench.db.gz"
+    assert recipe.store in recipe.source and recipe.records[-1] in recipe.source
     _, recipe, _ = recipes.tuned_config(cfg(), get_model("resnet50"), "cuda", "NVIDIA H200")
     assert recipe.source.startswith("generic")
+
+
+def test_every_committed_recipe_traces_to_records_in_the_committed_store(tmp_path):
+    # Each recipe names the runs and records that measured it: they must be in the store it
+    # names, on the GPU it is for, and one record must have measured exactly its settings.
+    import gzip
+    import json
+    import shutil
+    import sqlite3
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[1]
+    assert recipes.MEASURED
+    for (device, model, mode), recipe in recipes.MEASURED.items():
+        db = tmp_path / (recipe.store.replace("/", "_") + ".db")
+        if not db.exists():
+            with gzip.open(repo / recipe.store) as src, open(db, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        con = sqlite3.connect(db)
+        runs = dict(con.execute("SELECT run_id, env_json FROM runs"))
+        assert set(recipe.runs) | set(recipe.builds_on) <= set(runs), (model, recipe.runs)
+        rows = {rid: (run_id, json.loads(doc)) for rid, run_id, doc in con.execute(
+            "SELECT id, run_id, record_json FROM results")}
+        con.close()
+        assert set(recipe.records) <= set(rows), (model, recipe.records)
+        for rid in recipe.records:
+            run_id, doc = rows[rid]
+            assert run_id in recipe.runs
+            assert json.loads(runs[run_id])["gpus"][0]["name"] == device
+            assert (doc["config"]["model"], doc["config"]["mode"]) == (model, mode)
+            assert doc["status"] == "ok"
+        exact = [rid for rid in recipe.records
+                 if all(rows[rid][1]["config"][k] == v for k, v in recipe.changes.items())]
+        assert exact, f"no source record of {model} measured {dict(recipe.changes)}"
+
+
+def test_a_recipe_that_does_not_validate_is_refused_with_its_name():
+    import json
+    entry = {"model": "resnet50", "mode": "train", "device": "GPU", "store": "s.db.gz",
+             "settings": {"batch_size": 64}, "source_runs": ["0123456789ab"],
+             "source_records": ["ba9876543210"], "note": ""}
+    assert recipes.load_measured(json.dumps({"recipes": [entry]}))[("GPU", "resnet50", "train")]
+    for bad in ({"settings": {"warmup_steps": 3}}, {"settings": {"compile": "fastest"}},
+                {"source_records": ["r1"]}, {"source_runs": []}):
+        with pytest.raises(recipes.RecipeError, match="resnet50"):
+            recipes.load_measured(json.dumps({"recipes": [{**entry, **bad}]}))
 
 
 def test_cuda_only_levers_are_refused_before_anything_runs_on_the_cpu(tmp_path):

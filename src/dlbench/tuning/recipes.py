@@ -4,11 +4,12 @@ Where they come from, first match wins:
 1. a ``dlbench tune`` search of the same model and mode stored in ``--db`` on the same device
    (this machine's own measurement), unless a ``MEASURED`` recipe names that search's run in
    ``builds_on``: then it is the later word (levers measured on top of that search);
-2. ``MEASURED``: searches dlbench ran on a GPU kind, cited by their results file;
+2. ``MEASURED``: the committed recipes of ``recipes.json``, one per GPU kind, model and mode,
+   each naming the records that measured it and the store they are in;
 3. the generic recipe: the cheap levers that apply on the device and model (a padded
-   vocabulary, channels_last, fused optimizer kernels, whole-step CUDA graph). torch.compile costs a minute or more per model and loses for
-   some, so it enters a recipe only where a search measured it winning; batch and 16-bit type
-   likewise.
+   vocabulary, channels_last, fused optimizer kernels, whole-step CUDA graph). torch.compile
+   costs a minute or more per model and loses for some, so it enters a recipe only where a
+   search measured it winning; batch and 16-bit type likewise.
 A change the config or device cannot take (a CUDA graph of fp16 training with unfused optimizer
 kernels, compile on the CPU) is dropped with a note, and the fields the user set explicitly are
 never changed.
@@ -16,7 +17,10 @@ never changed.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, replace
+from importlib import resources
 from typing import Any, Iterable, Mapping
 
 from dlbench.config import ConfigError
@@ -35,45 +39,73 @@ class Recipe:
     changes: Mapping[str, Any]
     source: str
     run_id: str | None = None        # the dlbench tune run a learned recipe comes from
-    builds_on: tuple[str, ...] = ()  # tune runs a MEASURED recipe goes further than
+    builds_on: tuple[str, ...] = ()  # tune runs a measured recipe goes further than
+    records: tuple[str, ...] = ()    # result ids that measured a committed recipe
+    runs: tuple[str, ...] = ()       # the runs those results belong to
+    store: str | None = None         # the store (repository path) those results are in
+    note: str = ""
 
 
-# (device name as recipe_device gives it, model, mode) -> recipe. Filled from `dlbench tune`
-# runs on that GPU; the source names the committed results file.
-_H100 = "NVIDIA H100 80GB HBM3"
-_H100_TUNE = ("dlbench tune on an H100 80GB HBM3, torch 2.11, run {run} "
-              "(results/pt2.11-cu130-h100-80gb-hbm3/tuned/)")
-MEASURED: dict[tuple[str, str, str], Recipe] = {
-    # From plain bf16 NCHW batch 256: channels_last 1.79x, fp16 1.18x, compile 1.17x,
-    # batch 512 1.10x; fused optimizer +0.2% (not kept). 6,037 img/s. Then, on that config:
-    # fused SGD 1.033x (no GradScaler sync) and the whole step in a CUDA graph 1.009x,
-    # 6,293 img/s (run 69e3f1db7571); the same at batch 1024 1.020x, 6,422 img/s at the card's
-    # 700 W limit (run f8b8bedaedca). Then compiled under max-autotune-no-cudagraphs: 6,611
-    # img/s against 6,395 compiled by default on the same machine, 1.034x (run dc53418f335c);
-    # `throughput --tuned` with it 6,649 (run 746d600ae7f2). cuDNN won all 11 convolution
-    # shapes Inductor timed; Triton templates won 6 of 15 GEMMs (1x1 convolutions computed as
-    # matrix products, the classifier). By --profile, most of the 6 ms per step it saves is in
-    # Inductor's autotuned batch-norm reductions. Its compilation outlasts a 470 s call from a
-    # cold cache.
-    (_H100, "resnet50", "train"): Recipe(
-        {"channels_last": True, "precision": "fp16", "compile": "max-autotune-no-cudagraphs",
-         "batch_size": 1024, "optimizer_impl": "fused", "cuda_graph": True},
-        _H100_TUNE.format(run="8a823bc3d0ed, then 69e3f1db7571, f8b8bedaedca and "
-                              "dc53418f335c"),
-        builds_on=("8a823bc3d0ed",)),
-    # From plain bf16 batch 16: compile 2.14x, batch 32 1.05x; fused optimizer, flash pinned,
-    # fp16 and a CUDA graph on top of compile each within 1% or slower. 299,138 tok/s. Then
-    # the vocabulary padded to 50,304: 1.17x, 350,718 tok/s (run 6964694c3af6; a CUDA graph on
-    # top +0.7%, not kept). Then the loss compiled with the model: 1.28x, 448,926 tok/s (run
-    # 8269422c2a78); at batch 64 1.03x, 461,618 tok/s (run a7e3888fcf94), 40.1% MFU by
-    # 6N + 12LHT. max-autotune-no-cudagraphs (+0.3%), fused SGD (+0.1%) and a CUDA graph
-    # (+0.4%) on top: within 1%, not kept. A later search with these levers (run 8b9f1a9d0b82,
-    # from batch 16) stopped at batch 32, 449,401 tok/s; batch 64 is measured beyond it.
-    (_H100, "gpt2", "train"): Recipe(
-        {"compile": "default", "batch_size": 64, "pad_vocab": True, "compile_loss": True},
-        _H100_TUNE.format(run="b37dbe3b98ba, then 6964694c3af6, 8269422c2a78 and "
-                              "a7e3888fcf94"), builds_on=("b37dbe3b98ba", "8b9f1a9d0b82")),
-}
+# The committed recipes: data, one entry per (GPU, model, mode), each naming the records that
+# measured it and the store they live in (``recipes.json`` beside this module).
+RECIPES_FILE = "recipes.json"
+_ID = re.compile(r"^[0-9a-f]{12}$")
+_REQUIRED = ("model", "mode", "device", "settings", "store", "source_runs", "source_records",
+             "note")
+
+
+class RecipeError(ValueError):
+    """A committed recipe that does not validate; the message names it and the field."""
+
+
+def load_measured(text: str | None = None) -> dict[tuple[str, str, str], Recipe]:
+    """The committed recipes, keyed by (device name as ``recipe_device`` gives it, model, mode).
+
+    ``text``: the JSON to read instead of the packaged ``recipes.json`` (tests)."""
+    if text is None:
+        text = resources.files("dlbench.tuning").joinpath(RECIPES_FILE).read_text("utf-8")
+    data = json.loads(text)
+    out: dict[tuple[str, str, str], Recipe] = {}
+    for i, entry in enumerate(data.get("recipes", [])):
+        key, recipe = _validated(entry, f"{RECIPES_FILE} recipe {i}")
+        if key in out:
+            raise RecipeError(f"{RECIPES_FILE}: two recipes for {key}")
+        out[key] = recipe
+    return out
+
+
+def _validated(entry: Mapping[str, Any], where: str) -> tuple[tuple[str, str, str], Recipe]:
+    missing = [f for f in _REQUIRED if f not in entry]
+    if missing:
+        raise RecipeError(f"{where}: missing {', '.join(missing)}")
+    where = f"{where} ({entry['device']}, {entry['model']}, {entry['mode']})"
+    if entry["mode"] not in ("train", "eval"):
+        raise RecipeError(f"{where}: mode must be train or eval, not {entry['mode']!r}")
+    settings = dict(entry["settings"])
+    unknown = sorted(set(settings) - set(TUNED_FIELDS))
+    if not settings or unknown:
+        raise RecipeError(f"{where}: settings must be among {', '.join(TUNED_FIELDS)}"
+                          + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+    try:  # every value as the config itself would take it
+        replace(ThroughputConfig(model=entry["model"], batch_size=1, mode=entry["mode"]),
+                **settings)
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise RecipeError(f"{where}: {exc}") from exc
+    ids = {f: tuple(entry.get(f, ())) for f in ("source_runs", "source_records", "builds_on")}
+    for field, values in ids.items():
+        bad = [v for v in values if not _ID.match(str(v))]
+        if bad or (field != "builds_on" and not values):
+            raise RecipeError(f"{where}: {field} must be 12-hex-digit ids"
+                              + (f", not {', '.join(map(str, bad))}" if bad else ""))
+    store = str(entry["store"])
+    source = (f"measured on {entry['device']}: records {', '.join(ids['source_records'])} "
+              f"in {store}")
+    recipe = Recipe(settings, source, builds_on=ids["builds_on"], records=ids["source_records"],
+                    runs=ids["source_runs"], store=store, note=str(entry["note"]))
+    return (str(entry["device"]), str(entry["model"]), str(entry["mode"])), recipe
+
+
+MEASURED: dict[tuple[str, str, str], Recipe] = load_measured()
 
 
 def changes_between(plain: ThroughputConfig, best: ThroughputConfig) -> dict[str, Any]:
