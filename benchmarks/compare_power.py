@@ -1,12 +1,15 @@
 """Energy per image: dlbench's telemetry against nvidia-smi's power log over the same window.
 
-    python benchmarks/compare_power.py RN50.json NVIDIA_SMI.csv
+    python benchmarks/compare_power.py RECORD.json NVIDIA_SMI.csv
 
-RN50.json is `dlbench throughput ... --json` output (one record with telemetry); the CSV is
-`nvidia-smi --query-gpu=timestamp,power.draw --format=csv -lms 100` run beside it. nvidia-smi's
-timestamps are local wall-clock time at 1 s resolution in the record's `created_at`, so 1-2 s are
-trimmed at the window's edges; recent drivers also average power.draw over 1 s. A few percent of
-difference is expected.
+The independent check of dlbench's energy figure in docs/results/2026-11-h100.md;
+benchmarks/single_gpu.sh OUTDIR energy makes both inputs and runs it. RECORD.json is one record
+with telemetry: `dlbench throughput ... --json` output, or `dlbench results export --run RUN
+--format json` of a stored one. NVIDIA_SMI.csv is `nvidia-smi -i GPU
+--query-gpu=timestamp,power.draw --format=csv -lms 100`, run beside that measurement on its GPU.
+nvidia-smi's timestamps are local wall-clock time and the record's `created_at` has 1 s
+resolution, so 1-2 s are trimmed at the window's edges; recent drivers also average power.draw
+over 1 s. A few percent of difference is expected. Prints one line; writes nothing.
 """
 
 from __future__ import annotations

@@ -6,12 +6,18 @@ timed with ``perf_counter`` around one synchronize. The bare loop runs as many s
 window took. The ratio dlbench / bare must sit within 0.98-1.02: outside it, dlbench's own
 overhead (or its timing) shows in its figures.
 
+Reproduces the fidelity figures of docs/results/2026-11-h100.md (plain and tuned path) and
+docs/results/2026-11-cpu.md. About 3 minutes on a GPU (4 rounds) or on a CPU (10 rounds).
+Prints one line per round and the verdict; exits 1 outside the band. --out writes the rounds,
+the config and the environment as JSON.
+
     python benchmarks/fidelity.py                      # GPU: ResNet-50, batch 256, bf16, NHWC, train
-    python benchmarks/fidelity.py --device cpu         # CPU: tiny_cnn, batch 64, fp32
-    python benchmarks/fidelity.py --out results/fidelity-....json
-    python benchmarks/fidelity.py --compile default --cuda-graph on --optimizer-impl fused
+    python benchmarks/fidelity.py --device cpu         # CPU: tiny_cnn, batch 64, fp32, one thread
+    python benchmarks/fidelity.py --out fidelity.json  # the full result as JSON
+    python benchmarks/fidelity.py --cuda-graph on --optimizer-impl fused
                                                        # tuned mode's path against a bare loop
                                                        # written with the same techniques
+    python benchmarks/fidelity.py --compile default --cuda-graph on --optimizer-impl fused
 """
 
 from __future__ import annotations
