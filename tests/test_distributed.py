@@ -146,7 +146,7 @@ def test_a_rank_that_raises_ends_the_job_with_its_traceback():
                       gpus=2), {}, fail_rank=1, fail_at_step=2)
     took = time.perf_counter() - t
     assert rec.status == "error" and rec.failed_rank == 1
-    assert "failure injected on rank 1" in rec.error and "Traceback" in rec.error
+    assert "failure injected on rank 1" in rec.error and 'File "' in rec.error  # its traceback
     assert "scaling.py" in rec.error                 # the frame that raised
     assert took < 45, took                           # not the 60 s collective timeout
 

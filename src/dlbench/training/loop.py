@@ -6,6 +6,11 @@ target (MLPerf's definition). Inside an epoch nothing synchronises: the loss of 
 on the device and a CUDA event marks every step's end; both are read once, when the epoch ends.
 The evaluation then synchronises, since its accuracy decides whether the run goes on.
 
+The epoch is not a measured window (:mod:`dlbench.measure.window`): it is one pass over the data,
+every batch once, with no warm-up set apart (MLPerf's clock counts the first epoch too), no
+stopping rule and no time cap to overrun, and the evaluation drains its queue when it ends. The
+synthetic-data side measurement after the run is a window: a fixed number of steps.
+
 Measurement code prints nothing and writes no files: the run returns a dict of raw series, and
 ``on_epoch`` (progress) is the caller's.
 """
@@ -24,6 +29,7 @@ from torch.nn import functional as F
 from dlbench.data.base import ArrayDataset, FolderDataset
 from dlbench.measure.memory import peak_memory, reset_peak_memory
 from dlbench.measure.timer import make_timer, synchronize
+from dlbench.measure.window import MeasuredWindow
 from dlbench.records.train import TrainConfig
 from dlbench.training import mlperf
 from dlbench.training.models import build_model
@@ -40,7 +46,8 @@ BASE_LR = {"sgd": 0.05, "adamw": 1e-3}
 # Evaluation batches: large, as evaluation keeps no activations.
 EVAL_BATCH = 1024
 
-# Steps before the synthetic-data window: cuDNN autotuning and allocator warm-up.
+# Steps before the synthetic-data window (the first one included): cuDNN autotuning and
+# allocator warm-up.
 SYNTHETIC_WARMUP = 5
 
 
@@ -261,15 +268,13 @@ def _synthetic(net, opt, scaler, autocast, data, cfg: TrainConfig, device: torch
             loss = F.cross_entropy(net(x).float(), y)
         update(loss, opt, scaler)
 
-    for _ in range(SYNTHETIC_WARMUP):
-        step()
-    synchronize(device)
-    timer = make_timer(device, clock)
-    timer.start()
-    for _ in range(cfg.throughput_steps):
-        step()
-        timer.lap()
-    times = timer.finish()  # note: the window's one sync point
+    # A fixed count of steps, the same on every rank of a DDP job: nothing to agree on. The
+    # window bounds the launch queue all the same, as everywhere a step is timed.
+    window = MeasuredWindow(device, clock=clock)
+    window.first_step(step)
+    window.warm_up(step, SYNTHETIC_WARMUP - 1)
+    window.run(step, cfg.throughput_steps)
+    times = window.step_times_s
     return {"samples": cfg.batch_size * len(times), "seconds": math.fsum(times),
             "steps": len(times)}
 

@@ -3,8 +3,10 @@
 For each operation, size and placement (out-of-place, in-place), every rank fills its buffers with
 values whose correct result is known exactly (small integers, exact in any float type), runs the
 collective once and counts the elements that differ from the expected result (nccl-tests'
-``#wrong``); then it runs ``warmup`` untimed and ``iters`` timed iterations with the one timer
-(CUDA events on a GPU, ``perf_counter`` on the CPU). algbw and busbw are computed from the times
+``#wrong``); then it runs ``warmup`` iterations, timed apart, and ``iters`` timed iterations in
+the one measured window (:mod:`dlbench.measure.window`: CUDA events on a GPU, ``perf_counter``
+on the CPU; a fixed count, as nccl-tests' ``-n``, so every rank runs the same collectives with
+nothing to agree on and no stopping rule). algbw and busbw are computed from the times
 in :mod:`dlbench.records.scaling` (doc/PERFORMANCE.md's definitions).
 
 Sizes follow nccl-tests' "size" column: all_reduce and broadcast the buffer; all_gather the output
@@ -19,7 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from dlbench.measure.timer import make_timer, synchronize
+from dlbench.measure.window import MeasuredWindow
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "int32": torch.int32}
@@ -167,16 +169,9 @@ def _measure(op: str, count: int, inplace: bool, rank: int, world: int, device: 
     c.fill()
     if job.get("corrupt_rank") == rank:
         c.inp.view(-1)[0] += 1  # fault injection for tests: one wrong input element
-    c(check=True)
-    synchronize(device)
+    window = MeasuredWindow(device)
+    window.first_step(lambda: c(check=True))  # the checked call: its time is not kept
     wrong = c.wrong()  # note: a sync point, before the timed iterations
-    for _ in range(job["warmup"]):
-        c()
-    timer = make_timer(device)
-    synchronize(device)
-    timer.start()
-    for _ in range(job["iters"]):
-        c()
-        timer.lap()
-    times = timer.finish()  # note: the one sync point of the timed iterations
-    return {"times_s": list(times), "wrong": wrong}
+    window.warm_up(c, job["warmup"])
+    window.run(c, job["iters"])
+    return {"times_s": list(window.step_times_s), "wrong": wrong}

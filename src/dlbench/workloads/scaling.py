@@ -1,17 +1,18 @@
 """One rank of a data-parallel training measurement: ddp, dp or ps, timed like ``throughput``.
 
 Runs inside a process that ``dlbench.launch.torchrun`` started through torch.distributed.run, with
-the process group already initialised. The ranks must step in lockstep and stop together: rank 0
-consults the stopping rule on its own step times every ``check_every`` steps (chosen from the
-warm-up so that a check comes about every ``CHECK_INTERVAL_S``) and broadcasts the decision on a
-gloo group, which touches no GPU stream, so the measured loop still never synchronises a device.
+the process group already initialised. The steps run through the one measured window
+(:mod:`dlbench.measure.window`), as throughput's do, with its bounded launch queue. The ranks
+must step in lockstep and stop together: rank 0 consults the stopping rule on its own step times
+every ``check_every`` steps (chosen from the warm-up so that a check comes about every
+``CHECK_INTERVAL_S``) and broadcasts the decision on a gloo group, which touches no GPU stream, so
+the measured loop still never synchronises a device.
 
 Measurement code prints nothing and writes nothing: it returns a dict of raw results.
 """
 
 from __future__ import annotations
 
-import math
 import socket
 import time
 from typing import Any, Callable
@@ -21,18 +22,15 @@ import torch.distributed as dist
 
 from dlbench import telemetry
 from dlbench.measure.memory import peak_memory, reset_peak_memory
-from dlbench.measure.stopping import StopReason, decide
-from dlbench.measure.timer import make_timer, synchronize
+from dlbench.measure.timer import synchronize
+from dlbench.measure.window import MeasuredWindow, RankZero
 from dlbench.models import get_model
 from dlbench.records.scaling import ScalingConfig
 from dlbench.workloads.devices import UnsupportedError, check_supported
 from dlbench.workloads.ps import build_ps_step
-from dlbench.workloads.throughput import (AUTOCAST_DTYPES, CHECK_INTERVAL_S, build_step,
-                                          check_finite, compiled_graphs_freed,
-                                          count_flops_safe, precision_flags)
-
-# Stop codes broadcast by rank 0 (0 = go on).
-_REASONS = (None, StopReason.CONVERGED, StopReason.TIME_CAP, StopReason.STEP_CAP)
+from dlbench.workloads.throughput import (AUTOCAST_DTYPES, build_step, check_finite,
+                                          compiled_graphs_freed, count_flops_safe,
+                                          precision_flags)
 
 
 def rank_device(cfg: ScalingConfig, local_rank: int) -> torch.device:
@@ -58,13 +56,14 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
                  fail_at_step: int | None = None,
                  on_done: Callable[[torch.nn.Module], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter,
-                 warmup_lag_s: float = 0.0) -> dict[str, Any]:
+                 warmup_lag_s: float = 0.0, step_lag_s: float = 0.0) -> dict[str, Any]:
     """Measure this rank's part; returns its raw results (step times, warm-up, first step...).
 
     ``control`` is a gloo group of all ranks for the stop decision (None in a one-process job).
     ``fail_at_step`` raises on this rank at that measured step (fault injection for tests);
     ``on_done`` is given the trained (unwrapped) module at the end; ``warmup_lag_s`` makes this
-    rank sleep after each warm-up step (a slow host, for tests).
+    rank sleep after each warm-up step (a slow host), ``step_lag_s`` in every step (slow steps),
+    both for tests.
     """
     base = cfg.base
     rank = dist.get_rank() if dist.is_initialized() else 0
@@ -103,54 +102,31 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
         build_s = clock() - t
         reset_peak_memory(device)
 
+        if step_lag_s:
+            step = _lagged(step, step_lag_s)
+
         # First step apart: compilation, autotuning, NCCL communicator set-up.
-        t = clock()
-        out = step()
-        synchronize(device)
-        first_step_s = clock() - t
+        window = MeasuredWindow(device, clock=clock, mark=sampler.mark,
+                                agree=RankZero(control) if control is not None else None)
+        out = window.first_step(step)
         check_finite(base, out)
 
-        timer = make_timer(device, clock)
-        timer.start()
-        t = clock()
-        sampler.mark("warmup_start", t)
-        n = 0
-        while not _warm(n, clock() - t, base, control):
-            step()
-            timer.lap()
-            n += 1
-            if warmup_lag_s:
-                time.sleep(warmup_lag_s)
-        warmup = tuple(timer.finish())  # note: a sync point, before the window
-        check_every = _agree(_check_every(warmup), control)
-
-        timer.start()
-        t0 = clock()
-        sampler.mark("window_start", t0)
-        issued, reason = 0, None
-        while reason is None:
-            if fail_at_step is not None and issued == fail_at_step:
-                raise RuntimeError(f"failure injected on rank {rank} at measured step {issued}")
-            out = step()
-            timer.lap()
-            issued += 1
-            if issued >= base.stop.max_steps:  # every rank knows the cap: no message needed
-                reason = StopReason.STEP_CAP
-            elif issued % check_every == 0:
-                mine = decide(timer.ready(), issued, clock() - t0, base.stop) if rank == 0 else None
-                reason = _REASONS[_agree(_REASONS.index(mine), control)]
-        times = tuple(timer.finish())  # note: the one CPU-GPU sync point of the window
-        window_wall_s = clock() - t0
-        sampler.mark("window_end", t0 + window_wall_s)
+        # All ranks run the same warm-up steps: rank 0's clock ends it (see MeasuredWindow).
+        window.warm_up(_lagged(step, warmup_lag_s) if warmup_lag_s else step,
+                       base.warmup_steps, base.warmup_seconds)
+        out = window.run(_failing(step, fail_at_step, rank) if fail_at_step is not None
+                         else step, base.stop)
+        w = window.times()
         final = check_finite(base, out)
         memory = peak_memory(device)
-    tele = telemetry.finish(sampler.stop(), len(times) * batch * per_host)
+    tele = telemetry.finish(sampler.stop(), len(w.step_times_s) * batch * per_host)
     if on_done is not None:
         on_done(model)
 
     return {"rank": rank, "world": world, "host": socket.gethostname(), "ok": True,
-            "step_times_s": times, "warmup_times_s": warmup, "first_step_s": first_step_s,
-            "build_s": build_s, "window_wall_s": window_wall_s, "stop_reason": reason,
+            "step_times_s": w.step_times_s, "warmup_times_s": w.warmup_times_s,
+            "first_step_s": w.first_step_s, "build_s": build_s, "window_wall_s": w.wall_s,
+            "stop_reason": w.stop_reason,
             "samples_per_step": batch, "unit": spec.unit,
             "units_per_sample": spec.units_per_sample(size),
             "flops_per_sample": count_flops_safe(spec, "train", size) if rank == 0 else None,
@@ -213,31 +189,23 @@ def _wrap(cfg: ScalingConfig, spec, model: torch.nn.Module, x: torch.Tensor, y: 
     return build_step(base, spec, model, x, y, device)
 
 
-def _check_every(warmup: tuple[float, ...]) -> int:
-    """Steps between stop checks: about ``CHECK_INTERVAL_S`` of steps (rank 0's view)."""
-    if not warmup:
-        return 1
-    return max(1, min(1000, math.ceil(CHECK_INTERVAL_S / max(sum(warmup) / len(warmup), 1e-6))))
+def _lagged(step: Callable[[], torch.Tensor], lag_s: float) -> Callable[[], torch.Tensor]:
+    """``step``, then a sleep of ``lag_s`` on the host (a slow host or a slow step, for tests)."""
+    def lagged() -> torch.Tensor:
+        out = step()
+        time.sleep(lag_s)
+        return out
+    return lagged
 
 
-def _warm(steps: int, elapsed_s: float, base, control: dist.ProcessGroup | None) -> bool:
-    """Whether the warm-up is over after ``steps`` steps, on every rank alike.
+def _failing(step: Callable[[], torch.Tensor], at: int, rank: int) -> Callable[[], torch.Tensor]:
+    """``step`` that raises at measured step ``at`` (fault injection for tests)."""
+    issued = 0
 
-    Each step holds collectives that every other rank waits on, so all ranks must run the same
-    number of them. A warm-up that each rank ended by its own clock ran one step more on one
-    rank than another now and then (VGG-16 with ps on two GPUs: the ranks do unequal host work
-    per step) and hung until the group's timeout. Past the minimum count, rank 0's clock decides.
-    """
-    if steps < base.warmup_steps:
-        return False
-    done = elapsed_s >= base.warmup_seconds or steps >= 100_000
-    return bool(_agree(int(done), control))
-
-
-def _agree(value: int, control: dist.ProcessGroup | None) -> int:
-    """Rank 0's ``value``, on every rank (a gloo broadcast of one integer on the host)."""
-    if control is None:
-        return value
-    t = torch.tensor([value], dtype=torch.int64)
-    dist.broadcast(t, src=0, group=control)
-    return int(t.item())
+    def failing() -> torch.Tensor:
+        nonlocal issued
+        if issued == at:
+            raise RuntimeError(f"failure injected on rank {rank} at measured step {issued}")
+        issued += 1
+        return step()
+    return failing

@@ -1,10 +1,12 @@
 """Throughput of one model on one device with synthetic data kept on the device.
 
 The data stays on the device, as in tf_cnn_benchmarks' synthetic mode, so the figure is the
-model's speed, not the input pipeline's. The measured loop is ``step(); timer.lap()`` and a cheap
-clock read; the stopping rule is consulted at most every ``CHECK_INTERVAL_S`` and reads only
-events the GPU has already passed, so nothing in the loop drains the GPU: the host waits only
-when it has queued a second of work (``IN_FLIGHT_S``), and then for an older step.
+model's speed, not the input pipeline's. The steps run through the one measured window
+(:mod:`dlbench.measure.window`): the first step and the warm-up timed apart, then a loop of
+``step(); timer.lap()`` and a cheap clock read; the stopping rule is consulted at most every
+``CHECK_INTERVAL_S`` and reads only events the GPU has already passed, so nothing in the loop
+drains the GPU: the host waits only when it has queued a second of work (``IN_FLIGHT_S``), and
+then for an older step.
 
 Measurement code prints nothing and writes nothing: it returns a record.
 """
@@ -12,7 +14,6 @@ Measurement code prints nothing and writes nothing: it returns a record.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from typing import Callable, Iterator
 
@@ -22,36 +23,26 @@ from dlbench import telemetry
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.measure.kernels import profile_steps
 from dlbench.measure.memory import memory_breakdown, peak_memory, reset_peak_memory
-from dlbench.measure.stopping import decide
-from dlbench.measure.timer import make_timer, synchronize
+from dlbench.measure.timer import synchronize
+# CHECK_INTERVAL_S, IN_FLIGHT_S and steps_in_flight are the window's; named here as before.
+from dlbench.measure.window import (CHECK_INTERVAL_S, IN_FLIGHT_S,  # noqa: F401
+                                    MeasuredWindow, steps_in_flight)
 from dlbench.models import get_model
 from dlbench.models.base import ModelSpec
 from dlbench.models.zoo.text import pad_vocabulary
+from dlbench.records.base import ErrorType
 from dlbench.records.throughput import ThroughputRecord
 from dlbench.workloads.checkpointing import enable_checkpointing
 from dlbench.workloads.devices import UnsupportedError, check_supported, resolve_device
 from dlbench.workloads.step import update
-
-# How often the loop asks the stopping rule (host seconds). Reading a few events and computing
-# batch means costs ~0.1 ms; at 10 Hz that is under 0.1% of the window.
-CHECK_INTERVAL_S = 0.1
-
-# GPU work (seconds) the host may queue ahead of the GPU: enough to keep it fed through any host
-# hiccup, and a bound on how far past --max-time the window's end waits when steps are slow.
-IN_FLIGHT_S = 1.0
-
-
-def steps_in_flight(step_s: float) -> int:
-    """How many steps of ``step_s`` make ``IN_FLIGHT_S`` of queued work; 1 at least: the host
-    then waits for the step before the one it just queued, so one step always runs while the
-    next is queued behind it."""
-    return max(1, math.ceil(IN_FLIGHT_S / max(step_s, 1e-6)))
 
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 class NanLossError(RuntimeError):
     """The loss was NaN or infinite: the figure would describe a broken training run."""
+
+    error_type = ErrorType.NAN  # the row it becomes (dlbench.launch.failures.classify)
 
 
 @contextlib.contextmanager
@@ -268,47 +259,16 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         step = build_step(cfg, spec, model, x, y, device)
 
         # First step apart: it holds compilation, cuDNN autotuning and lazy initialisation.
-        t = clock()
-        out = step()
-        synchronize(device)
-        first_step_s = clock() - t
+        window = MeasuredWindow(device, clock=clock, mark=sampler.mark)
+        out = window.first_step(step)
         check_finite(cfg, out)
 
-        timer = make_timer(device, clock)
-        timer.start()
-        t = clock()
-        sampler.mark("warmup_start", t)
-        n = 0
-        # The first step bounds the steps queued (it holds compilation: an overestimate, which
-        # only makes the bound tighter); the warm-up's last step bounds the window's.
-        in_flight = steps_in_flight(first_step_s)
-        while n < cfg.warmup_steps or clock() - t < cfg.warmup_seconds:
-            step()
-            timer.lap()
-            timer.throttle(in_flight)
-            n += 1
-        warmup = tuple(timer.finish())  # note: a sync point, before the window
-        in_flight = steps_in_flight(warmup[-1] if warmup else first_step_s)
+        window.warm_up(step, cfg.warmup_steps, cfg.warmup_seconds)  # ends with a sync
         scaler = getattr(step, "scaler", None)
         scale0 = float(scaler.get_scale()) if scaler is not None else None  # a sync, outside
 
-        # The measured window: no synchronisation until it ends.
-        timer.start()
-        t0 = last_check = clock()
-        sampler.mark("window_start", t0)
-        issued, reason = 0, None
-        while reason is None:
-            out = step()
-            timer.lap()
-            timer.throttle(in_flight)  # waits only when the host is a second of work ahead
-            issued += 1
-            now = clock()
-            if now - last_check >= CHECK_INTERVAL_S or issued >= cfg.stop.max_steps:
-                reason = decide(timer.ready(), issued, now - t0, cfg.stop)
-                last_check = now
-        times = tuple(timer.finish())  # note: the one CPU-GPU sync point of the window
-        window_wall_s = clock() - t0
-        sampler.mark("window_end", t0 + window_wall_s)
+        # The measured window: no synchronisation until it ends (see dlbench.measure.window).
+        out = window.run(step, cfg.stop)
         final = check_finite(cfg, out)
         loss_scale = (scale0, float(scaler.get_scale())) if scaler is not None else None
         memory = peak_memory(device)
@@ -316,15 +276,16 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         # After the window and the memory peak: the profiler's cost shows in neither.
         profile = profile_steps(step, cfg.profile_steps, device) if cfg.profile_steps else None
 
+    w = window.times()
     return ThroughputRecord(
-        config=cfg, env=env, step_times_s=times, warmup_times_s=warmup,
-        first_step_s=first_step_s, build_s=build_s, window_wall_s=window_wall_s,
-        stop_reason=reason, samples_per_step=cfg.batch_size, unit=spec.unit,
+        config=cfg, env=env, step_times_s=w.step_times_s, warmup_times_s=w.warmup_times_s,
+        first_step_s=w.first_step_s, build_s=build_s, window_wall_s=w.wall_s,
+        stop_reason=w.stop_reason, samples_per_step=cfg.batch_size, unit=spec.unit,
         units_per_sample=spec.units_per_sample(size),
         # The unpadded spec's count even with --pad-vocab: MFU counts only useful work.
         flops_per_sample=(flops or count_flops_safe)(spec, cfg.mode, size),
         memory=memory, final_loss=final, loss_scale=loss_scale, profile=profile,
-        telemetry=telemetry.finish(sampler.stop(), len(times) * cfg.batch_size),
+        telemetry=telemetry.finish(sampler.stop(), len(w.step_times_s) * cfg.batch_size),
     )
 
 
