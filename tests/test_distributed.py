@@ -1,5 +1,7 @@
 """Scaling across processes on the CPU: a real 2-process gloo group through torchrun."""
 
+import json
+import math
 import os
 import subprocess
 import sys
@@ -163,6 +165,57 @@ def test_ranks_agree_on_the_warm_up_when_one_host_is_slower(strategy):
     assert rec.ok, rec.error
     assert [len(t) for t in rec.rank_warmup_times_s] == [len(rec.rank_warmup_times_s[0])] * 2
     assert len(rec.rank_warmup_times_s[0]) >= 2
+
+
+# A rank of a 2-process gloo group started by hand (not through torchrun), so that the test can
+# give measure_rank slow steps.
+_SLOW_RANK = """
+import json, sys
+import torch, torch.distributed as dist
+torch.set_num_threads(1)
+from dlbench.records.scaling import ScalingConfig
+from dlbench.workloads.scaling import measure_rank
+dist.init_process_group("gloo")
+res = measure_rank(ScalingConfig.from_dict(json.loads(sys.argv[1])), 0, dist.group.WORLD,
+                   step_lag_s=float(sys.argv[2]))
+print(json.dumps({k: res[k] for k in ("rank", "step_times_s", "warmup_times_s",
+                                      "window_wall_s", "stop_reason")}))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "ps"])
+def test_a_slow_step_cannot_overrun_max_time_in_scaling(strategy):
+    # Every step sleeps 60 ms on both ranks (a model at its memory boundary, scaled down): the
+    # window must end at the first agreed check past --max-time, both ranks at the same step.
+    # On the CPU a step is done when it returns, so no queue lies behind it; on a GPU the
+    # window's bounded queue adds at most its depth (tests/test_window.py).
+    from dlbench.measure.window import check_every
+    lag, cap = 0.06, 0.6
+    stop = StopRule(min_steps=1000, max_steps=100_000, min_seconds=0, max_seconds=cap)
+    cfg = ScalingConfig(base=base(model="tiny_mlp", input_size=8, warmup_steps=2, stop=stop),
+                        gpus=2, strategy=strategy)
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OMP_NUM_THREADS="1", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(free_port()))
+    procs = [subprocess.Popen([sys.executable, "-c", _SLOW_RANK, json.dumps(cfg.to_dict()),
+                               str(lag)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=dict(env, RANK=str(r))) for r in (0, 1)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    r0, r1 = (json.loads(out.strip().splitlines()[-1]) for out, _ in outs)
+    times = r0["step_times_s"]
+    assert r0["stop_reason"] == r1["stop_reason"] == "time_cap"
+    assert len(times) == len(r1["step_times_s"])     # the ranks stopped at the same step
+    assert min(times) >= lag
+    # Rank 0 asks the rule every `every` steps; the check before the last one found the
+    # window's time under the cap, so at most `every` steps ran past it (a step-count bound,
+    # which a loaded machine cannot break: slower steps only mean fewer of them).
+    every = check_every(r0["warmup_times_s"])
+    assert every <= 2                                # 0.1 s of 60 ms steps (or fewer)
+    assert sum(times[:-every]) < cap + 0.01
+    assert len(times) <= math.ceil(cap / lag) + every
 
 
 def _cli(*args, **kw):

@@ -153,6 +153,33 @@ def test_the_dataloader_path_trains_the_same_batches(data_dir, mnist5k):
     assert a["eval_accuracy"] == b["eval_accuracy"]
 
 
+def test_the_synthetic_side_measurement_is_bounded_by_its_count(monkeypatch):
+    # Training has no time cap: the epoch is one pass over the data and the time to train counts
+    # all of it. Its timed side measurement runs through the measured window for a fixed count,
+    # so however slow a step is (2 s here, on a fake clock), it ends after exactly its steps,
+    # with the first step and the warm-up apart, and the window bounds its launch queue.
+    import contextlib
+    from types import SimpleNamespace
+
+    from dlbench.training import loop
+
+    t = [0.0]
+    calls = []
+
+    def slow_update(loss, opt, scaler):
+        calls.append(t[0])
+        t[0] += 2.0
+    monkeypatch.setattr(loop, "update", slow_update)
+    data = SimpleNamespace(channels=1, size=4, num_classes=10)
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 10))
+    c = TrainConfig(dataset="mnist5k", model="tiny_mlp", batch_size=8, target=0.5,
+                    throughput_steps=7, device="cpu")
+    res = loop._synthetic(net, None, None, contextlib.nullcontext, data, c, CPU,
+                          lambda: t[0])
+    assert res == {"samples": 7 * 8, "seconds": 14.0, "steps": 7}
+    assert len(calls) == loop.SYNTHETIC_WARMUP + 7    # first step, warm-up, then the window
+
+
 def test_models_and_learning_rate_rule():
     x = torch.randn(2, 1, 28, 28)
     for name in ("cnn10", "cnn10_small", "resnet18", "tiny_mlp"):
