@@ -246,19 +246,51 @@ def test_maxbatch_record_round_trips_through_the_store(tmp_path):
     assert cfg.label == "maxbatch tiny_cnn fp32 train"
 
 
-def test_resolve_auto_searches_once_then_reuses(tmp_path):
-    from dlbench.commands.maxbatch import resolve_auto
+def test_auto_batches_search_once_then_reuse(tmp_path):
+    from dlbench.workloads.maxbatch_search import auto_batches
     db = str(tmp_path / "auto.db")
     setups = [ThroughputConfig(model="test_oom", batch_size=1, device="cpu", stop=FAST_STOP)]
     launcher = FakeLauncher(32)
-    sized = resolve_auto(setups, db, "test", quiet=True, probe_launcher=launcher)
-    assert [c.batch_size for c in sized] == [32]
-    assert sized[0] == replace(setups[0], batch_size=32)
+    [found] = auto_batches(setups, db, "test", probe_launcher=launcher)
+    assert found.config == setups[0] and found.search.best_batch == 32
+    assert found.sized == replace(setups[0], batch_size=32)
     n = len(launcher.calls)
-    again = resolve_auto(setups, db, "test", quiet=True, probe_launcher=launcher)
-    assert again == sized and len(launcher.calls) == n      # reused: no new probe
+    [again] = auto_batches(setups, db, "test", probe_launcher=launcher)
+    assert again.sized == found.sized and len(launcher.calls) == n      # reused: no new probe
     with Store(db) as store:
         assert len(store.results(kind="maxbatch")) == 1
+
+
+def test_auto_batches_where_nothing_fits_has_no_sized_config(tmp_path):
+    from dlbench.workloads.maxbatch_search import auto_batches
+    setups = [ThroughputConfig(model="test_oom", batch_size=1, device="cpu", stop=FAST_STOP)]
+    [found] = auto_batches(setups, str(tmp_path / "none.db"), "test",
+                           probe_launcher=FakeLauncher(0))
+    assert found.sized is None and not found.search.ok
+
+
+class Heard:
+    """A SearchProgress that keeps what it hears."""
+
+    def __init__(self) -> None:
+        self.events = []
+
+    def __getattr__(self, name):
+        return lambda *a: self.events.append((name, *a))
+
+
+def test_run_searches_tells_its_progress_and_prints_nothing(tmp_path, capsys):
+    from dlbench.workloads.maxbatch_search import run_searches
+    heard = Heard()
+    cfg = _mbcfg(start=16, tolerance=0)
+    with Store(tmp_path / "s.db") as store:
+        run_searches([cfg], store, {}, "test", probe_launcher=FakeLauncher(40), progress=heard)
+        run_searches([cfg], store, {}, "test", reuse=True, probe_launcher=FakeLauncher(40),
+                     progress=heard)
+    names = [e[0] for e in heard.events]
+    assert names[0] == "searching" and "probing" in names and "probed" in names
+    assert names.count("searched") == 1 and names[-1] == "reused"
+    assert capsys.readouterr() == ("", "")
 
 
 class MeasureLauncher:
@@ -278,7 +310,7 @@ class MeasureLauncher:
 
 
 def test_a_measurement_that_runs_out_of_memory_steps_down_and_corrects_the_search(tmp_path):
-    from dlbench.commands.maxbatch import run_searches, stored
+    from dlbench.workloads.maxbatch_search import run_searches, stored
     cfg = _mbcfg(start=16, tolerance=0)
     with Store(tmp_path / "s.db") as store:
         found, measured = run_searches([cfg], store, {}, "test", measure_with=MeasureLauncher(36),
@@ -297,7 +329,7 @@ def test_a_measurement_that_runs_out_of_memory_steps_down_and_corrects_the_searc
 def test_resume_steps_down_below_a_measurement_that_ran_out_of_memory_before(tmp_path):
     # A slot ended while the measurement stepped down (the best batch had run out of memory):
     # --resume does not run the failed batch again, it measures the next one down.
-    from dlbench.commands.maxbatch import run_searches
+    from dlbench.workloads.maxbatch_search import run_searches
 
     class CutAfterFirst(MeasureLauncher):
         def run(self, cfg, env):
@@ -334,7 +366,7 @@ class InterruptingLauncher(FakeLauncher):
 
 
 def test_an_interrupted_search_keeps_its_probes_and_resume_probes_only_what_it_lacked(tmp_path):
-    from dlbench.commands.maxbatch import run_searches
+    from dlbench.workloads.maxbatch_search import run_searches
     cfg = _mbcfg(start=16, tolerance=0)
     whole = FakeLauncher(50)
     expected = mb.search(cfg, {}, default_start=16, launcher=whole)
@@ -357,7 +389,7 @@ def test_an_interrupted_search_keeps_its_probes_and_resume_probes_only_what_it_l
 def test_resume_measures_a_stored_search_whose_throughput_was_never_measured(tmp_path):
     # A slot ended after the search was stored and before its measurement: --resume probes
     # nothing again and measures at the stored batch; once measured, it opens no run at all.
-    from dlbench.commands.maxbatch import run_searches
+    from dlbench.workloads.maxbatch_search import run_searches
     cfg = _mbcfg(start=16, tolerance=0)
     probes, measurer = FakeLauncher(40), MeasureLauncher(40)
     with Store(tmp_path / "s.db") as store:
@@ -374,7 +406,7 @@ def test_resume_measures_a_stored_search_whose_throughput_was_never_measured(tmp
 
 
 def test_known_probes_are_reused_only_when_they_speak_of_memory(tmp_path):
-    from dlbench.commands.maxbatch import run_searches
+    from dlbench.workloads.maxbatch_search import run_searches
     known = (Probe(batch=16, outcome="ok"), Probe(batch=64, outcome=ErrorType.EXCEPTION))
     launcher = FakeLauncher(50)
     rec = mb.search(_mbcfg(start=16, tolerance=0), {}, default_start=16, launcher=launcher,
@@ -468,7 +500,7 @@ def test_fatal_error_inline_says_to_isolate_and_releases_nothing(monkeypatch):
 
     def broken(cfg, env):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
-    monkeypatch.setattr(inline.throughput, "measure", broken)
+    monkeypatch.setattr("dlbench.workloads.throughput.measure", broken)  # the worker, by name
     rec = InlineLauncher().run(ThroughputConfig(model="tiny_cnn", batch_size=2), {})
     assert rec.error_type == ErrorType.FATAL
     assert "--isolate" in rec.error and "illegal memory access" in rec.error

@@ -3,7 +3,7 @@
 import pytest
 
 from dlbench.config import ConfigError
-from dlbench.suites import SUITES, DeviceFacts, suite_for
+from dlbench.suites import SUITES, VIEWS, DeviceFacts, canonical, suite_for, view_of_suite
 
 GPU_BF16 = DeviceFacts(cuda=True, bf16=True)
 GPU_FP16 = DeviceFacts(cuda=True, bf16=False)
@@ -33,8 +33,8 @@ def test_fp16_where_the_gpu_has_no_bf16():
     assert {c.precision for c in configs} == {"fp16"}
 
 
-def test_seed_suites():
-    _, s0 = suite_for("seed000", GPU_BF16)
+def test_classic_cnn_and_ms_per_batch_suites():
+    _, s0 = suite_for("classic-cnn", GPU_BF16)
     assert len(s0) == 24
     assert {(c.precision, c.compile) for c in s0} == {("fp16", None), ("fp16", "default"),
                                                        ("fp32", None), ("fp32", "default")}
@@ -42,9 +42,32 @@ def test_seed_suites():
     assert compiled[-2:] == ["nasnet", "nasnet"]  # the longest compile does not hold up the rest
     r50 = {c.precision: c.batch_size for c in s0 if c.model == "resnet50"}
     assert r50 == {"fp16": 512, "fp32": 256}
-    _, s2 = suite_for("seed002", GPU_BF16)
+    _, s2 = suite_for("ms-per-batch", GPU_BF16)
     assert len(s2) == 12 and {c.batch_size for c in s2} == {16}
     assert {c.method for c in s2} == {"fwd-bwd"}
+
+
+@pytest.mark.parametrize("old,new", [("seed000", "classic-cnn"), ("seed002", "ms-per-batch")])
+def test_old_suite_names_build_the_same_suite_and_are_not_listed(old, new):
+    suite, configs = suite_for(old, GPU_BF16)
+    assert suite.name == new and configs == suite_for(new, GPU_BF16)[1]
+    assert old not in SUITES and canonical(old) == new and canonical(new) == new
+    assert view_of_suite(old) == view_of_suite(new) == new   # a stored run's table layout
+    assert view_of_suite("tune") == "throughput" and view_of_suite(None, "x") == "x"
+
+
+def test_every_suite_view_is_a_known_view():
+    assert {s.view for s in SUITES.values()} <= set(VIEWS)
+
+
+def test_reading_the_suites_imports_no_torch():
+    # `dlbench --help` and `dlbench run --list-suites` read this module.
+    import subprocess
+    import sys
+    code = "import sys, dlbench.suites; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
 
 
 def test_gpu_only_suite_on_cpu_names_the_cpu_suite():

@@ -243,8 +243,11 @@ def test_whatif_command_tables(capsys):
     out = capsys.readouterr().out
     assert "PREDICTED step time" in out and "PREDICTED training throughput" in out
     assert "hides behind" in out
-    assert main(["whatif", "--seed004"]) == 0
-    assert "over 5x" in capsys.readouterr().out
+    assert main(["whatif", "--ps-cluster"]) == 0
+    ps = capsys.readouterr().out
+    assert "over 5x" in ps
+    assert main(["whatif", "--seed004"]) == 0            # the old flag, hidden, still works
+    assert capsys.readouterr().out == ps
     assert main(["whatif", "--networks"]) == 0
     assert "ib-ndr" in capsys.readouterr().out
 
@@ -327,3 +330,20 @@ def test_whatif_check_takes_each_profiles_own_link_and_the_shared_one_gpu_record
     slow = rows[1]
     assert slow.compute_s == pytest.approx(0.004)   # the one-GPU record, whatever the profile
     assert slow.predicted_none_s == pytest.approx(0.004 + 2 * 10e-6 + 4 * 49_866 / 10e6)
+
+
+def test_whatif_help_names_the_ps_cluster_and_hides_the_old_flag(capsys):
+    from dlbench.cli import main
+    with pytest.raises(SystemExit):
+        main(["whatif", "--help"])
+    out = capsys.readouterr().out
+    assert "--ps-cluster" in out and "--seed004" not in out and "seed 00" not in out
+
+
+def test_scenarios_ps_cluster_matches_the_check_module():
+    from dlbench.whatif import check, scenarios
+    c = scenarios.ps_cluster()
+    implied = round(check.seed004_implied_compute(get_network("ib-fdr")), 4)
+    assert c.implied_compute_s == implied
+    assert {r.network for r in c.rows} == {"1gbe", "10gbe", "ib-fdr"}
+    assert c.slowdown_1gbe > 1 and c.observed_hours_1gbe == pytest.approx(23)

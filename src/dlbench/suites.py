@@ -10,24 +10,26 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from dlbench.config import ConfigError
 from dlbench.records.throughput import ThroughputConfig, expand
 from dlbench.measure.stopping import StopRule
-from dlbench.models import get_model
 
-SEED000_MODELS = ("resnet50", "inception_v3", "nasnet", "vgg16", "resnet152", "inception_v4")
+# The six CNNs of the 2020 tf_cnn_benchmarks study (4x Quadro RTX 8000, NVLink on and off).
+CLASSIC_CNN_MODELS = ("resnet50", "inception_v3", "nasnet", "vgg16", "resnet152", "inception_v4")
 MODERN_MODELS = ("vit_b_16", "bert-base", "gpt2")
-SEED002_MODELS = ("vgg16", "resnet152", "densenet161")
+# The three networks of the classic per-model ms-per-batch scripts (u39kun/deep-learning-benchmark).
+MS_PER_BATCH_MODELS = ("vgg16", "resnet152", "densenet161")
 
-# Per-GPU batch sizes for the seed-000 table. The article's fp16 runs used 1024 for ResNet-50
-# and 512 for the rest on 48 GB cards (TensorFlow); with PyTorch on an 80 GB card these are the
-# sizes that fit with room to spare. fp32 runs use half, as the article's fp32 table did.
-SEED000_FP16_BATCH = {"resnet50": 512, "inception_v3": 256, "nasnet": 32, "vgg16": 256,
-                      "resnet152": 256, "inception_v4": 256}
+# Per-GPU batch sizes for the classic-CNN table. The tf_cnn_benchmarks study's fp16 runs used
+# 1024 for ResNet-50 and 512 for the rest on 48 GB cards (TensorFlow); with PyTorch on an 80 GB
+# card these are the sizes that fit with room to spare. fp32 runs use half, as its fp32 table did.
+CLASSIC_CNN_FP16_BATCH = {"resnet50": 512, "inception_v3": 256, "nasnet": 32, "vgg16": 256,
+                          "resnet152": 256, "inception_v4": 256}
 
 # GPU windows: long enough for a 1% interval on a steady GPU, short enough that the default
 # suite (10 configs) finishes in a few minutes.
 GPU_STOP = StopRule(min_steps=20, min_seconds=2.0, max_seconds=12.0, target_rel_ci=0.01)
-# Sweeps with many configs (seed 000: 24) trade a little precision for time.
+# Sweeps with many configs (classic-cnn: 24) trade a little precision for time.
 SWEEP_STOP = StopRule(min_steps=10, min_seconds=1.5, max_seconds=8.0, target_rel_ci=0.01)
 # CPU windows: a ResNet-50 step takes seconds on two cores.
 CPU_STOP = StopRule(min_steps=5, min_seconds=3.0, max_seconds=12.0, target_rel_ci=0.02)
@@ -52,7 +54,7 @@ class Suite:
     name: str
     description: str
     build: Callable[[DeviceFacts], list[ThroughputConfig]]
-    view: str = "throughput"   # which table the terminal prints: throughput | seed000 | seed002
+    view: str = "throughput"   # which table the terminal prints: one of VIEWS
     gpu_only: bool = False
 
 
@@ -62,6 +64,7 @@ REFERENCE_MEMORY_BYTES = 81_559 * 2**20
 
 def gpu_batch(model: str, memory_bytes: int | None = None) -> int:
     """The model's default batch, scaled down to a power of two on a card with less memory."""
+    from dlbench.models import get_model  # imports torch: `dlbench --help` reads this module
     b = get_model(model).default_batch
     # 10% slack: torch reports a little less than nvidia-smi for the same card (an H100 80GB
     # shows 79.2 GiB to torch), and that card must get the full batch.
@@ -75,7 +78,7 @@ def _default_gpu(dev: DeviceFacts) -> list[ThroughputConfig]:
     common = dict(precision=dev.mixed, warmup_steps=10, warmup_seconds=1.0, stop=GPU_STOP)
     mem = dev.memory_bytes
     configs = [ThroughputConfig(model=m, batch_size=gpu_batch(m, mem), channels_last=_is_image(m),
-                                **common) for m in SEED000_MODELS + MODERN_MODELS]
+                                **common) for m in CLASSIC_CNN_MODELS + MODERN_MODELS]
     configs.append(ThroughputConfig(model="resnet50", batch_size=gpu_batch("resnet50", mem),
                                     mode="eval", channels_last=True, **common))
     return configs
@@ -94,26 +97,28 @@ def _cpu(dev: DeviceFacts) -> list[ThroughputConfig]:
     ]
 
 
-def _seed000(dev: DeviceFacts) -> list[ThroughputConfig]:
-    """Seed 000's single-GPU column: train, fp16 and fp32, eager and compiled (the XLA counterpart)."""
+def _classic_cnn(dev: DeviceFacts) -> list[ThroughputConfig]:
+    """The tf_cnn_benchmarks study's single-GPU column: train, fp16 and fp32, eager and compiled
+    (torch.compile standing in for its XLA)."""
     configs = []
     # Eager first, compiled after: the eager column is complete early, and an interrupted run
     # resumes into the compiled one. NASNet compiles last: its graph of many cells takes
     # inductor minutes per precision on an H100, and would hold up every model behind it.
-    compiled_order = [m for m in SEED000_MODELS if m != "nasnet"] + ["nasnet"]
-    for comp, models in ((None, SEED000_MODELS), ("default", compiled_order)):
+    compiled_order = [m for m in CLASSIC_CNN_MODELS if m != "nasnet"] + ["nasnet"]
+    for comp, models in ((None, CLASSIC_CNN_MODELS), ("default", compiled_order)):
         for m in models:
             for prec in ("fp16", "fp32"):
-                bs = SEED000_FP16_BATCH[m] // (1 if prec == "fp16" else 2)
+                bs = CLASSIC_CNN_FP16_BATCH[m] // (1 if prec == "fp16" else 2)
                 configs.append(ThroughputConfig(model=m, batch_size=bs, precision=prec,
                                                 compile=comp, channels_last=True, warmup_steps=5,
                                                 warmup_seconds=1.0, stop=SWEEP_STOP))
     return configs
 
 
-def _seed002(dev: DeviceFacts) -> list[ThroughputConfig]:
-    """Seed 002's table: batch 16, fp32 and fp16, eval and train (forward + sum().backward())."""
-    return expand(SEED002_MODELS, [16], modes=("eval", "train"), precisions=("fp32", "fp16"),
+def _ms_per_batch(dev: DeviceFacts) -> list[ThroughputConfig]:
+    """The classic per-model ms-per-batch table: batch 16, fp32 and fp16, eval and train
+    (forward + sum().backward(), as those scripts time it)."""
+    return expand(MS_PER_BATCH_MODELS, [16], modes=("eval", "train"), precisions=("fp32", "fp16"),
                   method="fwd-bwd", warmup_steps=10, warmup_seconds=1.0, stop=GPU_STOP)
 
 
@@ -127,21 +132,42 @@ def _smoke(dev: DeviceFacts) -> list[ThroughputConfig]:
 
 
 def _is_image(model: str) -> bool:
+    from dlbench.models import get_model  # imports torch: `dlbench --help` reads this module
     return get_model(model).kind == "image"
 
 
+#: The table layouts a suite's results are printed in (``results show --view``).
+VIEWS = ("throughput", "classic-cnn", "ms-per-batch")
+
 SUITES: dict[str, Suite] = {s.name: s for s in (
-    Suite("default", "the six seed-000 models + vit_b_16, bert-base, gpt2: train, bf16 (else fp16), "
+    Suite("default", "the six classic CNNs + vit_b_16, bert-base, gpt2: train, bf16 (else fp16), "
           "channels_last, batches that fill an 80 GB GPU; plus ResNet-50 eval", _default_gpu,
           gpu_only=True),
     Suite("cpu", "a CPU-sized set (ResNet-50, ViT-B/16, BERT, GPT-2), about two minutes on 2 cores",
           _cpu),
-    Suite("seed000", "seed 000's 1-GPU column: six CNNs, train, fp16 and fp32, eager and compiled",
-          _seed000, view="seed000", gpu_only=True),
-    Suite("seed002", "seed 002's table: vgg16, resnet152, densenet161, batch 16, fp32/fp16, eval/train, "
-          "in ms per batch", _seed002, view="seed002"),
+    Suite("classic-cnn", "the six CNNs of the 2020 tf_cnn_benchmarks study on one GPU: train, "
+          "fp16 and fp32, eager and compiled, in images/s", _classic_cnn, view="classic-cnn",
+          gpu_only=True),
+    Suite("ms-per-batch", "vgg16, resnet152, densenet161 at batch 16, fp32/fp16, eval/train, in "
+          "ms per batch, as the classic per-model benchmark scripts", _ms_per_batch,
+          view="ms-per-batch"),
     Suite("smoke", "tiny test models through every path, in seconds", _smoke),
 )}
+
+#: Old names, still accepted (and found in the ``suite`` column of stores written before the
+#: rename), never listed.
+OLD_NAMES = {"seed000": "classic-cnn", "seed002": "ms-per-batch"}
+
+
+def canonical(name: str | None) -> str | None:
+    """A suite or view name as it is called now: ``seed000`` -> ``classic-cnn``."""
+    return OLD_NAMES.get(name, name) if name is not None else None
+
+
+def view_of_suite(name: str | None, default: str = "throughput") -> str:
+    """The table layout of a stored run's suite (old names included), else ``default``."""
+    suite = SUITES.get(canonical(name))
+    return suite.view if suite is not None else default
 
 
 def suite_for(name: str | None, dev: DeviceFacts) -> tuple[Suite, list[ThroughputConfig]]:
@@ -149,10 +175,9 @@ def suite_for(name: str | None, dev: DeviceFacts) -> tuple[Suite, list[Throughpu
 
     A GPU-only suite asked for on a machine without a GPU is an error that names the CPU suite.
     """
-    from dlbench.config import ConfigError
-
     if name is None:
         name = "default" if dev.cuda else "cpu"
+    name = canonical(name)
     if name not in SUITES:
         raise ConfigError(f"--suite {name!r} is unknown; choose one of {', '.join(SUITES)}")
     suite = SUITES[name]

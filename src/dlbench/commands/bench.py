@@ -1,25 +1,22 @@
-"""``dlbench run`` and ``dlbench throughput``: configs -> pre-flight -> sweep -> tables."""
+"""``dlbench run`` and ``dlbench throughput``: flags -> configs -> sweep -> tables."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from dataclasses import replace
 from typing import Sequence
 
 from dlbench import env as envmod
 from dlbench.commands.common import (EPILOG, EXIT_FAILED_RESULTS, EXIT_FATAL, EXIT_INTERRUPTED,
-                                     EXIT_OK, add_sweep_flags, batch_size, compile_mode, csv_list,
-                                     device_facts, flatten, on_off, preflight)
-from dlbench.config import ATTENTION_BACKENDS, METHODS, OPTIMIZER_IMPLS, ConfigError
-from dlbench.records.throughput import ThroughputConfig, expand
+                                     EXIT_OK, SearchPrinter, add_sweep_flags, batch_size,
+                                     compile_mode, csv_list, flatten, metavar, on_off, one_of,
+                                     say_to_stderr, show_tables)
+from dlbench.config import ATTENTION_BACKENDS, METHODS, OPTIMIZER_IMPLS
 from dlbench.measure.stopping import StopRule
-from dlbench.models import get_model
-from dlbench.report import export, tables, terminal
-from dlbench.store import Store
-from dlbench.suites import SUITES, gpu_batch, suite_for
-from dlbench.sweep import NullProgress, SweepOutcome, run_sweep
+from dlbench.report import export, terminal
+from dlbench.suites import OLD_NAMES, SUITES
+from dlbench.sweep import NullProgress, SweepOutcome
 
 ORDER = 10
 
@@ -33,10 +30,12 @@ TUNED_HELP = ("tuned mode: also run each config in the fastest configuration dlb
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a named suite (default: the one for this machine)",
                        description="Run a named suite. With no --suite: 'default' on a GPU "
-                       "(seed-000 CNNs + ViT, BERT, GPT-2, train, bf16/fp16, under 5 minutes on "
-                       "an H100), 'cpu' on a machine without one (about 2 minutes on 2 cores).",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--suite", help="suite name; --list-suites shows them")
+                       "(six classic CNNs + ViT, BERT, GPT-2, train, bf16/fp16, under 5 minutes "
+                       "on an H100), 'cpu' on a machine without one (about 2 minutes on 2 "
+                       "cores).", epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", type=one_of(tuple(SUITES), OLD_NAMES, "suite"),
+                   metavar=metavar(SUITES), help="suite name; --list-suites says what each runs")
     p.add_argument("--list-suites", action="store_true", help="list the suites and exit")
     p.add_argument("--tuned", action="store_true", help=TUNED_HELP)
     add_sweep_flags(p)
@@ -68,8 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--channels-last", action="append", type=csv_list(on_off),
                    help="on/off: NHWC memory format for image models (default: off)")
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd",
-                   help="sgd = SGD with momentum 0.9, as seed 000 (default)")
-    p.add_argument("--method", type=method_name, default="standard", metavar="{standard,fwd-bwd}",
+                   help="sgd = SGD with momentum 0.9, as tf_cnn_benchmarks (default)")
+    p.add_argument("--method", type=one_of(METHODS, OLD_METHODS, "method"), default="standard",
+                   metavar=metavar(METHODS),
                    help="fwd-bwd: train = forward + out.sum().backward(), no loss and no "
                         "optimizer, as classic per-model ms-per-batch scripts time it "
                         "(default: standard, a full training step)")
@@ -127,30 +127,40 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # -- run / throughput -------------------------------------------------------------------------
+#: ``--method`` names no longer shown, still accepted.
+OLD_METHODS = {"seed002": "fwd-bwd"}
+AUTO = "auto"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.list_suites:
+        width = max(map(len, SUITES))
         for s in SUITES.values():
-            terminal.stdout.print(f"[bold]{s.name:8}[/bold] {s.description}"
+            terminal.stdout.print(f"[bold]{s.name:{width}}[/bold] {s.description}"
                                   + (" [dim](GPU only)[/dim]" if s.gpu_only else ""))
         return EXIT_OK
-    suite, configs = suite_for(args.suite, device_facts())
+    from dlbench.suites import suite_for
+    from dlbench.workloads import plans  # imports torch: kept out of `dlbench --help`
+    suite, configs = suite_for(args.suite, plans.device_facts())
     return _sweep(args, configs, suite.name, suite.view, tuned=args.tuned,
                   keep=("precision", "batch_size"))
 
 
 def cmd_throughput(args: argparse.Namespace) -> int:
+    from dlbench.models import get_model
+    from dlbench.records.throughput import expand
+    from dlbench.workloads import plans  # imports torch: kept out of `dlbench --help`
+
     models = [get_model(m).name for m in flatten(args.model, [])]
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,
                     max_seconds=args.max_time, max_steps=args.max_steps,
                     target_rel_ci=args.target_ci)
-    facts = device_facts()
-    on_gpu = args.device != "cpu" and facts.cuda
+    facts = plans.device_facts()
+    gpu = plans.on_gpu(args.device, facts)
     batches = flatten(args.batch_size, [None])
-    precisions = flatten(args.precision, [])
-    if not precisions:  # tuned mode's own default is mixed precision on a GPU
-        precisions = [("bf16" if facts.bf16 else "fp16") if args.tuned and on_gpu else "fp32"]
+    precisions = flatten(args.precision, []) or [
+        plans.tuned_precision(facts, gpu) if args.tuned else "fp32"]
     fixed = [b for b in batches if b != AUTO]
-    auto = len(fixed) < len(batches)
     configs = expand(
         models, fixed or [1],
         modes=flatten(args.mode, ["train"]),
@@ -159,58 +169,41 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         channels_last=flatten(args.channels_last, [False]),
         cuda_graphs=flatten(args.cuda_graph, [False]),
         optimizer_impl=args.optimizer_impl, attention=args.attention, pad_vocab=args.pad_vocab,
-        default_batch=lambda m: gpu_batch(m, facts.memory_bytes) if on_gpu else _cpu_batch(m),
+        default_batch=plans.default_batch(facts, gpu),
         optimizer=args.optimizer, method=args.method, input_size=args.input_size,
         device=args.device, warmup_steps=args.warmup, warmup_seconds=args.warmup_time,
         stop=stop, seed=args.seed, checkpointing=args.checkpointing, autotune=args.autotune,
         telemetry_interval_s=args.telemetry_interval or None, profile_steps=args.profile)
-    # channels_last means nothing for a text model, nor a vocabulary for an image model: in a
-    # mixed -m list each model is measured once, without the flag that does not apply to it.
-    configs = _with_compiled_loss(configs, flatten(args.compile_loss, [False]))
-    configs = list({c.key(): c for c in (_applicable(c) for c in configs)}.values())
-    if auto:  # size each setup now, before the sweep: the largest batch that fits it
-        setups = list({c.key(): c for c in (replace(c, batch_size=1) for c in configs)}.values())
-        preflight(setups)
-        from dlbench.commands.maxbatch import resolve_auto
-        sized = resolve_auto(setups, args.db, args.command_line, tag=args.tag, quiet=args.quiet)
-        configs = list({c.key(): c for c in (configs if fixed else []) + sized}.values())
-    view = "seed002" if args.method == "fwd-bwd" else "throughput"
+    configs = plans.with_compiled_loss(configs, flatten(args.compile_loss, [False]))
+    configs = plans.unique(map(plans.applicable, configs))
+    if len(fixed) < len(batches):  # -b auto: size each setup now, before the sweep
+        configs = (configs if fixed else []) + _auto(args, plans.auto_setups(configs))
+        configs = plans.unique(configs)
+    view = "ms-per-batch" if args.method == "fwd-bwd" else "throughput"
     keep = [name for name, given in (("precision", args.precision), ("batch_size", args.batch_size))
             if given]
     return _sweep(args, configs, None, view, tuned=args.tuned, keep=keep)
 
 
-AUTO = "auto"
-
-
-def _applicable(cfg: ThroughputConfig) -> ThroughputConfig:
-    kind = get_model(cfg.model).kind
-    return replace(cfg, channels_last=cfg.channels_last and kind == "image",
-                   pad_vocab=cfg.pad_vocab and kind == "text")
-
-
-def _with_compiled_loss(configs: list[ThroughputConfig],
-                        choices: Sequence[bool]) -> list[ThroughputConfig]:
-    """``--compile-loss on`` applies to the compiled training steps of the sweep; the others
-    (eager, eval) run once without it. Refused where no config of the sweep can take it."""
-    out = []
-    for cfg in configs:
-        if cfg.compile and cfg.mode == "train" and cfg.method == "standard":
-            out += [replace(cfg, compile_loss=on) for on in choices]
+def _auto(args: argparse.Namespace, setups: list) -> list:
+    """Each setup at the largest batch that fits (a stored 'dlbench maxbatch' result, or a
+    search now); a setup where nothing fits is left out, with a message."""
+    from dlbench.workloads.maxbatch_search import auto_batches
+    from dlbench.workloads.plans import preflight
+    preflight(setups)
+    sized = []
+    for a in auto_batches(setups, args.db, args.command_line, tag=args.tag,
+                          progress=SearchPrinter(say_to_stderr(args.quiet))):
+        cfg = a.config
+        if a.sized is not None:
+            # Printed even with --quiet: the batch is part of what the sweep measures.
+            terminal.stderr.print(f"-b auto: {cfg.model} {cfg.precision} {cfg.mode} -> batch "
+                                  f"{a.search.best_batch}")
+            sized.append(a.sized)
         else:
-            out.append(cfg)
-    if any(choices) and not any(c.compile_loss for c in out):
-        raise ConfigError("--compile-loss on needs a compiled training step: add --compile "
-                          "default (or another mode) and keep --mode train, --method standard")
-    return out
-
-
-def method_name(text: str) -> str:
-    """``--method``: standard or fwd-bwd (``seed002``, its old name, still accepted)."""
-    name = {"seed002": "fwd-bwd"}.get(text, text)
-    if name not in METHODS:
-        raise argparse.ArgumentTypeError(f"choose from {', '.join(METHODS)} (got {text!r})")
-    return name
+            terminal.error(f"-b auto: {cfg.label.replace(' b1 ', ' ')}: no batch fits "
+                           f"({a.search.error}); left out of the sweep")
+    return sized
 
 
 def _batch_or_auto(text: str) -> int | str | None:
@@ -218,40 +211,31 @@ def _batch_or_auto(text: str) -> int | str | None:
     return AUTO if text.strip().lower() == AUTO else batch_size(text)
 
 
-def _cpu_batch(model: str) -> int:
-    """A CPU-sized default batch: a quarter of the GPU default, at most 16."""
-    return max(1, min(16, get_model(model).default_batch // 4))
-
-
-def _sweep(args: argparse.Namespace, configs: list[ThroughputConfig], suite: str | None,
-           view: str, tuned: bool = False, keep: Sequence[str] = ()) -> int:
-    preflight(configs)
+def _sweep(args: argparse.Namespace, configs: list, suite: str | None, view: str,
+           tuned: bool = False, keep: Sequence[str] = ()) -> int:
+    from dlbench.workloads import plans, runs  # imports torch: kept out of `dlbench --help`
+    plans.preflight(configs)
     env = envmod.capture_environment()
     label = envmod.device_label(env)
     if tuned:
-        from dlbench.tuning.plan import plan
-        configs, notes = plan(configs, env, args.db, keep, quick_compile=suite is not None)
-        preflight(configs)
+        configs, notes = runs.tuned_configs(configs, env, args.db, keep,
+                                            quick_compile=suite is not None)
         if not args.quiet:
             terminal.stderr.print("[bold]tuned mode[/bold]: each config is measured plain, then "
                                   "tuned; the recipes:")
             for note in notes:
                 terminal.stderr.print(f"  {note}")
-    from dlbench.launch.inline import InlineLauncher
-    from dlbench.launch.subprocess_launcher import SubprocessLauncher
-    launcher = SubprocessLauncher() if args.isolate else InlineLauncher()
     if not args.quiet:
         terminal.stderr.print(
             f"[bold]dlbench[/bold] {len(configs)} benchmark(s)"
             + (f" (suite {suite})" if suite else "") + f" on {label}; torch "
             f"{(env.get('packages') or {}).get('torch')}; results -> {args.db}")
-    progress = NullProgress() if args.quiet else terminal.RichProgress()
     t0 = time.perf_counter()
-    with Store(args.db) as store:
-        outcome = run_sweep(configs, store, launcher, env, command=args.command_line,
-                            suite=suite, tag=args.tag, resume=args.resume, progress=progress)
-    wall = time.perf_counter() - t0
-    _print_outcome(args, outcome, view, label, wall)
+    outcome = runs.run_throughput(
+        configs, args.db, args.command_line, env, isolate=args.isolate, suite=suite,
+        tag=args.tag, resume=args.resume,
+        progress=NullProgress() if args.quiet else terminal.RichProgress())
+    _print_outcome(args, outcome, view, label, time.perf_counter() - t0)
     if outcome.status == "interrupted":
         return EXIT_INTERRUPTED
     if outcome.status == "fatal":
@@ -273,18 +257,7 @@ def _print_outcome(args: argparse.Namespace, outcome: SweepOutcome, view: str, l
                                            if outcome.skipped else ""))
 
 
-def show_tables(records: Sequence, view: str, label: str) -> None:
-    """The tables for a set of records of any kinds: each kind gets its own layout."""
-    if not records:
-        terminal.stdout.print("no results")
-        return
-    for table in tables.tables_for(records, label, view):
-        terminal.print_table(table)
-    for r in records:
-        skipped = getattr(r, "skipped_steps", lambda: None)()
-        if skipped:
-            terminal.warn(f"{r.config.label}: GradScaler lowered the loss scale {skipped} time(s) "
-                          f"in the measured window: at least {skipped} step(s) skipped the "
-                          f"optimizer (fp16 overflow), so the figure is slightly optimistic")
-
-
+def _with_compiled_loss(configs, choices):
+    """Kept for tests/test_tuning.py until it imports ``workloads.plans.with_compiled_loss``."""
+    from dlbench.workloads.plans import with_compiled_loss  # imports torch
+    return with_compiled_loss(configs, choices)

@@ -7,9 +7,10 @@ import json
 import sys
 import time
 
-from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
-                                     add_store_flags, csv_list)
-from dlbench.commands.scale import MULTINODE, add_dist_flags, rendezvous
+from dlbench import env as envmod
+from dlbench.commands.common import (MULTINODE, add_dist_flags, add_store_flags, csv_list,
+                                     exit_code, flatten, rendezvous_flags, show_failures)
+from dlbench.report import tables, terminal
 
 ORDER = 21
 
@@ -58,79 +59,35 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_comm(args: argparse.Namespace) -> int:
-    import torch
+    from dlbench.workloads import plans, runs  # heavy: torch
 
-    from dlbench import env as envmod
-    from dlbench.commands.common import flatten
-    from dlbench.config import ConfigError
-    from dlbench.launch.torchrun import TorchrunLauncher
-    from dlbench.report import tables, terminal
-    from dlbench.records.base import new_id
-    from dlbench.launch.interconnect import PROFILE_ENV
-    from dlbench.measure.bandwidth import COMM_OPS
-    from dlbench.store import Store
-    from dlbench.sweep import env_key
-    from dlbench.workloads.comm import parse_size, sizes_between
-
-    ops = flatten(args.op, list(COMM_OPS))
-    for op in ops:
-        if op not in COMM_OPS:
-            raise ConfigError(f"--op must be among {', '.join(COMM_OPS)}; got {op!r}")
-    profiles = flatten(args.interconnect, ["default"])
-    for prof in profiles:
-        if prof not in PROFILE_ENV:
-            raise ConfigError(f"--interconnect must be among {', '.join(PROFILE_ENV)}; "
-                              f"got {prof!r}")
-    try:
-        sizes = sizes_between(parse_size(args.min), parse_size(args.max), args.factor)
-    except ValueError as exc:
-        raise ConfigError(f"--min/--max/--factor: {exc}") from None
-    cuda = args.device != "cpu" and torch.cuda.is_available()
-    backend = args.backend if args.backend != "auto" else ("nccl" if cuda else "gloo")
-    if backend == "nccl" and not cuda:
-        raise ConfigError("--backend nccl needs CUDA GPUs; use --backend gloo")
-    nproc = args.gpus or (torch.cuda.device_count() if cuda else 2)
-    rdzv = rendezvous(args)
+    plan = runs.comm_plan(flatten(args.op, []), flatten(args.interconnect, []), args.min,
+                          args.max, args.factor, device=args.device, backend=args.backend,
+                          ranks=args.gpus, dtype=args.dtype, iters=args.iters,
+                          warmup=args.warmup)
+    rdzv = plans.rendezvous(**rendezvous_flags(args))
+    ranks = plan.ranks * rdzv.nnodes
     env = envmod.capture_environment()
-    launcher = TorchrunLauncher(timeout_s=args.timeout, pg_timeout_s=args.pg_timeout,
-                                rendezvous=rdzv)
-    run_id, key, recs = new_id(), env_key(env), []
     t0 = time.perf_counter()
-    status = "running"
-    with Store(args.db) as store:
-        store.start_run(run_id, args.command_line, env, key, envmod.device_label(env), None,
-                        args.tag)
-        try:
-            for prof in profiles:
-                if not args.quiet:
-                    terminal.stderr.print(f"[bold]dlbench comm[/bold] {len(ops)} op(s) x "
-                                          f"{len(sizes)} sizes, {nproc * rdzv.nnodes} ranks "
-                                          f"({backend}, {prof})")
-                for r in launcher.run_comm(ops, sizes, nproc, env, backend=backend,
-                                           dtype=args.dtype, iters=args.iters,
-                                           warmup=args.warmup, interconnect=prof):
-                    r = r.with_run(run_id)
-                    store.add(r, key)
-                    recs.append(r)
-            status = "done"
-        except KeyboardInterrupt:
-            status = "interrupted"
-        finally:
-            store.finish_run(run_id, status)
+
+    def started(prof: str) -> None:
+        if not args.quiet:
+            terminal.stderr.print(f"[bold]dlbench comm[/bold] {len(plan.ops)} op(s) x "
+                                  f"{len(plan.sizes)} sizes, {ranks} ranks ({plan.backend}, "
+                                  f"{prof})")
+    run = runs.run_comm(plan, args.db, args.command_line, env, rdzv, timeout_s=args.timeout,
+                        pg_timeout_s=args.pg_timeout, tag=args.tag, on_profile=started)
+    recs = run.records
     if args.json:
         sys.stdout.write(json.dumps([dict(r.to_dict(), time_s=r.time_s, algbw=r.algbw(),
                                           busbw=r.busbw()) for r in recs], indent=1) + "\n")
     else:
-        for prof in profiles:
+        for prof in plan.profiles:
             sel = [r for r in recs if r.config.interconnect == prof]
             terminal.print_table(tables.comm_table(
-                sel, f"Collectives, {nproc * rdzv.nnodes} ranks, {backend}, {prof}, "
+                sel, f"Collectives, {ranks} ranks, {plan.backend}, {prof}, "
                      f"{envmod.device_label(env)}"))
-        for r in recs:
-            if not r.ok:
-                terminal.error(f"{r.config.label}: {r.error_type}: {(r.error or '')[:1500]}")
+        show_failures(recs)
     terminal.stderr.print(f"wall time {time.perf_counter() - t0:.1f} s; {len(recs)} result(s) "
-                          f"stored in {args.db} (run {run_id})")
-    if status == "interrupted":
-        return EXIT_INTERRUPTED
-    return EXIT_FAILED_RESULTS if any(not r.ok for r in recs) else EXIT_OK
+                          f"stored in {args.db} (run {run.run_id})")
+    return exit_code(recs, run.interrupted)

@@ -1,14 +1,16 @@
-"""What the subcommands share: exit codes, list-flag parsing, store and sweep flags, pre-flight."""
+"""What the subcommands share: exit codes, list-flag parsing, store, sweep and multi-host flags,
+hidden old names, and the printing of tables and search progress. Parsing and printing only:
+the work is in the modules the commands call.
+
+Nothing here may import torch (``dlbench --help`` reads this module).
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
-from dlbench.records.throughput import ThroughputConfig
-from dlbench.models import get_model
-from dlbench.suites import DeviceFacts
-from dlbench.workloads.devices import bf16_available, check_supported, resolve_device
+from dlbench.report import tables, terminal
 
 EXIT_OK = 0
 EXIT_USAGE = 2          # bad flags, unknown model, precision the device lacks: nothing ran
@@ -83,15 +85,123 @@ def add_sweep_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-def device_facts() -> DeviceFacts:
-    import torch
-    cuda = torch.cuda.is_available()
-    mem = torch.cuda.get_device_properties(0).total_memory if cuda else None
-    return DeviceFacts(cuda=cuda, bf16=bf16_available(), memory_bytes=mem)
+MULTINODE = """\
+several hosts: run the same command on every host, adding
+  --nnodes N --node-rank R --rdzv-endpoint HOST:PORT     (HOST = any one of the hosts)
+dlbench starts one torchrun agent per host (torch.distributed.run --nnodes N --node-rank R
+--rdzv-backend c10d --rdzv-endpoint HOST:PORT); --gpus is then GPUs per host. Every host's
+--db receives the whole job's record (all ranks' step times).
+Slurm: one task per node, e.g. in an sbatch script
+  export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1) MASTER_PORT=29500
+  srun --ntasks-per-node 1 dlbench scale -m resnet50 --gpus 8 --slurm --db run-$SLURM_NODEID.db
+--slurm reads SLURM_NNODES, SLURM_NODEID, SLURM_JOB_ID and MASTER_ADDR:MASTER_PORT.
+dlbench never turns NVLink multicast on: every rank gets NCCL_NVLS_ENABLE=0,
+TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1."""
 
 
-def preflight(configs: Sequence[ThroughputConfig]) -> None:
-    """Every model known, every precision possible on its device: checked before anything runs."""
-    for cfg in configs:
-        spec = get_model(cfg.model)
-        check_supported(cfg, spec, resolve_device(cfg.device))
+def add_dist_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nnodes", type=int, default=1, help="hosts in the job (default 1)")
+    p.add_argument("--node-rank", type=int, default=0, help="this host's index, 0..N-1")
+    p.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
+                   help="rendezvous (c10d store) address for --nnodes > 1")
+    p.add_argument("--rdzv-id", default="dlbench", help="job id shared by the hosts")
+    p.add_argument("--slurm", action="store_true",
+                   help="take --nnodes, --node-rank, --rdzv-* from Slurm's environment")
+
+
+def rendezvous_flags(args: argparse.Namespace) -> dict:
+    """The multi-host flags of ``add_dist_flags`` as ``workloads.plans.rendezvous`` takes them."""
+    return dict(nnodes=args.nnodes, node_rank=args.node_rank, endpoint=args.rdzv_endpoint,
+                run_id=args.rdzv_id, slurm=args.slurm)
+
+
+def one_of(names: Sequence[str], old: Mapping[str, str] | None = None,
+           flag: str = "") -> Callable[[str], str]:
+    """An argparse ``type=`` for a choice whose old names are still accepted but never shown:
+    ``old`` maps each to its new name. Use with ``metavar="{a,b}"`` (argparse's ``choices``
+    would list the old names too, or refuse them)."""
+    old = dict(old or {})
+
+    def parse(text: str) -> str:
+        name = old.get(text, text)
+        if name not in names:
+            raise argparse.ArgumentTypeError(f"choose from {', '.join(names)} (got {text!r})")
+        return name
+    parse.__name__ = flag or "name"  # argparse names the type in its errors
+    return parse
+
+
+def metavar(names: Sequence[str]) -> str:
+    return "{" + ",".join(names) + "}"
+
+
+def say_to_stderr(quiet: bool) -> Callable[[str], None]:
+    """A progress line printer: rich markup to stderr, or nothing with ``-q``."""
+    return (lambda text: None) if quiet else (lambda text: terminal.stderr.print(text))
+
+
+def exit_code(records: Sequence, interrupted: bool = False) -> int:
+    """130 if interrupted, 3 if some stored result is a failure, else 0."""
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED_RESULTS if any(not r.ok for r in records) else EXIT_OK
+
+
+def show_tables(records: Sequence, view: str, label: str) -> None:
+    """The tables for a set of records of any kinds: each kind gets its own layout."""
+    if not records:
+        terminal.stdout.print("no results")
+        return
+    for table in tables.tables_for(records, label, view):
+        terminal.print_table(table)
+    for r in records:
+        skipped = getattr(r, "skipped_steps", lambda: None)()
+        if skipped:
+            terminal.warn(f"{r.config.label}: GradScaler lowered the loss scale {skipped} time(s) "
+                          f"in the measured window: at least {skipped} step(s) skipped the "
+                          f"optimizer (fp16 overflow), so the figure is slightly optimistic")
+
+
+def show_failures(records: Sequence, limit: int = 1500) -> None:
+    """Each failed record's config, error type and (the start of) its error."""
+    for r in records:
+        if not r.ok:
+            terminal.error(f"{r.config.label}: {r.error_type}: {(r.error or '')[:limit]}")
+
+
+class SearchPrinter:
+    """A largest-batch search's progress as lines (``workloads.maxbatch_search.SearchProgress``)."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+
+    def reused(self, cfg, record) -> None:
+        self.say(f"{cfg.label}: batch {record.best_batch} (stored result {record.id})")
+
+    def searching(self, cfg, resumed: int) -> None:
+        self.say(f"{cfg.label}: searching" + (f" (resumed: {resumed} batch(es) probed before)"
+                                             if resumed else ""))
+
+    def probing(self, batch: int) -> None:
+        self.say(f"  batch {batch}: probing ...")
+
+    def probed(self, p) -> None:
+        took = f" ({p.wall_s:.0f} s)" if p.wall_s is not None else ""
+        if not p.fits:
+            self.say(f"  batch {p.batch}: [red]{p.outcome}[/red]{took}")
+            return
+        peak = p.allocated_peak_bytes
+        self.say(f"  batch {p.batch}: fits" + (f", peak {peak / tables.GIB:.2f} GiB" if peak
+                                               else "") + took)
+
+    def searched(self, cfg, record) -> None:
+        self.say(f"{cfg.label}: " + (f"largest batch {record.best_batch}" if record.ok
+                                     else f"{record.error_type}: {record.error}"))
+
+    def measure_failed(self, batch: int, earlier: bool, lower: int | None) -> None:
+        self.say(f"  measuring at batch {batch} ran out of memory"
+                 f"{' in an earlier run' if earlier else ''}; trying {lower}")
+
+    def fatal(self) -> None:
+        self.say("[red]a fatal device error: this process cannot measure any more; "
+                 "rerun with --resume --isolate[/red]")

@@ -7,20 +7,27 @@ import signal
 import sys
 import time
 
-from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
-                                     add_store_flags, batch_size, csv_list, flatten)
+from dlbench import env as envmod
+from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_OK, EXIT_USAGE, add_store_flags,
+                                     batch_size, csv_list, exit_code, flatten, show_failures)
+from dlbench.config import ConfigError
+from dlbench.netemu.topology import NetEmuUnavailable, cleanup_leftovers, privilege_problem
+from dlbench.report import export, terminal
+from dlbench.report.network import check_table, loss_table, net_table
+from dlbench.whatif.check import check_net
+from dlbench.workloads.net_runs import net_plan, run_net
 
 ORDER = 22
 
 DESCRIPTION = """\
-Seed 004 trained across 5 servers over 1 GbE, 10 GbE and InfiniBand. dlbench net repeats that
-kind of experiment on one Linux machine: it makes --hosts emulated hosts (network namespaces,
+A 2017 distributed-TensorFlow study trained across 5 servers over 1 GbE, 10 GbE and InfiniBand.
+dlbench net repeats that kind of experiment on one Linux machine: it makes --hosts emulated hosts (network namespaces,
 each with a veth port on one bridge, addresses from 10.231.0.0/24 that exist only inside them),
 gives every port the --link's rate in both directions (tc tbf; a delay needs tc netem), and
 trains the model across them with one gloo rank per host (started with 'ip netns exec';
 MASTER_ADDR = host 0's address). For each link and strategy it reports the step time and
 throughput, the bytes each host's interface sent and received per step (the kernel's counters),
-the busiest host's traffic (seed 004's parameter-server host carried the most), the link's
+the busiest host's traffic (that study's parameter-server host carried the most), the link's
 measured round-trip time and goodput, and the loss against iteration and wall time. Each host
 also times the same steps without communication, the compute time 'dlbench whatif' starts from.
 
@@ -92,9 +99,6 @@ def _terminate(signum, frame):  # SIGTERM/SIGHUP: unwind like Ctrl-C, so clean-u
 
 
 def cmd_net(args: argparse.Namespace) -> int:
-    from dlbench.netemu.topology import NetEmuUnavailable, cleanup_leftovers, privilege_problem
-    from dlbench.report import terminal
-
     problem = privilege_problem()
     if problem:
         terminal.error(problem)
@@ -111,7 +115,6 @@ def cmd_net(args: argparse.Namespace) -> int:
             terminal.error(e)
         return EXIT_OK if not errors else EXIT_FAILED_RESULTS
     if not args.model:
-        from dlbench.config import ConfigError
         raise ConfigError("-m/--model is required (e.g. -m tiny_mlp)")
     old = {s: signal.signal(s, _terminate) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
@@ -124,84 +127,27 @@ def cmd_net(args: argparse.Namespace) -> int:
             signal.signal(s, h)
 
 
-def _configs(args: argparse.Namespace):
-    from dlbench.config import ConfigError
-    from dlbench.records.throughput import ThroughputConfig
-    from dlbench.models import get_model
-    from dlbench.netemu.shaping import parse_link
-    from dlbench.records.net import NetConfig
-
-    spec = get_model(args.model)
-    links = [parse_link(t) for t in flatten(args.link, ["unshaped", "100mbit", "10mbit"])]
-    strategies = flatten(args.strategy, ["ddp", "ps"])
-    batch = args.batch_size or max(1, min(16, spec.default_batch // 4))
-    base = ThroughputConfig(model=spec.name, batch_size=batch, precision=args.precision,
-                            optimizer=args.optimizer, input_size=args.input_size, device="cpu",
-                            seed=args.seed, telemetry_interval_s=None)
-    if args.compute_steps < 1:
-        raise ConfigError("--compute-steps must be >= 1")
-    plan = [(link, [NetConfig(base=base, hosts=args.hosts, strategy=s, link=link.name,
-                              rate_bps=link.rate_bps, delay_s=link.delay_s, steps=args.steps,
-                              warmup_steps=args.warmup, bucket_mb=args.bucket_mb)
-                    for s in strategies]) for link in links]
-    return plan
-
-
 def _run(args: argparse.Namespace) -> int:
-    from dlbench import env as envmod
-    from dlbench.netemu.launch import NetLauncher
-    from dlbench.netemu.topology import NetEmuError, NetEmuUnavailable, Topology
-    from dlbench.report import export, terminal
-    from dlbench.report.network import loss_table, net_table
-    from dlbench.records.base import ErrorType, new_id
-    from dlbench.records.net import NetRecord
-    from dlbench.store import Store
-    from dlbench.sweep import env_key
-
-    plan = _configs(args)
+    plan = net_plan(args.model, hosts=args.hosts, links=flatten(args.link, []),
+                    strategies=flatten(args.strategy, []), batch=args.batch_size,
+                    precision=args.precision, optimizer=args.optimizer,
+                    input_size=args.input_size, seed=args.seed, steps=args.steps,
+                    warmup=args.warmup, compute_steps=args.compute_steps,
+                    bucket_mb=args.bucket_mb)
     env = envmod.capture_environment(include_topology=False)
-    launcher = NetLauncher(timeout_s=args.timeout, pg_timeout_s=args.pg_timeout,
-                           compute_steps=args.compute_steps)
-    run_id, key, recs = new_id(), env_key(env), []
-    status = "running"
-    t0 = time.perf_counter()
     total = sum(len(c) for _, c in plan)
-    with Store(args.db) as store:
-        store.start_run(run_id, args.command_line, env, key, "emulated network (CPU)", None,
-                        args.tag)
+    t0 = time.perf_counter()
+    seen = []
 
-        def keep(rec: NetRecord) -> None:
-            rec = rec.with_run(run_id)
-            store.add(rec, key)
-            recs.append(rec)
-            if not args.quiet:
-                terminal.stderr.print(_line(rec, len(recs), total), highlight=False)
-
-        topo = Topology(args.hosts)
-        try:
-            with topo:
-                windows, links = [], {}
-                for link, configs in plan:
-                    try:
-                        topo.shape(link)   # can this kernel make it? (netem for a delay)
-                    except NetEmuUnavailable:
-                        raise
-                    except NetEmuError as exc:  # this link cannot be made: rows, and go on
-                        for cfg in configs:
-                            keep(NetRecord(config=cfg, env=env, status="error",
-                                           error_type=ErrorType.UNSUPPORTED, error=str(exc),
-                                           topology=topo.describe()))
-                        continue
-                    links[link.name] = link
-                    windows += configs
-                if windows:
-                    launcher.run(windows, links, topo, env, on_record=keep)
-            status = "done"
-        except KeyboardInterrupt:
-            status = "interrupted"
-        finally:
-            store.finish_run(run_id, status)
-    for e in topo.cleanup_errors:
+    def line(rec) -> None:
+        seen.append(rec)
+        if not args.quiet:
+            terminal.stderr.print(_line(rec, len(seen), total), highlight=False)
+    out = run_net(plan, args.hosts, args.db, args.command_line, env, timeout_s=args.timeout,
+                  pg_timeout_s=args.pg_timeout, compute_steps=args.compute_steps, tag=args.tag,
+                  on_record=line)
+    recs = out.run.records
+    for e in out.cleanup_errors:
         terminal.error(f"clean-up: {e}; run 'dlbench net --cleanup'")
     if args.json:
         sys.stdout.write(export.to_json(recs) + "\n")
@@ -209,19 +155,13 @@ def _run(args: argparse.Namespace) -> int:
         terminal.print_table(net_table(recs, f"Training over emulated links, {args.hosts} hosts "
                                               f"(measured, {envmod.device_label(env)})"))
         terminal.print_table(loss_table(recs))
-        for r in recs:
-            if not r.ok:
-                terminal.error(f"{r.config.label}: {r.error_type}: {(r.error or '')[:1500]}")
+        show_failures(recs)
         if args.check:
-            from dlbench.report.network import check_table
-            from dlbench.whatif.check import check_net
             terminal.print_table(check_table(check_net(recs), "The what-if model against "
                                                               "these runs"))
     terminal.stderr.print(f"wall time {time.perf_counter() - t0:.1f} s; {len(recs)} result(s) "
-                          f"stored in {args.db} (run {run_id})")
-    if status == "interrupted":
-        return EXIT_INTERRUPTED
-    return EXIT_FAILED_RESULTS if any(not r.ok for r in recs) else EXIT_OK
+                          f"stored in {args.db} (run {out.run.run_id})")
+    return exit_code(recs, out.run.interrupted)
 
 
 def _line(r, i: int, total: int) -> str:

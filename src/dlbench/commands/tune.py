@@ -4,24 +4,40 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Iterator
 
 from dlbench import env as envmod
 from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
-                                     add_store_flags, batch_size, csv_list, device_facts,
-                                     flatten, preflight)
-from dlbench.records.throughput import ThroughputConfig
+                                     add_store_flags, batch_size, csv_list, flatten)
 from dlbench.measure.stopping import StopRule
-from dlbench.models import get_model
 from dlbench.report import terminal
-from dlbench.store import Store
-from dlbench.suites import gpu_batch
-from dlbench.sweep import NullProgress, run_sweep
-from dlbench.tuning.levers import EXTRA_LEVERS, LEVERS, flags_of, lever_named
-from dlbench.tuning.search import MARGIN, LeverSearch
-from dlbench.workloads.devices import resolve_device
+from dlbench.sweep import NullProgress
 
 ORDER = 12
+
+#: Where the help's epilog lists the levers: filled in only when help is shown, since the
+#: lever table imports torch (through the model registry) and `dlbench --help` must not.
+LEVERS_HERE = "{levers}"
+
+
+class _LeverHelp(argparse.RawDescriptionHelpFormatter):
+    def add_text(self, text: str | None) -> None:
+        if text and LEVERS_HERE in text:
+            text = text.replace(LEVERS_HERE, _lever_lines())
+        super().add_text(text)
+
+
+def _lever_lines() -> str:
+    from dlbench.tuning.levers import EXTRA_LEVERS, LEVERS  # heavy: torch
+    return ("levers, in the order tried:\n"
+            + "\n".join(f"  {lever.name:16} {lever.what}" for lever in LEVERS)
+            + "\ntried only when named in --levers:\n"
+            + "\n".join(f"  {lever.name:16} {lever.what}" for lever in EXTRA_LEVERS))
+
+
+def _lever(text: str):
+    """``--levers``: a lever's name (checked against the lever table when parsed)."""
+    from dlbench.tuning.levers import lever_named  # heavy: torch
+    return lever_named(text)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,13 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  dlbench tune -m resnet50 --precision bf16\n"
                "  dlbench tune -m gpt2 -b 16 --levers fused-optimizer,flash-attention,compile,"
                "cuda-graph\n\n"
-               "levers, in the order tried:\n" + "\n".join(
-                   f"  {lever.name:16} {lever.what}" for lever in LEVERS) + "\n"
-               "tried only when named in --levers:\n" + "\n".join(
-                   f"  {lever.name:16} {lever.what}" for lever in EXTRA_LEVERS) + "\n\n"
+               + LEVERS_HERE + "\n\n"
                "compile and CUDA graph capture time is part of each row's setup time; a lever "
                "that fails (out of memory, a capture error) is a row with its error.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=_LeverHelp)
     p.add_argument("-m", "--model", action="append", type=csv_list(), required=True,
                    help="model name(s); 'dlbench models' lists them")
     p.add_argument("-b", "--batch-size", type=batch_size,
@@ -52,10 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        "it, else fp16; fp32 on the CPU)")
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
     p.add_argument("--seq-len", "--input-size", dest="input_size", type=int)
-    p.add_argument("--levers", type=csv_list(lever_named),
-                   help="levers to try, in this order (default: "
-                        f"{','.join(lever.name for lever in LEVERS)})")
-    p.add_argument("--margin", type=float, default=MARGIN,
+    p.add_argument("--levers", type=csv_list(_lever),
+                   help="levers to try, in this order (default: every lever listed below "
+                        "under 'in the order tried')")
+    p.add_argument("--margin", type=float,
                    help="keep a lever only if it gains more than this fraction (default 0.01)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--warmup", type=int, default=10)
@@ -69,80 +82,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_tune)
 
 
-class _Searches:
-    """Several models' searches as one sweep: routes each record to the search that asked."""
-
-    def __init__(self, searches: list[LeverSearch]) -> None:
-        self.searches = searches
-        self.active: LeverSearch | None = None
-        self.seen: dict[str, object] = {}
-
-    def __len__(self) -> int:
-        return sum(len(s) for s in self.searches)
-
-    def __iter__(self) -> Iterator[ThroughputConfig]:
-        for search in self.searches:
-            self.active = search
-            yield from search
-
-    def observe(self, record) -> None:
-        self.seen[record.config.key()] = record
-        self.active.observe(record)
-
-    def again(self, cfg: ThroughputConfig) -> None:  # a config the sweep measured already
-        self.active.observe(self.seen[cfg.key()])
-
-
-class _Feed(NullProgress):
-    def __init__(self, searches: _Searches, inner) -> None:
-        self.searches, self.inner = searches, inner
-
-    def begin(self, total: int) -> None:
-        self.inner.begin(total)
-
-    def start(self, cfg) -> None:
-        self.inner.start(cfg)
-
-    def done(self, record) -> None:
-        self.searches.observe(record)
-        self.inner.done(record)
-
-    def skipped(self, cfg) -> None:
-        self.searches.again(cfg)
-
-    def end(self) -> None:
-        self.inner.end()
-
-
 def cmd_tune(args: argparse.Namespace) -> int:
-    from dlbench.launch.inline import InlineLauncher
-    from dlbench.report.tuned_tables import lever_table
-    facts = device_facts()
-    device = resolve_device(args.device)
-    on_gpu = device.type == "cuda"
-    precision = args.precision or (("bf16" if facts.bf16 else "fp16") if on_gpu else "fp32")
+    from dlbench.report.tuned_tables import lever_table  # heavy: torch
+    from dlbench.tuning.levers import flags_of  # heavy: torch
+    from dlbench.workloads import plans, runs  # heavy: torch
+
     stop = StopRule(min_seconds=args.min_time, max_seconds=args.max_time,
                     target_rel_ci=args.target_ci)
-    levers = args.levers or list(LEVERS)
-    searches = []
-    for name in flatten(args.model, []):
-        spec = get_model(name)
-        batch = args.batch_size or (gpu_batch(spec.name, facts.memory_bytes) if on_gpu
-                                    else max(1, min(16, spec.default_batch // 4)))
-        base = ThroughputConfig(model=spec.name, batch_size=batch, mode=args.mode,
-                                precision=precision, optimizer=args.optimizer,
-                                input_size=args.input_size, device=args.device,
-                                warmup_steps=args.warmup, warmup_seconds=args.warmup_time,
-                                stop=stop)
-        searches.append(LeverSearch(base, spec, device.type, levers, args.margin))
-    preflight([s.base for s in searches])
+    searches = runs.tune_searches(
+        flatten(args.model, []), batch=args.batch_size, precision=args.precision,
+        device=args.device, levers=args.levers, margin=args.margin,
+        facts=plans.device_facts(), mode=args.mode, optimizer=args.optimizer,
+        input_size=args.input_size, warmup_steps=args.warmup,
+        warmup_seconds=args.warmup_time, stop=stop)
     env = envmod.capture_environment()
-    chain = _Searches(searches)
-    inner = NullProgress() if args.quiet else terminal.RichProgress()
     t0 = time.perf_counter()
-    with Store(args.db) as store:
-        outcome = run_sweep(chain, store, InlineLauncher(), env, command=args.command_line,
-                            suite="tune", tag=args.tag, progress=_Feed(chain, inner))
+    outcome = runs.run_tune(searches, args.db, args.command_line, env, tag=args.tag,
+                            progress=NullProgress() if args.quiet else terminal.RichProgress())
     for search in searches:
         if not search.trials:
             continue

@@ -7,6 +7,9 @@ import json
 import sys
 
 from dlbench.commands.common import EXIT_OK, add_store_flags, csv_list, flatten
+from dlbench.report import terminal
+from dlbench.report.network import (check_table, hiding_lines, networks_table, prediction_table,
+                                    seed000_prediction_table, seed004_table)
 
 ORDER = 23
 
@@ -20,11 +23,13 @@ costs latency + bytes / bandwidth):
             on N nodes x G GPUs hierarchical: inside the node over --intra, across nodes over
             --network (the node's --nics shared by its GPUs)
   ps        dlbench's parameter server: per shard a reduce to its owner and a broadcast back
-  pushpull  seed 004's parameter servers: workers push gradients to --ps-shards server tasks
-            and pull the variables back; the server holding the biggest variables is busiest
+  pushpull  TensorFlow's parameter servers (SyncReplicasOptimizer): workers push gradients to
+            --ps-shards server tasks and pull the variables back; the server holding the
+            biggest variables is busiest
 
-It predicts step time, throughput and scaling efficiency, prints seed 000's table (img/s with
-the factor over 1 GPU) for the cluster, and says where communication stops hiding behind the
+It predicts step time, throughput and scaling efficiency, prints the table tf_cnn_benchmarks
+reports (img/s with the factor over 1 GPU) for the cluster, and says where communication stops
+hiding behind the
 compute. Overlap: 'full' lets DDP's all-reduce hide behind the backward pass (assumed 2/3 of the
 compute, --backward-fraction) but not the forward; 'none' adds it to the step. dlbench's ps
 never overlaps. Every figure but the input is a prediction, and is labelled so."""
@@ -39,7 +44,7 @@ examples:
       (intra-node link = the busbw and latency that 'dlbench comm' measured)
   dlbench whatif -m vgg16 -b 64 --throughput 400 --bandwidth 10gbit --latency 30us --nodes 2,4
   dlbench whatif --check --db net.db            (model vs 'dlbench net' and 'dlbench scale')
-  dlbench whatif --seed004                      (seed 004's 5 servers x 4 GPUs, predicted)
+  dlbench whatif --ps-cluster                   (the 2017 parameter-server cluster, predicted)
   dlbench whatif --networks                     (the named links and their sources)"""
 
 
@@ -83,7 +88,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backward-fraction", type=float, default=2 / 3)
     p.add_argument("--check", action="store_true", help="prediction vs measurement for the "
                    "net and scaling records in --db")
-    p.add_argument("--seed004", action="store_true", help="seed 004's setup, predicted")
+    p.add_argument("--ps-cluster", action="store_true",
+                   help="the 2017 distributed-TensorFlow parameter-server cluster (5 servers x "
+                        "4 GPUs, 10 parameter-server tasks, CIFAR-10) over 1 GbE, 10 GbE and "
+                        "InfiniBand, predicted")
+    p.add_argument("--seed004", dest="ps_cluster", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--networks", action="store_true", help="list the named links and exit")
     p.add_argument("--json", action="store_true")
     add_store_flags(p)
@@ -91,136 +100,39 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
-    from dlbench.report import terminal
-    from dlbench.report.network import networks_table
-
     if args.networks:
         terminal.print_table(networks_table())
         return EXIT_OK
-    if args.seed004:
-        return _seed004(args)
+    if args.ps_cluster:
+        return _ps_cluster()
     if args.check:
         return _check(args)
     return _predict(args)
 
 
-def _records(path: str) -> list:
-    from pathlib import Path
-
-    from dlbench.store import Store, StoreError
-    if not Path(path).exists():
-        raise StoreError(f"no result store at {path}; pass one with --db")
-    with Store(path) as store:
-        return store.results()
-
-
-def _intra(args: argparse.Namespace):
-    from dlbench.whatif.inputs import link_from_comm
-    from dlbench.whatif.networks import Network, get_network
-    if not args.busbw_from:
-        return get_network(args.intra)
-    m = link_from_comm(_records(args.busbw_from))
-    return Network(name=f"measured busbw ({m.ranks} ranks, {m.backend})", kind="intra",
-                   bandwidth_Bps=m.bandwidth_Bps, latency_s=m.latency_s, efficiency=1.0,
-                   source=f"dlbench comm record {m.record_id}: busbw of "
-                          f"{m.size_bytes} B all_reduce",
-                   latency_source="dlbench comm: smallest all_reduce time / 2(n-1)")
-
-
-def _workloads(args: argparse.Namespace) -> list:
-    from dlbench.config import ConfigError
-    from dlbench.whatif.inputs import compute_inputs, model_gradients
-    from dlbench.whatif.model import Workload
-
-    models = flatten(args.model, [])
-    steps = flatten(args.step_ms, [])
-    rates = flatten(args.throughput, [])
-    given = steps or rates
-    found = {}
-    if args.record:
-        from dlbench.store import Store
-        with Store(args.db) as store:
-            rec = store.get(args.record)
-        found = compute_inputs([rec])
-        models = models or list(found)
-    elif not given:
-        found = compute_inputs(_records(args.db), args.batch_size, args.precision)
-    if not models:
-        raise ConfigError("name the model(s) with -m (and give --step-ms, --throughput, or a "
-                          "--db holding a one-GPU training record)")
-    if given and len(given) != len(models):
-        raise ConfigError(f"--step-ms/--throughput: {len(given)} value(s) for {len(models)} "
-                          "model(s); give one per model")
-    out = []
-    for i, m in enumerate(models):
-        from dlbench.models import get_model
-        name = get_model(m).name
-        if given:
-            if not args.batch_size:
-                raise ConfigError("-b/--batch-size is needed with --step-ms/--throughput")
-            batch = args.batch_size
-            compute = steps[i] / 1e3 if steps else batch / rates[i]
-            source = "given"
-        else:
-            inp = found.get(name)
-            if inp is None:
-                raise ConfigError(f"no one-GPU training record of {name} in {args.db}; measure "
-                                  f"one ('dlbench throughput -m {name}') or give --step-ms")
-            compute, batch, source = inp.compute_s, inp.batch, f"{inp.kind} {inp.record_id}"
-        grad, variables = model_gradients(name, bytes_per_param=args.bytes_per_param)
-        if args.grad_mb:
-            grad, variables = args.grad_mb * 1e6, ()
-        out.append(Workload(compute_s=compute, grad_bytes=grad, batch=batch,
-                            variable_bytes=tuple(float(v) for v in variables),
-                            backward_fraction=args.backward_fraction, name=name, source=source))
-    return out
-
-
 def _predict(args: argparse.Namespace) -> int:
-    from dlbench.report import terminal
-    from dlbench.report.network import hiding_lines, prediction_table, seed000_prediction_table
-    from dlbench.whatif.model import Cluster, hiding, predict
-    from dlbench.whatif.networks import custom_network, get_network
-
-    workloads = _workloads(args)
-    nets = [get_network(n) for n in flatten(args.network, [] if args.bandwidth else
-                                            ["10gbe", "100gbe", "ib-ndr"])]
-    if args.bandwidth:
-        nets.append(custom_network(args.bandwidth, args.latency or "0us"))
-    intra = _intra(args)
-    nodes = flatten(args.nodes, [1, 2, 4, 8])
-    gpn = flatten(args.gpus_per_node, [8])
-    preds, hide = [], []
-    for w in workloads:
-        for s in flatten(args.strategy, ["ddp"]):
-            for net in nets:
-                clusters = [Cluster(n, g, net, intra, nics=args.nics, ps_shards=args.ps_shards,
-                                    allreduce=args.allreduce, ps_backend=args.ps_backend)
-                            for n in nodes for g in gpn]
-                preds += [predict(w, c, s, args.overlap) for c in clusters]
-                biggest = max(clusters, key=lambda c: (c.gpus, c.nodes))
-                hide.append((w, biggest, hiding(w, biggest, s, args.overlap)))
-                if all(c.nodes == 1 for c in clusters):
-                    break   # one node: the network plays no part
-    # A one-node cluster does not depend on the network: list it once in the detail table (the
-    # seed-000 table repeats it in every network's row, as its own layout does).
-    seen, detail = set(), []
-    for p in preds:
-        key = (p.workload.name, p.strategy, p.cluster.gpus_per_node,
-               p.cluster.nodes if p.cluster.nodes > 1 else None,
-               p.cluster.network.name if p.cluster.nodes > 1 else None)
-        if key not in seen:
-            seen.add(key)
-            detail.append(p)
+    from dlbench.whatif import scenarios  # heavy: torch (model sizes)
+    workloads = scenarios.workloads(
+        flatten(args.model, []), step_ms=flatten(args.step_ms, []),
+        throughput=flatten(args.throughput, []), batch=args.batch_size,
+        precision=args.precision, db=args.db, record=args.record, grad_mb=args.grad_mb,
+        bytes_per_param=args.bytes_per_param, backward_fraction=args.backward_fraction)
+    p = scenarios.predict_all(
+        workloads, scenarios.networks(flatten(args.network, []), args.bandwidth, args.latency),
+        scenarios.intra_link(args.intra, args.busbw_from),
+        nodes=flatten(args.nodes, list(scenarios.DEFAULT_NODES)),
+        gpus_per_node=flatten(args.gpus_per_node, list(scenarios.DEFAULT_GPUS_PER_NODE)),
+        strategies=flatten(args.strategy, ["ddp"]), overlap=args.overlap, nics=args.nics,
+        ps_shards=args.ps_shards, allreduce=args.allreduce, ps_backend=args.ps_backend)
     if args.json:
-        sys.stdout.write(json.dumps([_pred_dict(p) for p in detail], indent=1) + "\n")
+        sys.stdout.write(json.dumps([scenarios.prediction_dict(x) for x in p.detail], indent=1)
+                         + "\n")
         return EXIT_OK
-    terminal.print_table(prediction_table(detail, f"PREDICTED step time (overlap {args.overlap}, "
-                                                 f"{args.allreduce} all-reduce)"))
-    from dlbench.models import get_model
-    units = sorted({get_model(w.name).unit for w in workloads})
-    terminal.print_table(seed000_prediction_table(preds, "/".join(units)))
-    for line in hiding_lines(hide):
+    terminal.print_table(prediction_table(p.detail, f"PREDICTED step time (overlap "
+                                                    f"{args.overlap}, {args.allreduce} "
+                                                    "all-reduce)"))
+    terminal.print_table(seed000_prediction_table(p.all, scenarios.units(workloads)))
+    for line in hiding_lines(p.hiding):
         terminal.stdout.print(line, highlight=False)
     for w in workloads:
         terminal.stdout.print(f"[dim]{w.name}: compute {w.compute_s * 1e3:.2f} ms per step "
@@ -229,98 +141,42 @@ def _predict(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _pred_dict(p) -> dict:
-    return {"predicted": True, "model": p.workload.name, "strategy": p.strategy,
-            "overlap": p.overlap, "cluster": p.cluster.label, "gpus": p.cluster.gpus,
-            "compute_s": p.compute_s, "compute_source": p.workload.source,
-            "comm_s": p.comm.time_s, "step_s": p.step_s, "throughput": p.throughput,
-            "factor": p.factor, "efficiency": p.efficiency, "busiest_bytes": p.comm.busiest_bytes,
-            "hidden": p.hidden}
-
-
 def _check(args: argparse.Namespace) -> int:
-    from dlbench.report import terminal
-    from dlbench.report.network import check_table
-    from dlbench.whatif.check import check_net, check_scaling, error_summary
-    from dlbench.whatif.comm import Link
-    from dlbench.whatif.inputs import model_gradients
-
-    recs = _records(args.db)
-    rows = check_net(recs, args.backward_fraction)
-    if rows:
-        terminal.print_table(check_table(rows, "The what-if model against dlbench net "
-                                               "(emulated links, gloo)"))
-        _summary(error_summary(rows))
-    scaling = [r for r in recs if r.kind == "scaling" and r.ok]
-    if scaling:
-        grads = {}
-        for m in {r.config.model for r in scaling}:
-            grads[m] = model_gradients(m, bytes_per_param=args.bytes_per_param)[0]
-        link_for, where = _scaling_links(args)
-        srows = check_scaling(scaling, link_for, grads, args.backward_fraction)
-        if srows:
-            terminal.print_table(check_table(srows, f"The what-if model against dlbench scale "
-                                                    f"(intra-node link: {where})"))
-            _summary(error_summary(srows))
-            for profile in dict.fromkeys(r.link for r in srows):
-                part = [r for r in srows if r.link == profile]
-                terminal.stdout.print(f"  {profile} ({len(part)} rows): ", end="")
-                _summary(error_summary(part))
-    if not rows and not scaling:
+    from dlbench.whatif import scenarios  # heavy: torch (model sizes)
+    from dlbench.whatif.check import error_summary  # heavy: torch (via whatif.model)
+    c = scenarios.check_against(args.db, intra=args.intra, busbw_from=args.busbw_from,
+                                bytes_per_param=args.bytes_per_param,
+                                backward_fraction=args.backward_fraction)
+    if c.net:
+        terminal.print_table(check_table(c.net, "The what-if model against dlbench net "
+                                                "(emulated links, gloo)"))
+        _summary(error_summary(c.net))
+    if c.scaling:
+        terminal.print_table(check_table(c.scaling, f"The what-if model against dlbench scale "
+                                                    f"(intra-node link: {c.scaling_link})"))
+        _summary(error_summary(c.scaling))
+        for profile in dict.fromkeys(r.link for r in c.scaling):
+            part = [r for r in c.scaling if r.link == profile]
+            terminal.stdout.print(f"  {profile} ({len(part)} rows): ", end="")
+            _summary(error_summary(part))
+    if not c.net and not c.any_scaling:
         terminal.stdout.print(f"no net or scaling records in {args.db} to check against")
     return EXIT_OK
 
 
-def _scaling_links(args: argparse.Namespace):
-    """The intra-node link per interconnect profile and GPU count: with --busbw-from, the
-    all-reduce busbw 'dlbench comm' measured under that profile at that rank count (a profile
-    or count it never measured is left out of the check); else --intra for the default profile."""
-    from dlbench.config import ConfigError
-    from dlbench.whatif.comm import Link
-    from dlbench.whatif.inputs import link_from_comm
-    if not args.busbw_from:
-        named = _intra(args)
-        link = Link(named.payload_Bps, named.latency_s)
-        return (lambda profile, n: link if profile == "default" else None), named.name
-    comm = _records(args.busbw_from)
-    cache: dict = {}
-
-    def link_for(profile: str, n: int):
-        if (profile, n) not in cache:
-            try:
-                m = link_from_comm(comm, interconnect=profile, ranks=n)
-                cache[(profile, n)] = Link(m.bandwidth_Bps, m.latency_s)
-            except ConfigError:
-                cache[(profile, n)] = None
-        return cache[(profile, n)]
-    return link_for, "all_reduce busbw measured by dlbench comm, per profile and GPU count"
-
-
 def _summary(s: dict) -> None:
-    from dlbench.report import terminal
     parts = [f"{k}: {v:.1%}" for k, v in s.items()]
     terminal.stdout.print("mean absolute error " + ", ".join(parts), highlight=False)
 
 
-def _seed004(args: argparse.Namespace) -> int:
-    from dlbench.report import terminal
-    from dlbench.report.network import seed004_table
-    from dlbench.whatif.check import (SEED004_1GBE_STEP_S, seed004_implied_compute,
-                                      seed004_rows)
-    from dlbench.whatif.networks import get_network
-
-    nets = [get_network(n) for n in ("1gbe", "10gbe", "ib-fdr")]
-    implied = seed004_implied_compute(nets[2])
-    computes = sorted({0.05, 0.1, round(implied, 4)})
-    rows = seed004_rows(nets, computes)
-    terminal.print_table(seed004_table(rows))
-    by = {(r.network, r.compute_s): r for r in rows}
-    c = round(implied, 4)
-    ratio = by[("1gbe", c)].step_s / by[("ib-fdr", c)].step_s
+def _ps_cluster() -> int:
+    from dlbench.whatif import scenarios  # heavy: torch (model sizes)
+    c = scenarios.ps_cluster()
+    terminal.print_table(seed004_table(c.rows))
     terminal.stdout.print(
         f"If the busiest server carried 2.5 Gbit/s each way on InfiniBand, the model implies "
-        f"{c * 1e3:.0f} ms of compute per step; then 1 GbE is predicted {ratio:.1f}x slower than "
-        f"InfiniBand (seed 004: over 5x) and takes "
-        f"{by[('1gbe', c)].step_s * 1e5 / 3600:.1f} h per 100,000 iterations (seed 004: "
-        f"{SEED004_1GBE_STEP_S * 1e5 / 3600:.0f} h).", highlight=False)
+        f"{c.implied_compute_s * 1e3:.0f} ms of compute per step; then 1 GbE is predicted "
+        f"{c.slowdown_1gbe:.1f}x slower than InfiniBand (observed in 2017: over 5x) and takes "
+        f"{c.hours_1gbe:.1f} h per 100,000 iterations (observed: "
+        f"{c.observed_hours_1gbe:.0f} h).", highlight=False)
     return EXIT_OK

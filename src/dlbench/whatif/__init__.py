@@ -2,10 +2,13 @@
 
 - :mod:`~dlbench.whatif.networks`: named links (Ethernet, InfiniBand, NVLink, PCIe), each
   figure with its source;
-- :mod:`~dlbench.whatif.comm`: communication patterns (ring, tree, dlbench's ps, seed 004's
+- :mod:`~dlbench.whatif.comm`: communication patterns (ring, tree, dlbench's ps, TensorFlow's
   push-pull, hierarchical) and their alpha-beta cost, per host; pure;
 - :mod:`~dlbench.whatif.model`: step time, throughput, efficiency, where communication stops
   hiding behind compute;
 - :mod:`~dlbench.whatif.inputs`: compute time, gradient bytes and measured links from records;
-- :mod:`~dlbench.whatif.check`: the model against ``dlbench net``, ``dlbench scale`` and seed 004.
+- :mod:`~dlbench.whatif.check`: the model against ``dlbench net``, ``dlbench scale`` and the 2017
+  parameter-server cluster;
+- :mod:`~dlbench.whatif.scenarios`: what ``dlbench whatif`` asks of them: workloads, clusters,
+  predictions, checks.
 """

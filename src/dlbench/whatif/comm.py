@@ -18,7 +18,8 @@ Patterns (G = gradient bytes, n = hosts or ranks):
   shard, a reduce to its owner then a broadcast from it, one after the other, with the algorithms
   the backend uses: gloo (ring reduce-scatter + gather to the root; binomial-tree broadcast, as in
   gloo/reduce.cc and gloo/broadcast.cc) or NCCL (pipelined ring chains);
-- ``push_pull``: the parameter servers of seed 004 (TensorFlow's SyncReplicasOptimizer): every
+- ``push_pull``: the parameter servers of the 2017 distributed-TensorFlow cluster
+  (TensorFlow's SyncReplicasOptimizer, ``whatif --ps-cluster``): every
   worker pushes each variable's gradient to the server task holding it, then pulls the updated
   variable back, point to point. The host of the biggest variable carries the most.
 - ``hierarchical_allreduce``: N nodes x G GPUs: reduce-scatter inside each node, all-reduce of
@@ -201,8 +202,9 @@ def ps_collectives(shard_bytes: Sequence[float], link: Link, backend: str = "glo
 
 def push_pull(variable_bytes: Sequence[float], variable_host: Sequence[int],
               workers_per_host: Sequence[int], link: Link) -> CommCost:
-    """Seed 004's synchronous parameter servers: push every gradient to its variable's host,
-    then pull every variable back, point to point; traffic inside a host does not touch its NIC.
+    """TensorFlow's synchronous parameter servers (the 2017 cluster of ``--ps-cluster``): push
+    every gradient to its variable's host, then pull every variable back, point to point;
+    traffic inside a host does not touch its NIC.
 
     ``variable_host[v]`` is the host of the server task holding variable v;
     ``workers_per_host[h]`` the workers (GPUs, one worker task each) on host h. The push phase

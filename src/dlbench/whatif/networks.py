@@ -88,7 +88,8 @@ NETWORKS: tuple[Network, ...] = (
         source="InfiniBand Trade Association roadmap (infinibandta.org/infiniband-roadmap): FDR "
                "4x = 4 lanes x 14.0625 Gb/s, 64b/66b code: 54.5 Gb/s of data ('56 Gb/s')",
         latency_source=_NCCL_TUNING, aliases=("fdr", "infiniband-fdr"),
-        notes="seed 004's InfiniBand; it ran TCP over it (IPoIB), far below the RDMA rate"),
+        notes="the 2017 parameter-server cluster's InfiniBand (whatif --ps-cluster); it ran TCP "
+              "over it (IPoIB), far below the RDMA rate"),
     Network(
         name="ib-edr", kind="network", bandwidth_Bps=100e9 / 8, latency_s=9.6e-6,
         efficiency=IB_EFFICIENCY,
@@ -134,7 +135,7 @@ NETWORKS: tuple[Network, ...] = (
         source="PCI-SIG PCI Express Base Specification 3.0: 8 GT/s per lane, 128b/130b; x16 = "
                "15.75 GB/s per direction",
         latency_source=_NCCL_TUNING, aliases=("pcie-gen3",),
-        notes="seed 000's Quadro RTX 8000s without their NVLink bridges"),
+        notes="the tf_cnn_benchmarks study's Quadro RTX 8000s without their NVLink bridges"),
     Network(
         name="pcie4", kind="intra", bandwidth_Bps=16e9 * 16 * 128 / 130 / 8, latency_s=5.7e-6,
         efficiency=PCIE_EFFICIENCY,

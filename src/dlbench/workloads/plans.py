@@ -1,0 +1,126 @@
+"""From what a user asks for to the configs that are measured: the device's facts, default
+batches, which flag applies to which model, the product of a scaling sweep, the rendezvous of a
+multi-host job, and the pre-flight check that runs before anything is measured.
+
+The commands parse flags into these calls and print what comes back; the rules live here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Callable, Iterable, Mapping, Sequence, TypeVar
+
+from dlbench.config import ConfigError
+from dlbench.models import get_model
+from dlbench.records.throughput import ThroughputConfig
+from dlbench.suites import DeviceFacts, gpu_batch
+from dlbench.workloads.devices import bf16_available, check_supported, resolve_device
+
+C = TypeVar("C")
+
+
+def device_facts() -> DeviceFacts:
+    """CUDA or not, bf16 or not, and the first GPU's memory: what suites and batches depend on."""
+    import torch
+    cuda = torch.cuda.is_available()
+    mem = torch.cuda.get_device_properties(0).total_memory if cuda else None
+    return DeviceFacts(cuda=cuda, bf16=bf16_available(), memory_bytes=mem)
+
+
+def preflight(configs: Iterable[ThroughputConfig]) -> None:
+    """Every model known, every precision possible on its device: checked before anything runs."""
+    for cfg in configs:
+        spec = get_model(cfg.model)
+        check_supported(cfg, spec, resolve_device(cfg.device))
+
+
+def on_gpu(device: str, facts: DeviceFacts) -> bool:
+    """Whether ``--device`` (auto, cpu, cuda, cuda:N) runs on a GPU here."""
+    return device != "cpu" and facts.cuda
+
+
+def tuned_precision(facts: DeviceFacts, gpu: bool) -> str:
+    """The precision tuned mode starts from: bf16 on a GPU that has it, fp16 on one without,
+    fp32 on the CPU."""
+    return facts.mixed if gpu else "fp32"
+
+
+def cpu_batch(model: str) -> int:
+    """A CPU-sized default batch: a quarter of the GPU default, at most 16."""
+    return max(1, min(16, get_model(model).default_batch // 4))
+
+
+def default_batch(facts: DeviceFacts, gpu: bool) -> Callable[[str], int]:
+    """The batch a model gets when none is given: its GPU default scaled to this card's memory,
+    or a CPU-sized one."""
+    if gpu:
+        return lambda model: gpu_batch(model, facts.memory_bytes)
+    return cpu_batch
+
+
+def applicable(cfg: ThroughputConfig) -> ThroughputConfig:
+    """``cfg`` without the flags that mean nothing for its model: channels_last for a text
+    model, a padded vocabulary for an image model. In a mixed ``-m`` list each model is then
+    measured once, without the flag that does not apply to it."""
+    kind = get_model(cfg.model).kind
+    return replace(cfg, channels_last=cfg.channels_last and kind == "image",
+                   pad_vocab=cfg.pad_vocab and kind == "text")
+
+
+def unique(configs: Iterable[C]) -> list[C]:
+    """Configs in order, each key once (the last of equal keys wins, where the first stood)."""
+    return list({c.key(): c for c in configs}.values())  # type: ignore[attr-defined]
+
+
+def with_compiled_loss(configs: Sequence[ThroughputConfig],
+                       choices: Sequence[bool]) -> list[ThroughputConfig]:
+    """``--compile-loss on`` applies to the compiled training steps of the sweep; the others
+    (eager, eval) run once without it. Refused where no config of the sweep can take it."""
+    out = []
+    for cfg in configs:
+        if cfg.compile and cfg.mode == "train" and cfg.method == "standard":
+            out += [replace(cfg, compile_loss=on) for on in choices]
+        else:
+            out.append(cfg)
+    if any(choices) and not any(c.compile_loss for c in out):
+        raise ConfigError("--compile-loss on needs a compiled training step: add --compile "
+                          "default (or another mode) and keep --mode train, --method standard")
+    return out
+
+
+def auto_setups(configs: Iterable[ThroughputConfig]) -> list[ThroughputConfig]:
+    """The setups ``-b auto`` sizes: each config's setup once, at batch 1 (the unknown)."""
+    return unique(replace(c, batch_size=1) for c in configs)
+
+
+# -- scaling ------------------------------------------------------------------------------------
+def scaling_configs(bases: Sequence[ThroughputConfig], gpus: Sequence[int],
+                    strategies: Sequence[str], interconnects: Sequence[str], *, nnodes: int = 1,
+                    bucket_mb: float = 25.0, backend: str = "auto") -> list:
+    """Every (interconnect, base, strategy, GPUs per host) of a scaling sweep, interconnect
+    outermost (an A/B of profiles reads as two complete blocks). ``dp`` (one process driving
+    every GPU) cannot span hosts and is left out of a multi-host job."""
+    from dlbench.records.scaling import ScalingConfig
+    return [ScalingConfig(base=b, gpus=n * nnodes, strategy=s, interconnect=i,
+                          bucket_mb=bucket_mb, backend=backend, nnodes=nnodes)
+            for i in interconnects for b in bases for s in strategies for n in gpus
+            if not (s == "dp" and nnodes > 1)]
+
+
+def rendezvous(*, nnodes: int = 1, node_rank: int = 0, endpoint: str | None = None,
+               run_id: str = "dlbench", slurm: bool = False,
+               environ: Mapping[str, str] | None = None):
+    """Where the hosts of a multi-host job meet: the flags, or Slurm's environment with
+    ``slurm``. A job of several hosts needs an endpoint."""
+    from dlbench.launch.torchrun import Rendezvous, slurm_settings
+    kw = dict(nnodes=nnodes, node_rank=node_rank, endpoint=endpoint, run_id=run_id)
+    if slurm:
+        found = slurm_settings(os.environ if environ is None else environ)
+        if not found:
+            raise ConfigError("--slurm: no SLURM_JOB_ID in the environment; run under srun")
+        kw.update(found)
+    if kw["nnodes"] > 1 and not kw["endpoint"]:
+        raise ConfigError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (or --slurm with "
+                          "MASTER_ADDR set)")
+    return Rendezvous(**kw)
