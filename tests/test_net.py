@@ -25,6 +25,7 @@ from dlbench.netemu.topology import NetEmuError, NetEmuUnavailable, Topology, pr
 from dlbench.records.net import NetConfig
 from dlbench.whatif import check
 from dlbench.whatif.comm import ps_collectives, ring_allreduce
+from dlbench.whatif.networks import find_network
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 _ENV = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -35,9 +36,11 @@ def test_parse_link_forms():
     assert parse_link("10mbit") == LinkSpec("10mbit", 10e6, 0.0)
     assert parse_link("1gbit/2ms") == LinkSpec("1gbit/2ms", 1e9, 2e-3)
     assert parse_link("unshaped").rate_bps is None
-    assert parse_link("10gbe").rate_bps == 10e9          # a network name: its rate
+    assert parse_link("10gbe", find_network).rate_bps == 10e9   # a network name: its rate
     with pytest.raises(ConfigError, match="tc does"):
-        parse_link("fast")
+        parse_link("10gbe")                                 # names only with a lookup
+    with pytest.raises(ConfigError, match="tc does"):
+        parse_link("fast", find_network)
     with pytest.raises(ConfigError, match="between"):
         parse_link("10kbit")
 

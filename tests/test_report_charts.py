@@ -275,7 +275,7 @@ def test_published_chart_needs_your_fp32_result_on_a_known_gpu():
     assert titles(charts.published_charts, [thr(**vgg, env=unknown)]) == []
     chart = charts.published_charts([thr(**vgg)], COMMANDS)[0]
     assert chart.title.startswith("Your GPU among published GPUs")
-    assert chart.commands[-1].startswith("published: seed 002")
+    assert chart.commands[-1].startswith("published: ms per batch")
 
 
 def test_telemetry_timeline_only_for_gpu_series():

@@ -12,6 +12,11 @@ from typing import Sequence
 
 from dlbench import commands
 from dlbench.commands.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from dlbench.config import ConfigError
+from dlbench.measure.stopping import StopRuleError
+from dlbench.models.base import UnknownModelError
+from dlbench.report.terminal import error
+from dlbench.store import StoreError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,12 +61,6 @@ def interrupted_at(tb: TracebackType | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from dlbench.config import ConfigError
-    from dlbench.measure.stopping import StopRuleError
-    from dlbench.models.base import UnknownModelError
-    from dlbench.report.terminal import error
-    from dlbench.store import StoreError
-
     args.command_line = "dlbench " + shlex.join(sys.argv[1:] if argv is None else list(argv))
     try:
         return args.handler(args)

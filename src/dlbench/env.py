@@ -184,7 +184,7 @@ def _host_info() -> dict[str, Any]:
 
 def _import_torch() -> Any:
     try:
-        import torch
+        import torch  # captured where it can be: an environment without torch is still described
     except Exception:
         return None
     return torch
@@ -299,7 +299,7 @@ def _nvml_session() -> Iterator[Any]:
     every exit path so repeated captures do not leak NVML references.
     """
     try:
-        import pynvml
+        import pynvml  # optional (the gpu extra): without it the capture has no NVML fields
     except Exception:
         yield None
         return

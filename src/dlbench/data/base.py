@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -117,7 +118,6 @@ def load_dataset(name: str, data_dir: str | Path | None = None,
 
 def _load_readers() -> None:
     # Importing the reader modules registers them; done lazily so that `import dlbench.data` is cheap.
-    import importlib
     for name in ("idx", "mnist5k", "cifar", "folder"):
         importlib.import_module(f"dlbench.data.{name}")
 

@@ -32,7 +32,7 @@ def imagefolder(data_dir: Path | None, image_size: int | None = None) -> FolderD
     eval_dir = next((data_dir / n for n in EVAL_NAMES if (data_dir / n).is_dir()), None)
     if eval_dir is None:
         raise DatasetMissingError(HOWTO.format(where=f": {data_dir} has train/ but no val/"))
-    from torchvision import datasets, transforms
+    from torchvision import datasets, transforms  # slow to import: only for an image folder
 
     size = image_size or DEFAULT_SIZE
     tf = transforms.Compose([transforms.Resize(size), transforms.CenterCrop(size),
@@ -50,7 +50,7 @@ def imagefolder(data_dir: Path | None, image_size: int | None = None) -> FolderD
 
 
 def _rgb_loader():
-    from PIL import Image
+    from PIL import Image  # torchvision's dependency, needed only when a folder is read
 
     def load(path: str):
         # Grey and palette images exist in ImageNet; every sample must have three channels.

@@ -1,4 +1,11 @@
-"""Turning an exception into a result row: failures are data, and the sweep goes on."""
+"""Turning an exception into a result row: failures are data, and the sweep goes on.
+
+An exception that knows which row it becomes says so with an ``error_type`` class attribute (an
+:class:`~dlbench.records.base.ErrorType` value): ``UnsupportedError`` (``unsupported``) and
+``NanLossError`` (``nan``) do, so this module needs to import neither the workloads that raise
+them nor anything above ``records/``. Such an error is expected, and its row keeps the message
+alone; any other keeps the tail of its traceback for a bug report.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,8 @@ import traceback
 
 import torch
 
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.records.base import ErrorType
-from dlbench.records.throughput import ThroughputRecord
-from dlbench.workloads.devices import UnsupportedError
-from dlbench.workloads.throughput import NanLossError
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 
 # Errors after which the CUDA context (or a communicator) is broken: nothing more can run in this
 # process. timm's benchmark stops retrying on the same ones.
@@ -31,14 +35,23 @@ FATAL_HINT = ("This process can no longer use the device, so an inline sweep sto
               "the error while the sweep goes on in the next one.")
 
 
+#: The values an exception may declare (a library's own ``error_type`` attribute is not one).
+ERROR_TYPES = frozenset(v for k, v in vars(ErrorType).items() if k.isupper())
+
+
+def declared_type(exc: BaseException) -> str | None:
+    """The :class:`ErrorType` an exception declares (its class's ``error_type``), or None."""
+    kind = getattr(type(exc), "error_type", None)
+    return kind if kind in ERROR_TYPES else None
+
+
 def classify(exc: BaseException) -> str:
     """The :class:`ErrorType` of an exception raised while measuring."""
     if isinstance(exc, torch.OutOfMemoryError):
         return ErrorType.OOM
-    if isinstance(exc, NanLossError):
-        return ErrorType.NAN
-    if isinstance(exc, UnsupportedError):
-        return ErrorType.UNSUPPORTED
+    declared = declared_type(exc)
+    if declared is not None:
+        return declared
     text = str(exc)
     if "out of memory" in text.lower():  # some backends raise a plain RuntimeError on OOM
         return ErrorType.OOM
@@ -50,7 +63,7 @@ def classify(exc: BaseException) -> str:
 def describe(exc: BaseException) -> str:
     """The message a user needs first, then the last frames of the traceback for a bug report."""
     head = f"{type(exc).__name__}: {exc}".strip()
-    if isinstance(exc, (torch.OutOfMemoryError, NanLossError, UnsupportedError)):
+    if isinstance(exc, torch.OutOfMemoryError) or declared_type(exc) is not None:
         return head[:2000]
     tail = "".join(traceback.format_exception(exc)[-4:])
     return (head[:1500] + "\n" + tail[-2500:]).strip()

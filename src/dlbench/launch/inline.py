@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.launch.failures import FATAL_HINT, failure_record, release_memory
+from dlbench.launch.lookup import find_worker
 from dlbench.records.base import ErrorType
-from dlbench.records.throughput import ThroughputRecord
-from dlbench.workloads import throughput
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
+
+#: What measures one throughput config: ``measure(cfg, env[, flops=...]) -> ThroughputRecord``.
+THROUGHPUT_WORKER = "dlbench.workloads.throughput:measure"
 
 
 class InlineLauncher:
@@ -21,14 +23,18 @@ class InlineLauncher:
     # After a fatal error the process must not measure again.
     survives_fatal = False
 
-    def __init__(self, count_flops: bool = True) -> None:
+    def __init__(self, count_flops: bool = True, worker: str = THROUGHPUT_WORKER) -> None:
+        """``worker`` names the measuring function (``"module:function"``), imported when it
+        runs, so that this package imports no workload."""
         self.count_flops = count_flops
+        self.worker = worker
 
     def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
         try:
+            measure = find_worker(self.worker)
             if self.count_flops:
-                return throughput.measure(cfg, env)
-            return throughput.measure(cfg, env, flops=_no_flops)
+                return measure(cfg, env)
+            return measure(cfg, env, flops=_no_flops)
         except Exception as exc:  # failures are data (KeyboardInterrupt is not an Exception)
             record = failure_record(cfg, env, exc)
         if record.error_type == ErrorType.FATAL:

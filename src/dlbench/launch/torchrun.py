@@ -1,9 +1,10 @@
 """Multi-process jobs through torch.distributed's own launcher (torchrun).
 
 The parent (:class:`TorchrunLauncher`) writes a job file, starts
-``python -m torch.distributed.run ... -m dlbench.launch.torchrun JOB`` as a subprocess and waits
-under a time limit. Every rank (``main`` below) initialises the process group with a timeout,
-runs its part, and writes its raw results, or its error and traceback, to a file in the folder
+``python -m torch.distributed.run ... -m dlbench.launch.rank JOB`` as a subprocess and waits
+under a time limit. Every rank (:mod:`dlbench.launch.rank`) initialises the process group with a
+timeout, runs the job's worker (named by a ``"module:function"`` string, so this package imports
+no workload), and writes its raw results, or its error and traceback, to a file in the folder
 the parent named; after a success the ranks exchange their results so that every host has the
 whole job's raw samples. The parent alone turns them into records: one per config.
 
@@ -19,7 +20,6 @@ ends anything else. Ctrl-C stops torchrun, which stops every rank.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import signal
@@ -27,11 +27,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+
+import torch
 
 from dlbench.records.base import ErrorType
 from dlbench.launch.interconnect import interconnect_env
@@ -42,6 +42,9 @@ from dlbench.records.scaling import ScalingConfig, ScalingRecord
 MONITOR_INTERVAL_S = 0.2
 # After asking torchrun to stop, how long before it is killed.
 STOP_GRACE_S = 15.0
+# The workers of the jobs this launcher builds itself (a caller may name any other).
+SCALING_WORKER = "dlbench.workloads.scaling_rank:run_rank"
+COMM_WORKER = "dlbench.workloads.comm:run_rank"
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,9 @@ class TorchrunLauncher:
     # -- the generic job ------------------------------------------------------------------------
     def launch(self, job: dict[str, Any], nproc_per_node: int, interconnect: str = "default"
                ) -> JobOutcome:
+        """Run ``job`` on ``nproc_per_node`` ranks per host. The job names its worker
+        (``job["worker"]``, ``"module:function"``) and its process group's ``backend``; every
+        rank calls ``worker(job, local_rank, control)`` (see :mod:`dlbench.launch.rank`)."""
         launch_env = {**self.extra_env, **interconnect_env(interconnect)}
         with tempfile.TemporaryDirectory(prefix="dlbench-dist-") as tmp:
             out_dir = Path(tmp)
@@ -141,7 +147,7 @@ class TorchrunLauncher:
             job_path.write_text(json.dumps(job))
             cmd = [sys.executable, "-m", "torch.distributed.run", *self.rdzv.args(nproc_per_node),
                    "--max-restarts", "0", "--monitor-interval", str(MONITOR_INTERVAL_S),
-                   "-m", "dlbench.launch.torchrun", str(job_path)]
+                   "-m", "dlbench.launch.rank", str(job_path)]
             env = {**os.environ, **launch_env}
             env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default, said explicitly
             log_path = out_dir / "torchrun.log"
@@ -176,11 +182,11 @@ class TorchrunLauncher:
         slow host (it sleeps after each warm-up step), ``params_out`` saves rank 0's final
         parameters (all for tests).
         """
-        job = {"kind": "scaling", "config": cfg.to_dict(), "fail_rank": fail_rank,
-               "fail_at_step": fail_at_step, "params_out": params_out,
+        backend = resolve_backend(cfg.backend, cfg.base.device)
+        job = {"worker": SCALING_WORKER, "backend": backend, "config": cfg.to_dict(),
+               "fail_rank": fail_rank, "fail_at_step": fail_at_step, "params_out": params_out,
                "lag_rank": lag_rank, "lag_s": lag_s}
         out = self.launch(job, cfg.processes // cfg.nnodes, cfg.interconnect)
-        backend = _backend(cfg.backend, cfg.base.device)
         if out.results is not None and out.returncode == 0:
             rs = sorted(out.results, key=lambda d: d["rank"])
             slow = max(rs, key=lambda d: sum(d["step_times_s"]))
@@ -211,9 +217,9 @@ class TorchrunLauncher:
                  ) -> list[CommRecord]:
         """Every op x size x placement in one job; one record each (a whole-job failure gives one
         error record per op). ``corrupt_rank`` spoils one input element there (for tests)."""
-        backend = _backend(backend, "auto")
+        backend = resolve_backend(backend, "auto")
         ranks = ranks_per_node * self.rdzv.nnodes
-        job = {"kind": "comm", "backend": backend, "ops": ops, "sizes": sizes, "dtype": dtype,
+        job = {"worker": COMM_WORKER, "backend": backend, "ops": ops, "sizes": sizes, "dtype": dtype,
                "iters": iters, "warmup": warmup, "corrupt_rank": corrupt_rank}
         out = self.launch(job, ranks_per_node, interconnect)
 
@@ -250,10 +256,10 @@ class TorchrunLauncher:
         return records
 
 
-def _backend(backend: str, device: str) -> str:
+def resolve_backend(backend: str, device: str) -> str:
+    """The process group's backend: ``auto`` is NCCL where CUDA GPUs run the job, else gloo."""
     if backend != "auto":
         return backend
-    import torch
     return "nccl" if device != "cpu" and torch.cuda.is_available() else "gloo"
 
 
@@ -269,101 +275,3 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
     except ProcessLookupError:
         pass
-
-
-# ------------------------------------------------------------------------------ the rank side
-def _write(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc))
-    tmp.replace(path)  # atomic: the parent never reads half a file
-
-
-def _exit_with_parent() -> None:
-    """End this rank if its torchrun agent dies (a killed agent would otherwise orphan it)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                os._exit(1)
-    threading.Thread(target=watch, daemon=True).start()
-
-
-def main(job_path: str) -> None:
-    job = json.loads(Path(job_path).read_text())
-    out_dir = Path(job["out_dir"])
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    _exit_with_parent()
-    try:
-        import torch
-        import torch.distributed as dist
-
-        timeout = datetime.timedelta(seconds=float(job["pg_timeout_s"]))
-        if job["kind"] == "scaling":
-            cfg = ScalingConfig.from_dict(job["config"])
-            backend = _backend(cfg.backend, cfg.base.device)
-        else:
-            backend = job["backend"]
-        if backend == "nccl":
-            torch.cuda.set_device(local_rank)
-        dist.init_process_group(backend=backend, timeout=timeout)
-        world = dist.get_world_size()
-        # The control group carries host-side messages (stop decisions, results): gloo, so they
-        # never queue behind GPU work on an NCCL stream.
-        control = None if world == 1 else (dist.group.WORLD if backend == "gloo"
-                                           else dist.new_group(backend="gloo", timeout=timeout))
-        if job["kind"] == "scaling":
-            from dlbench.workloads.scaling import measure_rank
-            fail = job.get("fail_at_step") if job.get("fail_rank") == rank else None
-            saved: dict[str, Any] = {}
-            lag = (job.get("lag_s") or 0.0) if job.get("lag_rank") == rank else 0.0
-            result = measure_rank(cfg, local_rank, control, fail_at_step=fail,
-                                  on_done=lambda m: saved.setdefault("model", m),
-                                  warmup_lag_s=lag)
-            if job.get("params_out") and rank == 0:
-                torch.save({k: v.detach().cpu() for k, v in saved["model"].named_parameters()},
-                           job["params_out"])
-        elif job["kind"] == "train":
-            from dlbench.training.rank import run_rank as run_train_rank
-            result = run_train_rank(job, local_rank, control)
-        else:
-            from dlbench.workloads.comm import run_rank
-            result = run_rank(job, local_rank, control)
-        result.update(rank=rank, ok=True, time=time.time())
-        _write(out_dir / f"rank{rank}.json", result)
-        everything: list[Any] = [None] * world
-        if control is None:
-            everything = [result]
-        else:
-            dist.all_gather_object(everything, result, group=control)
-        if local_rank == 0:  # one copy per host: each host's dlbench stores the whole job
-            _write(out_dir / "all.json", everything)
-        dist.destroy_process_group()
-    except BaseException as exc:  # the rank's failure is data for the parent
-        _fail(out_dir, rank, exc)
-    # Every result is on disk: skip the interpreter's teardown, where native thread pools are
-    # torn down and an abort would turn a finished job into a failed one.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-def _fail(out_dir: Path, rank: int, exc: BaseException) -> None:
-    """Write the rank's failure for the parent, and end the process at once."""
-    from dlbench.launch.failures import classify, describe
-    injected = "failure injected" in str(exc)
-    _write(out_dir / f"rank{rank}.json",
-           {"rank": rank, "ok": False, "time": time.time(), "injected": injected,
-            "host": socket.gethostname(),
-            "error_type": classify(exc) if isinstance(exc, Exception) else ErrorType.CRASHED,
-            "error": describe(exc) if isinstance(exc, Exception) else repr(exc)})
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Not destroy_process_group(): with a peer gone it may wait for the timeout. Exit now.
-    os._exit(1)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1])

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from dlbench import env as envmod
-from dlbench.reference import GpuSpec, match_gpu
+from dlbench.reference import spec_for_env
 
 
 @dataclass(frozen=True)
@@ -37,22 +37,6 @@ class Mfu:
 def device_key(env: Mapping[str, Any]) -> str:
     """The device a record ran on, as the peak lookup keys it (the label of its environment)."""
     return envmod.device_label(dict(env))
-
-
-def _gpu_name(env: Mapping[str, Any]) -> str | None:
-    gpus = env.get("gpus") or []
-    return str(gpus[0].get("name")) if gpus and gpus[0].get("name") else None
-
-
-def spec_for_env(env: Mapping[str, Any]) -> tuple[GpuSpec | None, str | None]:
-    """The spec row of the record's (first) GPU, or None and why."""
-    if env.get("accelerator") != "cuda":
-        return None, "CPU: no datasheet peak table for CPUs"
-    name = _gpu_name(env)
-    spec = match_gpu(name)
-    if spec is None:
-        return None, f"GPU {name or 'unknown'!r} is not in the spec table"
-    return spec, None
 
 
 def datasheet_mfu(achieved_tflops: float, env: Mapping[str, Any],

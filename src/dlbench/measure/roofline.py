@@ -31,7 +31,9 @@ from typing import Any, Iterable, Mapping
 import torch
 
 from dlbench.measure.flops import params_count
-from dlbench.models.base import ModelSpec
+from dlbench.measure.mfu import device_key, measured_peaks
+from dlbench.models import ModelSpec, get_model
+from dlbench.reference import spec_for_env
 
 
 @functools.lru_cache(maxsize=None)
@@ -109,7 +111,6 @@ class Roofs:
 
 def point_for(record: Any, roofs: Roofs | None = None) -> RooflinePoint | None:
     """The roofline point of a ThroughputRecord (None for a failure or uncounted FLOPs)."""
-    from dlbench.models import get_model
     ach = record.achieved_tflops() if record.ok else None
     if ach is None:
         return None
@@ -126,7 +127,6 @@ def point_for(record: Any, roofs: Roofs | None = None) -> RooflinePoint | None:
 
 def roofs_for(device: str, env: Mapping[str, Any] | None, peak_records: Iterable[Any]) -> Roofs:
     """Roofs of ``device`` from its latest peak run; datasheet figures fill what is missing."""
-    from dlbench.measure.mfu import device_key, measured_peaks, spec_for_env
     recs = list(peak_records)
     compute = dict(measured_peaks(recs).get(device, {}))
     bw = None

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import socket
 import sys
 import time
 from pathlib import Path
 
-from dlbench.launch.torchrun import _exit_with_parent, _write
-from dlbench.records.base import ErrorType
+import torch
+import torch.distributed as dist
+
+from dlbench.launch.rank import exit_with_parent, fail, write_json
+from dlbench.records.net import NetConfig
+from dlbench.workloads.net import measure_host
 
 POLL_S = 0.01
 
@@ -43,14 +45,8 @@ def wait_for_parent(out_dir: Path, k: int, rank: int, timeout_s: float) -> None:
 def main(job_path: str, rank: int) -> int:
     job = json.loads(Path(job_path).read_text())
     out_dir = Path(job["out_dir"])
-    _exit_with_parent()
+    exit_with_parent()
     try:
-        import torch
-        import torch.distributed as dist
-
-        from dlbench.records.net import NetConfig
-        from dlbench.workloads.net import measure_host
-
         # One intra-op thread per host: the hosts share this machine's cores, and OpenMP's
         # spinning threads would make them fight for them.
         torch.set_num_threads(int(job.get("threads", 1)))
@@ -58,22 +54,16 @@ def main(job_path: str, rank: int) -> int:
         timeout = float(job["pg_timeout_s"])
         dist.init_process_group("gloo", rank=rank, world_size=windows[0].hosts,
                                 timeout=datetime.timedelta(seconds=timeout))
-        result = measure_host(windows, job["devs"][rank], compute_steps=int(job["compute_steps"]),
-                              between=lambda k: wait_for_parent(out_dir, k, rank, timeout),
-                              on_window=lambda k, d: _write(out_dir / f"rank{rank}.w{k}.json", d))
+        result = measure_host(
+            windows, job["devs"][rank], compute_steps=int(job["compute_steps"]),
+            between=lambda k: wait_for_parent(out_dir, k, rank, timeout),
+            on_window=lambda k, d: write_json(out_dir / f"rank{rank}.w{k}.json", d))
         result.update(rank=rank, ok=True, time=time.time())
-        _write(out_dir / f"rank{rank}.json", result)
+        write_json(out_dir / f"rank{rank}.json", result)
         dist.destroy_process_group()
         return 0
     except BaseException as exc:  # the rank's failure is data for the parent
-        from dlbench.launch.failures import classify, describe
-        _write(out_dir / f"rank{rank}.json",
-               {"rank": rank, "ok": False, "time": time.time(), "host": socket.gethostname(),
-                "error_type": classify(exc) if isinstance(exc, Exception) else ErrorType.CRASHED,
-                "error": describe(exc) if isinstance(exc, Exception) else repr(exc)})
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)  # not destroy_process_group(): with a peer gone it may wait for the timeout
+        fail(out_dir, rank, exc)  # writes rank<R>.json and ends the process at once
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from dlbench.config import ConfigError
 
@@ -76,12 +77,15 @@ def parse_delay(text: str) -> float:
     return float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
 
 
-def parse_link(text: str) -> LinkSpec:
+def parse_link(text: str, find_network: Callable[[str], Any] | None = None) -> LinkSpec:
     """A ``--link`` item: ``RATE[/DELAY]``, a network name (its bandwidth), or ``unshaped``.
 
     ``10mbit``, ``1gbit/2ms``, ``1gbe`` (the what-if table's 1 Gbit/s Ethernet), ``unshaped``.
     A network name sets the rate only; its latency needs netem and is added only when written
-    after a slash.
+    after a slash. Names are looked up with ``find_network`` (the caller passes
+    :func:`dlbench.whatif.networks.find_network`: a name to an object with ``bandwidth_Bps``, or
+    None), so that the emulator does not import the what-if model that checks it; without it
+    only rates are read.
     """
     t = text.strip().lower()
     rate_text, _, delay_text = t.partition("/")
@@ -91,8 +95,7 @@ def parse_link(text: str) -> LinkSpec:
     if _RATE_RE.match(rate_text):
         rate = parse_rate(rate_text)
     else:
-        from dlbench.whatif.networks import find_network
-        net = find_network(rate_text)
+        net = find_network(rate_text) if find_network is not None else None
         if net is None:
             parse_rate(rate_text)  # raises with the message that lists the ways to write it
             raise AssertionError("unreachable")

@@ -1,11 +1,13 @@
 """Reference data shipped with dlbench: GPU datasheet figures and published results, each row
-with its source, and the regression of seed 002 (speed on FP32 TFLOPS, through the origin).
+with its source, and the points of seed 002's regression (speed on FP32 TFLOPS); the fit through
+the origin itself is statistics and lives in :mod:`dlbench.measure.regression`. This package is
+data: it imports nothing of dlbench above it.
 
 ``gpus.json`` holds one row per GPU: dense FP32 / TF32 / FP16 / BF16 / FP8 TFLOPS, memory
 bandwidth and size, TDP, and the document each figure comes from. ``results.json`` holds every
 table of seeds 000, 002 and 003, one value per row, with the seed article as source.
 
-Seed 002's VGG16 analysis, reproduced by :func:`seed002_fit`: speed = 1000 / (ms per batch)
+Seed 002's VGG16 analysis, reproduced by :func:`dlbench.measure.regression.seed002_fit`: speed = 1000 / (ms per batch)
 against FP32 TFLOPS for the six FP32 rows of the article (Titan V, 1080 Ti, V100, 2080 Ti, T4,
 RTX 3060; the FP16 rows of the RTX 3060 and MX250 measure another thing and are left out), a
 least-squares line through the origin, R^2 uncentred (1 - SSR / sum y^2, the R^2 of a fit
@@ -22,10 +24,11 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping
+
+from dlbench import env as envmod
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 
@@ -112,6 +115,23 @@ def match_gpu(name: str | None) -> GpuSpec | None:
     return None if best is None else best[1]
 
 
+def _gpu_name(env: Mapping[str, Any]) -> str | None:
+    """The name of a record's (first) GPU, as its environment holds it."""
+    gpus = env.get("gpus") or []
+    return str(gpus[0].get("name")) if gpus and gpus[0].get("name") else None
+
+
+def spec_for_env(env: Mapping[str, Any]) -> tuple[GpuSpec | None, str | None]:
+    """The spec row of the record's (first) GPU, or None and why."""
+    if env.get("accelerator") != "cuda":
+        return None, "CPU: no datasheet peak table for CPUs"
+    name = _gpu_name(env)
+    spec = match_gpu(name)
+    if spec is None:
+        return None, f"GPU {name or 'unknown'!r} is not in the spec table"
+    return spec, None
+
+
 @functools.lru_cache(maxsize=None)
 def sources() -> dict[str, dict[str, str]]:
     return _load("results.json")["sources"]
@@ -128,52 +148,6 @@ def select(results: Iterable[ReferenceResult] | None = None, **where: Any) -> li
     return [r for r in rows if all(getattr(r, k) == v for k, v in where.items() if v is not None)]
 
 
-# -- regression through the origin ----------------------------------------------------------------
-@dataclass(frozen=True)
-class OriginFit:
-    """y = slope * x, least squares. ``r2`` is uncentred (1 - SSR / sum y^2), the R^2 of a
-    model without intercept; ``r2_centered`` (1 - SSR / sum (y - mean y)^2) is given beside it
-    because it is the stricter figure (it can be negative)."""
-
-    slope: float
-    r2: float
-    r2_centered: float
-    n: int
-    s: float            # residual standard error, n - 1 degrees of freedom
-    sxx: float          # sum of x^2
-
-    def predict(self, x: float, confidence: float = 0.95) -> tuple[float, float, float]:
-        """Prediction for a new GPU at ``x``, with a prediction interval (low, high).
-
-        The interval is slope*x +- t(n-1) * s * sqrt(1 + x^2 / sum x^2): the uncertainty of
-        the slope and the scatter of a single new GPU around the line.
-        """
-        from dlbench.measure.stats import t_quantile
-        y = self.slope * x
-        if self.n < 2:
-            return y, math.nan, math.nan
-        half = t_quantile(0.5 + confidence / 2, self.n - 1) * self.s * math.sqrt(1 + x * x / self.sxx)
-        return y, y - half, y + half
-
-
-def fit_through_origin(xs: Sequence[float], ys: Sequence[float]) -> OriginFit:
-    """Least-squares slope of y on x with no intercept."""
-    if len(xs) != len(ys) or not xs:
-        raise ValueError("need as many x as y, at least one")
-    sxx = sum(x * x for x in xs)
-    if sxx == 0:
-        raise ValueError("all x are zero")
-    slope = sum(x * y for x, y in zip(xs, ys)) / sxx
-    ssr = sum((y - slope * x) ** 2 for x, y in zip(xs, ys))
-    syy = sum(y * y for y in ys)
-    mean = sum(ys) / len(ys)
-    sst = sum((y - mean) ** 2 for y in ys)
-    n = len(xs)
-    s = math.sqrt(ssr / (n - 1)) if n > 1 else math.nan
-    return OriginFit(slope=slope, r2=1 - ssr / syy if syy else math.nan,
-                     r2_centered=1 - ssr / sst if sst else math.nan, n=n, s=s, sxx=sxx)
-
-
 @dataclass(frozen=True)
 class FitPoint:
     label: str
@@ -186,8 +160,6 @@ def own_point(record: Any, x_precision: str = "fp32") -> FitPoint | None:
     """A user's FP32 throughput result as a point beside seed 002's: its GPU's datasheet TFLOPS
     and seed 002's speed, batches of 16 per second (other batch sizes scaled to 16 samples).
     None for a failure, another precision, or a device the spec table does not know."""
-    from dlbench import env as envmod
-    from dlbench.measure.mfu import spec_for_env
     s = record.summary() if record.ok else None
     if s is None or record.config.precision != "fp32":
         return None
@@ -218,9 +190,3 @@ def reference_points(model: str, mode: str, precision: str = "fp32", source: str
         if x:
             pts.append(FitPoint(f"{r.device} ({spec.name})", x, speed_of(r)))
     return pts
-
-
-def seed002_fit(model: str = "vgg16", mode: str = "eval") -> OriginFit:
-    """Seed 002's analysis from the shipped data: 1/time on FP32 TFLOPS through the origin."""
-    pts = reference_points(model, mode)
-    return fit_through_origin([p.x_tflops for p in pts], [p.y_speed for p in pts])

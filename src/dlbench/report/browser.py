@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import base64
+import fcntl
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -83,7 +85,6 @@ class _Pipe:
             # In the child, before exec: our pipe ends become its fd 3 and fd 4. Copied above
             # 10 first, since either end may itself be fd 3 or 4 and the first dup2 would
             # overwrite it.
-            import fcntl
             r, w = fcntl.fcntl(cmd_r, fcntl.F_DUPFD, 10), fcntl.fcntl(out_w, fcntl.F_DUPFD, 10)
             os.dup2(r, 3)
             os.dup2(w, 4)
@@ -130,7 +131,6 @@ class _Pipe:
             self.events.append(m)
 
     def _read(self) -> dict[str, Any]:
-        import select
         deadline = time.monotonic() + self.timeout_s
         while b"\0" not in self._buf:
             left = deadline - time.monotonic()

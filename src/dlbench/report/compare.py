@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from dlbench import env as envmod
 from dlbench.measure.stats import mean, t_cdf
-from dlbench.report.tables import Table, fmt_num
+from dlbench.report.table import Table, fmt_num
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05

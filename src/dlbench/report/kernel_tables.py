@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from dlbench.measure.kernels import summarise
-from dlbench.report.tables import Table, fmt_pct
+from dlbench.report.table import Table, fmt_pct
 from dlbench.records.throughput import ThroughputRecord
 
 KERNEL_COLUMN = 72  # a kernel's name is cut here in the table; the record keeps more

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from dlbench.report.tables import Table, fmt_ms, fmt_num, fmt_pct
+from dlbench.report.table import Table, fmt_ms, fmt_num, fmt_pct
+from dlbench.whatif.model import fmt_bps
+from dlbench.whatif.networks import NETWORKS
 
 
 def _kb(x: float | None) -> str:
@@ -18,7 +20,6 @@ def _kb(x: float | None) -> str:
 def _rate(bps: float | None) -> str:
     if bps is None:
         return "-"
-    from dlbench.whatif.model import fmt_bps
     return fmt_bps(bps)
 
 
@@ -133,7 +134,6 @@ def seed000_prediction_table(preds: Sequence, unit: str = "images") -> Table:
 
 def hiding_lines(items: Sequence) -> list[str]:
     """Plain sentences: where communication stops hiding behind compute."""
-    from dlbench.whatif.model import fmt_bps
     out = []
     for w, c, h in items:
         where = c.network.name if c.nodes > 1 else c.intra.name
@@ -179,7 +179,6 @@ def check_table(rows: Sequence, title: str) -> Table:
 
 
 def networks_table() -> Table:
-    from dlbench.whatif.networks import NETWORKS
     rows = tuple((n.name, n.kind, f"{n.gbit:,.1f}", f"{n.bandwidth_Bps / 1e9:,.2f}",
                   f"{n.efficiency:.3f}", f"{n.latency_s * 1e6:g}", n.source, n.latency_source)
                  for n in NETWORKS)

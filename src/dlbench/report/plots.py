@@ -10,14 +10,15 @@ from typing import Sequence
 from dlbench.measure.roofline import RooflinePoint, Roofs, ridge
 
 
-def _pyplot():
+def load_pyplot():
+    """matplotlib's pyplot on the Agg backend, or an ImportError that says what to install."""
     try:
-        import matplotlib
+        import matplotlib  # optional (the report extra): a base install runs without it
     except ImportError:
         raise ImportError("plots need matplotlib: pip install 'dlbench[report]' "
                           "(or pip install matplotlib)") from None
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after use("Agg"): pyplot picks its backend on import
     return plt
 
 
@@ -28,7 +29,7 @@ def plain_log_ticks(ax, axis: str = "x") -> None:
     in a command line is text), which would print those labels as their source. Call it after
     ``set_xscale`` / ``set_yscale``, which reset the formatters.
     """
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter  # optional, as in load_pyplot
     scale = ax.xaxis if axis == "x" else ax.yaxis
     scale.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     scale.set_minor_formatter(NullFormatter())
@@ -37,7 +38,7 @@ def plain_log_ticks(ax, axis: str = "x") -> None:
 def roofline_figure(points: Sequence[RooflinePoint], roofs: Roofs, title: str | None = None):
     """Log-log roofline with one marker per point, as a matplotlib figure: ``dlbench roofline``
     saves it to files, the HTML report embeds it. The caller closes it."""
-    plt = _pyplot()
+    plt = load_pyplot()
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
     ais = [p.intensity for p in points] or [1.0]
     peaks = list(roofs.compute_tflops.values()) or [1.0]
@@ -75,7 +76,7 @@ def roofline_figure(points: Sequence[RooflinePoint], roofs: Roofs, title: str | 
 def roofline_plot(points: Sequence[RooflinePoint], roofs: Roofs, stem: str | Path,
                   title: str | None = None) -> list[Path]:
     """The roofline of :func:`roofline_figure`; writes ``stem.png`` and ``stem.svg``."""
-    plt = _pyplot()
+    plt = load_pyplot()
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     fig = roofline_figure(points, roofs, title)

@@ -1,58 +1,31 @@
 """Tables built from records: pure functions that return rows of text, no I/O.
 
-The same :class:`Table` is rendered to the terminal (rich), to Markdown, or to HTML later; the
-seed-style views reproduce the articles' layouts (seed 000: img/s with a factor in parentheses;
-seed 002: ms per batch, eval and train per model).
+Every table is a :class:`~dlbench.report.table.Table` (rendered to the terminal, Markdown or
+HTML); the seed-style views reproduce the articles' layouts (seed 000: img/s with a factor in
+parentheses; seed 002: ms per batch, eval and train per model). This module holds the tables of
+throughput, scaling, collectives, peaks and searches, and :func:`tables_for`, which lays out
+records of every kind and so imports the other table modules (kernels, network, training, tuned).
+``Table`` and the cell formats are re-exported here for the callers that take them from this
+module.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
+from dlbench.measure.mfu import mfu
+from dlbench.measure.roofline import point_for
+from dlbench.models import UnknownModelError, get_model
+from dlbench.records.peak import ceilings
+from dlbench.records.scaling import scaling_efficiency, scaling_factor
 from dlbench.records.throughput import ThroughputRecord
-
-GIB = 1024 ** 3
-
-
-@dataclass(frozen=True)
-class Table:
-    title: str
-    columns: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    notes: tuple[str, ...] = field(default=())
-
-    def to_markdown(self) -> str:
-        lines = [f"**{self.title}**", "", "| " + " | ".join(self.columns) + " |",
-                 "|" + "|".join("---" for _ in self.columns) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in self.rows]
-        lines += [""] + [f"- {n}" for n in self.notes] if self.notes else []
-        return "\n".join(lines)
-
-
-def fmt_num(x: float | None, digits: int = 4) -> str:
-    """``digits`` significant figures, no scientific notation for everyday magnitudes."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if x == 0:
-        return "0"
-    if math.isinf(x):
-        return "inf"
-    mag = math.floor(math.log10(abs(x)))
-    decimals = max(0, digits - 1 - mag)
-    return f"{x:,.{decimals}f}"
-
-
-def fmt_pct(x: float) -> str:
-    """A relative width as a percentage, with enough digits that a tight interval is not "0.0%"."""
-    if not math.isfinite(x):
-        return "inf"
-    return f"{x:.2%}" if x < 0.1 else f"{x:.1%}"
-
-
-def fmt_ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
+from dlbench.report.kernel_tables import kernel_tables
+from dlbench.report.network import loss_table, net_table
+from dlbench.report.table import GIB, Table, fmt_ms, fmt_num, fmt_pct
+from dlbench.report.train_tables import train_tables
+from dlbench.report.tuned_tables import tuned_table
+from dlbench.sweep import env_key
 
 
 def _layout(r: ThroughputRecord) -> str:
@@ -197,8 +170,6 @@ def seed000_table(records: Sequence[ThroughputRecord]) -> Table:
 
 def _image_model(model: str) -> bool:
     """By the registry, so that failed records (no unit measured) are judged too."""
-    from dlbench.models import get_model
-    from dlbench.models.base import UnknownModelError
     try:
         return get_model(model).kind == "image"
     except UnknownModelError:  # a model this version does not know: keep its rows
@@ -289,7 +260,6 @@ def latest_searches(records: Sequence) -> list:
     """One ``maxbatch`` record per setup and device: the latest that found a batch, else the
     latest (a search interrupted and resumed, or corrected after its measurement, leaves
     several)."""
-    from dlbench.sweep import env_key
     best: dict[tuple, object] = {}
     for r in records:
         key = (r.config.key(), env_key(r.env))
@@ -412,7 +382,6 @@ def energy_table(records: Sequence[ThroughputRecord], title: str = "Energy and t
 # -- MFU and device ceilings ---------------------------------------------------------------------
 def _mfu_cell(r: ThroughputRecord) -> str:
     """Datasheet MFU as a percentage, or "-" where it would mislead (reasons: mfu_table)."""
-    from dlbench.measure.mfu import mfu
     m = mfu(r)
     return "-" if m.datasheet is None else f"{m.datasheet:.1%}"
 
@@ -425,8 +394,6 @@ def mfu_table(records: Sequence[ThroughputRecord], peaks: dict | None = None,
               roofs: object | None = None, title: str = "MFU") -> Table:
     """Achieved TFLOP/s and MFU against the datasheet and the measured ceiling, with reasons;
     with ``roofs`` (measure.roofline.Roofs) the arithmetic intensity and the bound too."""
-    from dlbench.measure.mfu import mfu
-    from dlbench.measure.roofline import point_for
     cols = ("model", "mode", "batch", "prec", "TFLOP/s", "datasheet peak", "MFU (datasheet)",
             "measured peak", "MFU (measured)", "FLOP/byte", "bound", "note (why no MFU)")
     rows = []
@@ -450,7 +417,6 @@ def mfu_table(records: Sequence[ThroughputRecord], peaks: dict | None = None,
 def peak_table(records: Sequence, title: str = "Device ceilings") -> Table:
     """``dlbench peak``: one row per precision or verb, the ceiling and the point that set it,
     then every point (failures with their reason)."""
-    from dlbench.records.peak import ceilings
     rows = [(key, f"{fmt_num(c['median'])} {c['unit']}", f"{fmt_num(c['best'])} {c['unit']}",
              c["label"], str(c["iterations"])) for key, c in ceilings(list(records)).items()]
     for r in records:
@@ -490,7 +456,6 @@ def scaling_table(records: Sequence, interconnect: str = "default") -> Table:
             text = _img_s(rec)
             s = rec.summary() if rec else None
             if s and base_s and n != 1:
-                from dlbench.records.scaling import scaling_efficiency, scaling_factor
                 f = scaling_factor(s.throughput, base_s.throughput)
                 text += f" ({f:.2f})"
                 eff = f"{scaling_efficiency(f, n):.1%} at {n}"
@@ -600,7 +565,6 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
     if thr:
         out.append(throughput_table(thr, f"Throughput on {device}"))
         if any(r.config.tuned for r in thr):
-            from dlbench.report.tuned_tables import tuned_table
             out.append(tuned_table(thr))
         # The seed layouts compare like with like: tuned picks stay out of them.
         plain = [r for r in thr if not r.config.tuned]
@@ -615,7 +579,6 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
         if any(r.telemetry for r in thr):
             out.append(energy_table(thr))
         if any(r.profile for r in thr):
-            from dlbench.report.kernel_tables import kernel_tables
             out += kernel_tables(thr)
     for kind, recs in by_kind.items():
         if kind == "scaling":
@@ -639,10 +602,8 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
         elif kind == "maxbatch":
             out.append(maxbatch_table(latest_searches(recs), thr))
         elif kind == "train":
-            from dlbench.report.train_tables import train_tables
             out += train_tables(recs)
         elif kind == "net":
-            from dlbench.report.network import loss_table, net_table
             out += [net_table(recs), loss_table(recs)]
         else:
             out.append(records_table(recs, f"{kind} results"))

@@ -11,7 +11,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 from rich.table import Table as RichTable
 
 from dlbench.records.throughput import ThroughputConfig
-from dlbench.report.tables import Table, fmt_num, fmt_pct
+from dlbench.report.table import Table, fmt_num, fmt_pct
 from dlbench.records.throughput import ThroughputRecord
 
 # Piped or redirected output gets a wide page, so tables are not folded into an 80-column file.

@@ -12,6 +12,8 @@ import io
 import sys
 from typing import Any, Sequence
 
+from dlbench.store import Store
+
 COLUMNS = (
     "id", "run_id", "created_at", "dataset", "model", "batch_per_gpu", "gpus", "global_batch",
     "precision", "loader", "workers", "optimizer", "lr", "target", "seed", "max_epochs", "status",
@@ -56,7 +58,6 @@ def to_csv(records: Sequence) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from dlbench.store import Store
     ap = argparse.ArgumentParser(prog="python -m dlbench.report.train_export",
                                  description="Training runs of a dlbench store as CSV.")
     ap.add_argument("db")

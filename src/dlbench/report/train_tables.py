@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from dlbench.measure.stats import mean, percentile
-from dlbench.report.tables import Table, fmt_num
+from dlbench.report.table import Table, fmt_num
 from dlbench.training.scoring import olympic_mean
 
 

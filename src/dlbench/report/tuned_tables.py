@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from dlbench.report.tables import Table, fmt_num
 from dlbench.records.throughput import ThroughputRecord
+from dlbench.report.table import Table, fmt_num
 from dlbench.tuning.levers import describe_change
 from dlbench.tuning.payback import payback, setup_s
-from dlbench.tuning.search import Trial, throughput_of
+from dlbench.tuning.search import Trial, replay, throughput_of
 
 UNITS = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}
 
@@ -90,7 +90,6 @@ def lever_table(trials: Sequence[Trial], model: str) -> Table:
 
 def lever_tables(records: Sequence, runs: Sequence) -> list[Table]:
     """The lever table of every stored ``dlbench tune`` search (runs of suite ``tune``)."""
-    from dlbench.tuning.search import replay
     tune_runs = {r.run_id for r in runs if getattr(r, "suite", None) == "tune"}
     searches: dict[tuple, list] = {}
     for r in records:

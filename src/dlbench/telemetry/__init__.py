@@ -37,7 +37,7 @@ def for_benchmark(interval_s: float | None, device: Any,
     if getattr(device, "type", None) == "cuda":
         index = device.index
         if index is None:
-            import torch
+            import torch  # only for a CUDA device: dlbench monitor samples without torch
             index = torch.cuda.current_device()
         uuid = next((g.get("uuid") for g in env.get("gpus") or [] if g.get("index") == index), None)
         gpus = [{"index": index, "uuid": uuid}]

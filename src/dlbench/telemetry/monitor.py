@@ -10,7 +10,7 @@ import datetime as _dt
 import time
 from typing import Any, Iterator
 
-from dlbench.telemetry.sampler import _warn_once
+from dlbench.telemetry.sampler import warn_once
 from dlbench.telemetry.sources import (GPU_FIELDS, HOST_FIELDS, HostSource, NvmlSource,
                                        SourceUnavailable, reason_names)
 
@@ -31,7 +31,7 @@ class Monitor:
             sel = "all" if gpus is None else [{"index": i, "nvml_index": i} for i in gpus]
             self.nvml = NvmlSource.open(sel)
         except SourceUnavailable as exc:
-            _warn_once(f"{exc}; sampling the host instead")
+            warn_once(f"{exc}; sampling the host instead")
             self.host = HostSource()
         self._e0: dict[int, int] = {}
 

@@ -34,7 +34,7 @@ class TelemetryWarning(UserWarning):
 _nvml_warned = False
 
 
-def _warn_once(message: str) -> None:
+def warn_once(message: str) -> None:
     """Say once per process that NVML is unavailable: a sweep of fifty results needs one line."""
     global _nvml_warned
     if _nvml_warned:
@@ -95,7 +95,7 @@ class Sampler:
                 self.nvml = NvmlSource.open(self._want_gpus)
             except SourceUnavailable as exc:
                 self.nvml_error = str(exc)
-                _warn_once(str(exc))
+                warn_once(str(exc))
         if self._want_host:
             try:
                 self.host = HostSource()

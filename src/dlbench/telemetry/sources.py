@@ -101,7 +101,7 @@ class NvmlSource:
         and, where known, ``uuid``; a UUID is matched first, as CUDA_VISIBLE_DEVICES may hide
         devices so torch's indices are not NVML's)."""
         try:
-            import pynvml
+            import pynvml  # optional (the gpu extra): without it there is no GPU telemetry
         except Exception as exc:
             raise SourceUnavailable("nvidia-ml-py is not installed (pip install 'dlbench[gpu]' "
                                     f"or nvidia-ml-py): {exc}") from None
@@ -216,7 +216,7 @@ class HostSource:
 
     def __init__(self) -> None:
         try:
-            import psutil
+            import psutil  # where it is missing, telemetry goes on without the host's figures
         except Exception as exc:
             raise SourceUnavailable(f"psutil is not installed (pip install psutil): {exc}") from None
         self._psutil = psutil

@@ -1,4 +1,5 @@
-"""One rank of a multi-GPU ``dlbench train`` job, started by ``dlbench.launch.torchrun``.
+"""One rank of a multi-GPU ``dlbench train`` job: :mod:`dlbench.launch.rank` calls
+:func:`run_rank`, which :class:`~dlbench.training.runner.TorchrunRunner` names as the job's worker.
 
 The process group is initialised; the rank reads the dataset, then trains each run (seed) of the
 job in turn under DDP. After each run every rank writes its result to ``results_dir`` (atomic
@@ -7,27 +8,21 @@ rename), so the parent keeps the runs finished before a failure or an interrupti
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
 
+from dlbench.data import load_dataset
+from dlbench.launch.rank import write_json
 from dlbench.records.train import TrainConfig
-
-
-def _write(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, path)  # the parent never reads half a file
+from dlbench.training.loop import train_run
+from dlbench.training.runner import device_for
 
 
 def run_rank(job: dict[str, Any], local_rank: int, control) -> dict[str, Any]:
-    from dlbench.data import load_dataset
-    from dlbench.training.loop import train_run
-    from dlbench.training.runner import device_for
-
+    """Train every run (seed) of the job in turn; each result goes to ``results_dir`` the
+    moment its run ends (rank order is the file name's)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     configs = [TrainConfig.from_dict(d) for d in job["configs"]]
     first = configs[0]
@@ -38,5 +33,5 @@ def run_rank(job: dict[str, Any], local_rank: int, control) -> dict[str, Any]:
         res = train_run(cfg, data, device, rank, world, mllog=job["mllog"],
                         measure_side=job["measure_side"] and i == 0)
         res["data_source"] = data.source
-        _write(out_dir / f"run{i}.rank{rank}.json", res)
+        write_json(out_dir / f"run{i}.rank{rank}.json", res)
     return {"runs": len(configs), "device": str(device)}

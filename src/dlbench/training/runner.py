@@ -18,8 +18,16 @@ from typing import Any, Callable
 
 import torch
 
+from dlbench.data import load_dataset
+from dlbench.launch.failures import classify, describe, release_memory
+from dlbench.launch.torchrun import TorchrunLauncher, resolve_backend
 from dlbench.records.base import ErrorType
 from dlbench.records.train import TrainConfig, TrainRecord
+from dlbench.training.loop import train_run
+from dlbench.workloads.devices import UnsupportedError
+
+#: The worker each rank of a multi-GPU job runs (dlbench.launch.rank looks it up by this name).
+RANK_WORKER = "dlbench.training.rank:run_rank"
 
 # Fields of a rank's result that go into the record as they are.
 _SERIES = ("lr", "samples_per_epoch", "steps_per_epoch", "init_s", "run_s", "time_to_train_s",
@@ -31,7 +39,6 @@ def device_for(cfg: TrainConfig, local_rank: int = 0) -> torch.device:
     """The device of a run: a CUDA GPU unless ``--device cpu`` or no GPU is visible."""
     if cfg.device == "cpu" or not torch.cuda.is_available():
         if cfg.device.startswith("cuda"):
-            from dlbench.workloads.devices import UnsupportedError
             raise UnsupportedError("--device cuda: no CUDA GPU is visible; use --device cpu")
         return torch.device("cpu")
     index = int(cfg.device.split(":")[1]) if ":" in cfg.device else local_rank
@@ -82,7 +89,6 @@ class InlineRunner:
     _data: dict[tuple, Any] = field(default_factory=dict)
 
     def dataset(self, cfg: TrainConfig):
-        from dlbench.data import load_dataset
         key = (cfg.dataset, cfg.data_dir, cfg.image_size)
         if key not in self._data:
             self._data[key] = load_dataset(cfg.dataset, cfg.data_dir, cfg.image_size)
@@ -90,8 +96,6 @@ class InlineRunner:
 
     def run(self, cfg: TrainConfig, env: dict, measure_side: bool = True,
             on_epoch: Callable[[dict], None] | None = None) -> TrainRecord:
-        from dlbench.launch.failures import classify, describe, release_memory
-        from dlbench.training.loop import train_run
         data = self.dataset(cfg)
         try:
             device = device_for(cfg)
@@ -110,16 +114,14 @@ class TorchrunRunner:
 
     def __init__(self, timeout_s: float = 3600.0, pg_timeout_s: float = 300.0,
                  mllog: bool = True) -> None:
-        from dlbench.launch.torchrun import TorchrunLauncher
         self.launcher = TorchrunLauncher(timeout_s=timeout_s, pg_timeout_s=pg_timeout_s)
         self.mllog = mllog
 
     def run_setup(self, cfgs: list[TrainConfig], env: dict, measure_side: bool = True
                   ) -> list[TrainRecord]:
-        from dlbench.launch.torchrun import _backend
-        backend = _backend(cfgs[0].backend, cfgs[0].device)
+        backend = resolve_backend(cfgs[0].backend, cfgs[0].device)
         results_dir = Path(tempfile.mkdtemp(prefix="dlbench-train-"))
-        job = {"kind": "train", "backend": backend, "configs": [c.to_dict() for c in cfgs],
+        job = {"worker": RANK_WORKER, "backend": backend, "configs": [c.to_dict() for c in cfgs],
                "results_dir": str(results_dir), "mllog": self.mllog,
                "measure_side": measure_side}
         try:

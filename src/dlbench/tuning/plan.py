@@ -7,8 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.models import get_model
+from dlbench.records.throughput import ThroughputConfig
+from dlbench.store import Store
 from dlbench.tuning.recipes import Recipe, learned_recipes, recipe_device, tuned_config
 from dlbench.workloads.devices import resolve_device
 
@@ -17,7 +18,6 @@ def stored_recipes(db_path: str | Path, device_name: str) -> dict[tuple[str, str
     """What ``dlbench tune`` runs in ``db_path`` found on this device (none if no file)."""
     if not Path(db_path).exists():
         return {}
-    from dlbench.store import Store
     with Store(db_path) as store:
         runs = [r for r in reversed(store.runs()) if r.suite == "tune"]  # oldest first
         records = [rec for run in runs

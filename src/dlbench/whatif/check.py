@@ -21,7 +21,8 @@ from typing import Any, Callable, Sequence
 
 from dlbench.measure.stats import mean
 from dlbench.netemu.shaping import burst_bytes
-from dlbench.whatif.comm import CommCost, Link, ps_collectives, ring_allreduce
+from dlbench.whatif.comm import CommCost, Link, ps_collectives, push_pull, ring_allreduce
+from dlbench.whatif.model import ps_shard_bytes
 from dlbench.whatif.networks import Network
 
 EMULATED_EFFICIENCY = 1448 / (1514 + 33)
@@ -180,8 +181,7 @@ def check_scaling(records: Sequence[Any], intra: Link | Callable[[str, int], Lin
         compute = base.summary().mean_s
         n = r.config.gpus
         if r.config.strategy == "ps":
-            from dlbench.whatif.model import _ps_shard_bytes
-            comm = ps_collectives(_ps_shard_bytes([g], n), intra, backend="nccl")
+            comm = ps_collectives(ps_shard_bytes([g], n), intra, backend="nccl")
         else:
             comm = ring_allreduce(g, n, intra)
         bwd = compute * backward_fraction
@@ -248,7 +248,6 @@ def seed004_cost(network: Network, latency_s: float | None = None) -> CommCost:
     """Seed 004's 5 servers x 4 workers with 10 parameter-server tasks (2 per server) over
     ``network``: TensorFlow places variables round robin on the tasks (replica_device_setter's
     default), task t on server t // 2; fp32 gradients and variables."""
-    from dlbench.whatif.comm import push_pull
     var_bytes = [4.0 * n for _, n in SEED004_VARIABLES]
     task = [i % 10 for i in range(len(var_bytes))]
     host = [t // 2 for t in task]

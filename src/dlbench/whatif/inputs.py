@@ -16,15 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import torch
+
+from dlbench import env as envmod
 from dlbench.config import ConfigError
+from dlbench.models import get_model
 
 
 def model_gradients(name: str, input_size: int | None = None, bytes_per_param: int = 4
                     ) -> tuple[int, tuple[int, ...]]:
     """(gradient bytes, bytes of each trainable parameter tensor in model order) of a model."""
-    import torch
-
-    from dlbench.models import get_model
     spec = get_model(name)
     with torch.device("meta"):
         module = spec.build(input_size)
@@ -45,7 +46,6 @@ class ComputeInput:
 
 
 def _device(r: Any) -> str:
-    from dlbench import env as envmod
     try:
         return envmod.device_label(r.env)
     except Exception:  # a record with a partial environment still gives its step time

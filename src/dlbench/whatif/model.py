@@ -25,6 +25,7 @@ from dlbench.config import ConfigError
 from dlbench.whatif.comm import (CommCost, Link, hierarchical_allreduce,
                                  ps_collectives, push_pull)
 from dlbench.whatif.networks import Network
+from dlbench.workloads.ps import assign_shards
 
 STRATEGIES = ("ddp", "ps", "pushpull")
 OVERLAPS = ("none", "full")
@@ -161,9 +162,8 @@ class Prediction:
         return self.comm.busiest_bytes * 8 / self.step_s
 
 
-def _ps_shard_bytes(variables: Sequence[float], ranks: int) -> list[float]:
+def ps_shard_bytes(variables: Sequence[float], ranks: int) -> list[float]:
     """Bytes each rank owns under dlbench's ps assignment (greedy by size)."""
-    from dlbench.workloads.ps import assign_shards
     owners = assign_shards([int(v) for v in variables], ranks)
     shard = [0.0] * ranks
     for v, o in zip(variables, owners):
@@ -184,7 +184,7 @@ def communication(w: Workload, c: Cluster, strategy: str, net_scale: float = 1.0
         # dlbench's ps over every rank; its chains cross the slowest link in the job.
         link = intra if c.nodes == 1 else Link(min(inter.bandwidth_Bps * c.nics,
                                                    intra.bandwidth_Bps), inter.latency_s)
-        return ps_collectives(_ps_shard_bytes(w.variables, c.gpus), link, c.ps_backend)
+        return ps_collectives(ps_shard_bytes(w.variables, c.gpus), link, c.ps_backend)
     # push-pull: seed 004's server tasks, round robin over variables (TensorFlow's
     # replica_device_setter default), task t on node t % nodes.
     shards = c.ps_shards or c.nodes

@@ -7,6 +7,7 @@ of the model's sequential stages.
 from __future__ import annotations
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from dlbench.workloads.devices import UnsupportedError
 
@@ -25,7 +26,6 @@ class CheckpointedBlock(torch.nn.Module):
         self.inner = inner
 
     def forward(self, *args: torch.Tensor) -> torch.Tensor:
-        from torch.utils.checkpoint import checkpoint
         return checkpoint(self.inner, *args, use_reentrant=False)
 
 

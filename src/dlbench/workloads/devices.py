@@ -9,12 +9,15 @@ from __future__ import annotations
 import torch
 
 from dlbench.config import ConfigError
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.models.base import ModelSpec
+from dlbench.records.base import ErrorType
+from dlbench.records.throughput import ThroughputConfig
 
 
 class UnsupportedError(ConfigError):
     """This device (or this dlbench) cannot run the config; the message says what would."""
+
+    error_type = ErrorType.UNSUPPORTED  # the row it becomes (dlbench.launch.failures.classify)
 
 
 def resolve_device(name: str) -> torch.device:

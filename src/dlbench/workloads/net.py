@@ -2,12 +2,12 @@
 
 Runs inside a rank process that :mod:`dlbench.netemu.launch` started in the host's network
 namespace, with the gloo process group initialised over the emulated link. The strategies are
-those of ``dlbench scale`` (:func:`dlbench.workloads.scaling._wrap`: DDP, or the parameter server
-of :mod:`dlbench.workloads.ps`). One process measures several *windows*, one per (link,
-strategy), so that start-up (importing torch, building DDP) is paid once; between windows the
-parent reshapes the link while every rank waits (``between``). Each window starts from the same
-initial weights (a fresh module loaded with them, a fresh wrapper and optimizer), so its loss
-curve is comparable with every other window's.
+those of ``dlbench scale`` (:func:`dlbench.workloads.scaling.wrap_strategy`: DDP, or the
+parameter server of :mod:`dlbench.workloads.ps`). One process measures several *windows*, one
+per (link, strategy), so that start-up (importing torch, building DDP) is paid once; between
+windows the parent reshapes the link while every rank waits (``between``). Each window starts
+from the same initial weights (a fresh module loaded with them, a fresh wrapper and optimizer),
+so its loss curve is comparable with every other window's.
 
 Recorded per rank:
 
@@ -38,7 +38,7 @@ from dlbench.models import get_model
 from dlbench.records.scaling import ScalingConfig
 from dlbench.records.net import NetConfig
 from dlbench.workloads.ps import assign_shards
-from dlbench.workloads.scaling import _wrap
+from dlbench.workloads.scaling import wrap_strategy
 from dlbench.workloads.throughput import build_step, precision_flags
 
 #: The calibration stops after this many seconds even if its steps are not done.
@@ -104,7 +104,7 @@ def measure_host(windows: Sequence[NetConfig], dev: str, compute_steps: int = 5,
                                  backend="gloo", bucket_mb=cfg.bucket_mb, nnodes=world)
             dist.barrier()               # nobody sends while the parent reshapes the link
             between(k)
-            step = _wrap(scfg, spec, model, x, y, device)
+            step = wrap_strategy(scfg, spec, model, x, y, device)
             t = clock()
             step()
             first_step_s = clock() - t

@@ -46,8 +46,8 @@ def _attention_implementation() -> str:
     transformers versions without ``AttentionInterface``.
     """
     try:
-        from transformers import AttentionInterface
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        from transformers import AttentionInterface  # slow to import: only to build a model
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # as above
     except ImportError:
         return "sdpa"
     AttentionInterface.register(MASKLESS_SDPA, sdpa_attention_forward)

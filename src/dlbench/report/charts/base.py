@@ -14,6 +14,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from dlbench.report.plots import load_pyplot
+
 UNIT_LABEL = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}
 
 #: A chart builder: ``(records, commands by run id) -> charts``.
@@ -42,8 +44,7 @@ def wrap(title: str, fig: Any, fontsize: float = 9) -> str:
 
 def pyplot():
     """pyplot (Agg) set up for charts embedded in a page."""
-    from dlbench.report.plots import _pyplot as load
-    plt = load()
+    plt = load_pyplot()
     plt.rcParams["svg.fonttype"] = "path"    # glyphs as paths: no font needed to view it
     plt.rcParams["svg.hashsalt"] = "dlbench"  # stable ids, so the same data gives the same file
     plt.rcParams["text.parse_math"] = False  # a '$' in a label or command is text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from dlbench.measure.mfu import device_key, measured_peaks, mfu
 from dlbench.report.charts.base import Chart, commands_of, finish, pyplot, wrap
 
 
@@ -12,8 +13,6 @@ def mfu_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Char
     """One chart per device: a pair of horizontal bars per result (datasheet MFU, measured MFU),
     drawn for results that have at least one of them (:mod:`dlbench.measure.mfu` leaves an MFU
     out, with its reason, where it would mislead; the MFU table gives the reasons)."""
-    from dlbench.measure.mfu import device_key, measured_peaks, mfu
-
     peak_recs = [r for r in records if r.kind == "peak"]
     peaks = measured_peaks(peak_recs)
     by_dev: dict[str, list] = {}

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+from dlbench import reference as ref
+from dlbench.measure.regression import fit_through_origin
 from dlbench.report.charts.base import Chart, commands_of, finish, pyplot, wrap
 
 SOURCE = "seed002"
@@ -18,8 +20,6 @@ def published_charts(records: Sequence[Any], commands: Mapping[str, str]) -> lis
     """One figure, a panel per model and mode that has both the user's FP32 results on a GPU of
     the spec table and at least two published points to fit (seed 002: vgg16, resnet152,
     densenet161, eval and train). The user's points are shown, not fitted."""
-    from dlbench import reference as ref
-
     own: dict[tuple[str, str], list] = {}
     used: list = []
     for r in records:
@@ -44,7 +44,7 @@ def published_charts(records: Sequence[Any], commands: Mapping[str, str]) -> lis
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, (model, mode, pub, mine) in zip(axes.flat, panels):
-        fit = ref.fit_through_origin([p.x_tflops for p in pub], [p.y_speed for p in pub])
+        fit = fit_through_origin([p.x_tflops for p in pub], [p.y_speed for p in pub])
         xmax = max(p.x_tflops for p in pub + mine) * 1.08
         ax.plot([0, xmax], [0, fit.slope * xmax], color="gray", lw=1,
                 label=f"fit: {fit.slope:.3g} x TFLOPS, R^2 {fit.r2:.3f}")

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from dlbench.measure.mfu import device_key
+from dlbench.measure.roofline import point_for, roofs_for
+from dlbench.models.base import UnknownModelError
 from dlbench.report.charts.base import Chart, commands_of, finish, pyplot
+from dlbench.report.plots import roofline_figure
 
 
 def roofline_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Chart]:
     """Per device: the two roofs (measured where ``dlbench peak`` ran, else the datasheet's) and
     every ok result with counted FLOPs. None where the device has no roof at all (a CPU without
     a peak run) or no result has a point."""
-    from dlbench.measure.mfu import device_key
-    from dlbench.measure.roofline import point_for, roofs_for
-    from dlbench.models.base import UnknownModelError
-    from dlbench.report.plots import roofline_figure
-
     peak_recs = [r for r in records if r.kind == "peak"]
     by_dev: dict[str, list] = {}
     for r in records:

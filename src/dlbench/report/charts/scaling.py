@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from dlbench.records.scaling import scaling_factor
 from dlbench.report.charts.base import (Chart, commands_of, finish, per_s, pyplot, unit_label,
                                         wrap, yerr)
-from dlbench.records.scaling import scaling_factor
+from dlbench.report.compare import ratio_interval
 
 BASELINE = "default"
 
@@ -125,8 +126,6 @@ def interconnect_factors(records: Sequence[Any]) -> dict[tuple[tuple, int, str],
                                                          tuple[float, float, float]]:
     """(row, GPUs, profile) -> (factor over the default profile, its 95% interval's ends), for
     every ok result of a non-default profile whose row and GPU count ran on the default one."""
-    from dlbench.report.compare import ratio_interval
-
     cells = _cells([r for r in records if r.kind == "scaling" and r.summary() is not None])
     out = {}
     for (row, prof, n), rec in cells.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from dlbench.report.charts.base import Chart, commands_of, finish, pyplot, wrap
+from dlbench.report.plots import plain_log_ticks
 
 #: At most this many runs drawn per chart (the first seeds of each setup first).
 MAX_LINES = 12
@@ -77,13 +78,11 @@ def training_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list
             for target in sorted({r.config.target for r in runs}):
                 ax.axhline(target, color="black", ls="--", lw=0.8)
             ax.set_ylabel("evaluation accuracy (dashed: target)")
-        from matplotlib.ticker import FuncFormatter, NullFormatter
         for ax in (l_it, l_t):
             ax.set_ylabel("training loss (running mean, rank 0)")
             ax.set_yscale("log")
             # Plain numbers: the page's charts draw text without mathtext, so 10^x labels break.
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.yaxis.set_minor_formatter(NullFormatter())
+            plain_log_ticks(ax, "y")
         for ax in (l_it, a_it):
             ax.set_xlabel("iteration (optimizer steps)")
         for ax in (l_t, a_t):

@@ -1,0 +1,32 @@
+"""One rank of a ``dlbench scale`` job: the job file's fields to :func:`measure_rank`'s arguments.
+
+:class:`~dlbench.launch.torchrun.TorchrunLauncher` names :func:`run_rank` as the worker of every
+scaling job; :mod:`dlbench.launch.rank` calls it on each rank with the process group ready.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from dlbench.records.scaling import ScalingConfig
+from dlbench.workloads.scaling import measure_rank
+
+
+def run_rank(job: dict[str, Any], local_rank: int, control: dist.ProcessGroup | None
+             ) -> dict[str, Any]:
+    """This rank's raw results; the job's test hooks (an injected failure, a slow host, rank 0's
+    final parameters saved to ``params_out``) apply to the ranks they name."""
+    cfg = ScalingConfig.from_dict(job["config"])
+    rank = dist.get_rank()
+    fail = job.get("fail_at_step") if job.get("fail_rank") == rank else None
+    lag = (job.get("lag_s") or 0.0) if job.get("lag_rank") == rank else 0.0
+    saved: dict[str, torch.nn.Module] = {}
+    result = measure_rank(cfg, local_rank, control, fail_at_step=fail,
+                          on_done=lambda m: saved.setdefault("model", m), warmup_lag_s=lag)
+    if job.get("params_out") and rank == 0:
+        torch.save({k: v.detach().cpu() for k, v in saved["model"].named_parameters()},
+                   job["params_out"])
+    return result
