@@ -222,3 +222,21 @@ def test_run_smoke_suite_end_to_end(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "wall time" in p.stderr and "tiny_gpt" in p.stdout
     assert count_results(db) == 3
+
+
+def test_old_names_still_work_from_the_shell_and_help_shows_the_new(tmp_path):
+    """A script written before the renaming still runs: --method seed002 measures in ms per
+    batch, results show --view seed002 lays it out as --view ms-per-batch does."""
+    db = str(tmp_path / "old.db")
+    p = dlbench("throughput", "-m", "tiny_cnn", "-b", "4", "--mode", "eval,train",
+                "--method", "seed002", "--device", "cpu", "--db", db, *FAST)
+    assert p.returncode == 0, p.stderr
+    assert "ms per batch" in p.stdout
+    old = dlbench("results", "show", "latest", "--view", "seed002", "--db", db)
+    new = dlbench("results", "show", "latest", "--view", "ms-per-batch", "--db", db)
+    assert old.returncode == new.returncode == 0 and old.stdout == new.stdout
+    assert "ms per batch" in new.stdout
+    h = dlbench("run", "--help")
+    assert "classic-cnn" in h.stdout and "ms-per-batch" in h.stdout and "seed0" not in h.stdout
+    s = dlbench("run", "--list-suites")
+    assert s.returncode == 0 and "classic-cnn" in s.stdout and "seed0" not in s.stdout

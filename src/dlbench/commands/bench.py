@@ -14,8 +14,9 @@ from dlbench.commands.common import (EPILOG, EXIT_FAILED_RESULTS, EXIT_FATAL, EX
                                      say_to_stderr, show_tables)
 from dlbench.config import ATTENTION_BACKENDS, METHODS, OPTIMIZER_IMPLS
 from dlbench.measure.stopping import StopRule
+from dlbench.records.throughput import expand
 from dlbench.report import export, terminal
-from dlbench.suites import OLD_NAMES, SUITES
+from dlbench.suites import OLD_NAMES, SUITES, suite_for
 from dlbench.sweep import NullProgress, SweepOutcome
 
 ORDER = 10
@@ -139,17 +140,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             terminal.stdout.print(f"[bold]{s.name:{width}}[/bold] {s.description}"
                                   + (" [dim](GPU only)[/dim]" if s.gpu_only else ""))
         return EXIT_OK
-    from dlbench.suites import suite_for
-    from dlbench.workloads import plans  # imports torch: kept out of `dlbench --help`
+    from dlbench.workloads import plans  # heavy: torch
     suite, configs = suite_for(args.suite, plans.device_facts())
     return _sweep(args, configs, suite.name, suite.view, tuned=args.tuned,
                   keep=("precision", "batch_size"))
 
 
 def cmd_throughput(args: argparse.Namespace) -> int:
-    from dlbench.models import get_model
-    from dlbench.records.throughput import expand
-    from dlbench.workloads import plans  # imports torch: kept out of `dlbench --help`
+    from dlbench.models import get_model  # heavy: torch
+    from dlbench.workloads import plans  # heavy: torch
 
     models = [get_model(m).name for m in flatten(args.model, [])]
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,
@@ -188,8 +187,8 @@ def cmd_throughput(args: argparse.Namespace) -> int:
 def _auto(args: argparse.Namespace, setups: list) -> list:
     """Each setup at the largest batch that fits (a stored 'dlbench maxbatch' result, or a
     search now); a setup where nothing fits is left out, with a message."""
-    from dlbench.workloads.maxbatch_search import auto_batches
-    from dlbench.workloads.plans import preflight
+    from dlbench.workloads.maxbatch_search import auto_batches  # heavy: torch
+    from dlbench.workloads.plans import preflight  # heavy: torch
     preflight(setups)
     sized = []
     for a in auto_batches(setups, args.db, args.command_line, tag=args.tag,
@@ -213,7 +212,7 @@ def _batch_or_auto(text: str) -> int | str | None:
 
 def _sweep(args: argparse.Namespace, configs: list, suite: str | None, view: str,
            tuned: bool = False, keep: Sequence[str] = ()) -> int:
-    from dlbench.workloads import plans, runs  # imports torch: kept out of `dlbench --help`
+    from dlbench.workloads import plans, runs  # heavy: torch
     plans.preflight(configs)
     env = envmod.capture_environment()
     label = envmod.device_label(env)
@@ -259,5 +258,5 @@ def _print_outcome(args: argparse.Namespace, outcome: SweepOutcome, view: str, l
 
 def _with_compiled_loss(configs, choices):
     """Kept for tests/test_tuning.py until it imports ``workloads.plans.with_compiled_loss``."""
-    from dlbench.workloads.plans import with_compiled_loss  # imports torch
+    from dlbench.workloads.plans import with_compiled_loss  # heavy: torch
     return with_compiled_loss(configs, choices)

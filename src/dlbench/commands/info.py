@@ -8,7 +8,6 @@ import sys
 
 from dlbench import env as envmod
 from dlbench.commands.common import EXIT_OK
-from dlbench.models import list_models
 from dlbench.report import tables, terminal
 
 ORDER = 90
@@ -41,12 +40,13 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from dlbench.models import list_models  # heavy: torch
     specs = list_models(include_test=args.all)
     rows, docs = [], []
     for s in specs:
         ev = tr = None
         if not args.no_flops:
-            from dlbench.measure.flops import count_flops
+            from dlbench.measure.flops import count_flops  # heavy: torch
             try:
                 ev, tr = count_flops(s, "eval"), count_flops(s, "train")
             except Exception as exc:  # a model the counter cannot trace still gets listed

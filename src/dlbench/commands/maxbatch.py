@@ -83,10 +83,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_maxbatch(args: argparse.Namespace) -> int:
-    from dlbench.models import get_model
-    from dlbench.workloads import plans  # imports torch: kept out of `dlbench --help`
-    from dlbench.workloads.maxbatch_search import run_searches
-    from dlbench.workloads.runs import launcher_for
+    from dlbench.models import get_model  # heavy: torch
+    from dlbench.workloads import plans  # heavy: torch
+    from dlbench.workloads.maxbatch_search import run_searches  # heavy: torch
+    from dlbench.workloads.runs import launcher_for  # heavy: torch
 
     models = [get_model(m).name for m in flatten(args.model, [])]
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,

@@ -14,8 +14,6 @@ from dlbench.config import ConfigError
 from dlbench.netemu.topology import NetEmuUnavailable, cleanup_leftovers, privilege_problem
 from dlbench.report import export, terminal
 from dlbench.report.network import check_table, loss_table, net_table
-from dlbench.whatif.check import check_net
-from dlbench.workloads.net_runs import net_plan, run_net
 
 ORDER = 22
 
@@ -128,6 +126,9 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from dlbench.whatif.check import check_net  # heavy: torch (via whatif.model)
+    from dlbench.workloads.net_runs import net_plan, run_net  # heavy: torch (via netemu.launch)
+
     plan = net_plan(args.model, hosts=args.hosts, links=flatten(args.link, []),
                     strategies=flatten(args.strategy, []), batch=args.batch_size,
                     precision=args.precision, optimizer=args.optimizer,

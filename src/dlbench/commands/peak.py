@@ -9,12 +9,14 @@ import time
 from pathlib import Path
 
 from dlbench import env as envmod
+from dlbench import reference as ref
 from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
                                      add_store_flags, csv_list, flatten, metavar, one_of)
 from dlbench.config import PRECISIONS
+from dlbench.measure.mfu import device_key, measured_peaks
 from dlbench.report import export, tables, terminal
 from dlbench.store import Store, StoreError
-from dlbench.workloads.gpu_fit import SOURCE_IDS
+from dlbench.workloads.gpu_fit import SOURCE_IDS, fit_gpus
 
 ORDER = 30
 #: ``gpus --source`` by the reference data's own ids (accepted, not shown).
@@ -130,8 +132,7 @@ def _throughput_records(store: Store, run: str, tag: str | None) -> list:
 
 
 def cmd_roofline(args: argparse.Namespace) -> int:
-    from dlbench.measure.mfu import device_key, measured_peaks
-    from dlbench.measure.roofline import point_for, roofs_for
+    from dlbench.measure.roofline import point_for, roofs_for  # heavy: torch
 
     if not Path(args.db).exists():
         raise StoreError(f"no result store at {args.db}; run 'dlbench run' and 'dlbench peak' first")
@@ -155,7 +156,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         stem = Path(args.output)
         if len(by_dev) > 1:
             stem = stem.with_name(f"{stem.name}-{envmod._slug(dev)}")
-        from dlbench.report.plots import roofline_plot
+        from dlbench.report.plots import roofline_plot  # heavy: matplotlib
         paths = roofline_plot(pts, roofs, stem)
         terminal.stderr.print("wrote " + ", ".join(str(p) for p in paths))
     return EXIT_OK
@@ -163,9 +164,6 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 # -- gpus ------------------------------------------------------------------------------------------
 def cmd_gpus(args: argparse.Namespace) -> int:
-    from dlbench import reference as ref
-    from dlbench.workloads.gpu_fit import fit_gpus
-
     if args.specs:
         rows = tuple((s.id, s.name, *(tables.fmt_num(s.tflops(p)) for p in PRECISIONS),
                       tables.fmt_num(s.memory_bandwidth_gbs), tables.fmt_num(s.memory_gb),

@@ -13,6 +13,7 @@ from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT
                                      csv_list, flatten, on_off, rendezvous_flags, show_failures,
                                      show_tables)
 from dlbench.measure.stopping import StopRule
+from dlbench.records.throughput import expand
 from dlbench.report import export, terminal
 from dlbench.sweep import NullProgress
 
@@ -81,12 +82,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
-    import torch  # reason: CUDA's presence and memory decide GPU counts and batches
+    import torch  # heavy: the GPUs to count
 
-    from dlbench.models import get_model
-    from dlbench.records.throughput import expand
-    from dlbench.workloads import plans
-    from dlbench.workloads.runs import run_scaling
+    from dlbench.models import get_model  # heavy: torch
+    from dlbench.workloads import plans  # heavy: torch
+    from dlbench.workloads.runs import run_scaling  # heavy: torch
 
     facts = plans.device_facts()
     gpu = plans.on_gpu(args.device, facts)

@@ -13,6 +13,8 @@ from typing import Any, Sequence
 from dlbench.commands.common import EXIT_OK, add_store_flags
 from dlbench.report import tables, terminal
 from dlbench.store import Store, StoreError
+from dlbench.telemetry.monitor import Monitor, format_line
+from dlbench.telemetry.summary import rows as series_rows
 
 ORDER = 30
 
@@ -46,8 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_telemetry(args: argparse.Namespace) -> int:
-    from dlbench.telemetry.summary import rows as series_rows
-
     if not Path(args.db).exists():
         raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
     with Store(args.db) as store:
@@ -83,8 +83,6 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
-    from dlbench.telemetry.monitor import Monitor, format_line
-
     if not args.interval > 0:
         raise StoreError("--interval must be > 0 seconds")
     gpus = [int(g) for g in args.gpu.split(",")] if args.gpu else None

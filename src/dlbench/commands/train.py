@@ -11,6 +11,7 @@ from dlbench import env as envmod
 from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
                                      add_store_flags, csv_list, flatten, on_off)
 from dlbench.report import export, terminal
+from dlbench.report.train_tables import train_tables
 
 ORDER = 25
 
@@ -193,7 +194,6 @@ def _run_line(rec) -> str:
 
 
 def show(records) -> None:
-    from dlbench.report.train_tables import train_tables  # heavy: torch (via training.scoring)
     if not records:
         terminal.stdout.print("no runs")
         return
