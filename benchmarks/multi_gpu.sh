@@ -34,6 +34,9 @@ set -uo pipefail
 usage="usage: $0 OUTDIR [scaling|strategies|interconnect|comm|whatif ...]"
 out=${1:?$usage}; shift
 parts=${*:-scaling strategies interconnect comm whatif}
+for part in $parts; do  # every part known before anything runs
+  case $part in scaling|strategies|interconnect|comm|whatif) ;; *) echo "$usage" >&2; exit 2 ;; esac
+done
 repo=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 # NVLink multicast (NVLS, symmetric-memory multicast) off: some hosts' GPUs or drivers do not
@@ -96,10 +99,7 @@ whatif() {
 
 nvidia-smi topo -m 2>/dev/null | tee "$out/topology.txt"
 for part in $parts; do
-  case $part in
-    scaling|strategies|interconnect|comm|whatif) $part 2>&1 | tee -a "$out/$part.log" ;;
-    *) echo "$usage" >&2; exit 2 ;;
-  esac
+  $part 2>&1 | tee -a "$out/$part.log"
 done
 dl results export --db "$db" --format csv -o "$out/all.csv"
 dl results export --db "$db" --format json -o "$out/all.json"

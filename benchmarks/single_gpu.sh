@@ -31,6 +31,9 @@ set -uo pipefail
 usage="usage: $0 OUTDIR [suites|ceilings|energy|memory|fidelity ...]"
 out=${1:?$usage}; shift
 parts=${*:-suites ceilings energy memory fidelity}
+for part in $parts; do  # every part known before anything runs
+  case $part in suites|ceilings|energy|memory|fidelity) ;; *) echo "$usage" >&2; exit 2 ;; esac
+done
 repo=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$out"
@@ -101,10 +104,7 @@ fidelity() {
 }
 
 for part in $parts; do
-  case $part in
-    suites|ceilings|energy|memory|fidelity) $part 2>&1 | tee -a "$out/$part.log" ;;
-    *) echo "$usage" >&2; exit 2 ;;
-  esac
+  $part 2>&1 | tee -a "$out/$part.log"
 done
 dl results export --db "$db" --format csv -o "$out/all.csv"
 dl results export --db "$db" --format json -o "$out/all.json"

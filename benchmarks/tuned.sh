@@ -33,6 +33,12 @@ set -uo pipefail
 usage="usage: $0 OUTDIR [search|suite|ms|levers|targets|profile|fidelity ...]"
 out=${1:?$usage}; shift
 parts=${*:-search suite ms levers targets profile fidelity}
+for part in $parts; do  # every part known before anything runs
+  case $part in
+    search|suite|ms|levers|targets|profile|fidelity) ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+done
 repo=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$out"
@@ -107,10 +113,7 @@ fidelity() {
 }
 
 for part in $parts; do
-  case $part in
-    search|suite|ms|levers|targets|profile|fidelity) $part 2>&1 | tee -a "$out/$part.log" ;;
-    *) echo "$usage" >&2; exit 2 ;;
-  esac
+  $part 2>&1 | tee -a "$out/$part.log"
 done
 dl results export --db "$db" --format csv -o "$out/all.csv"
 dl results export --db "$db" --format json -o "$out/all.json"
