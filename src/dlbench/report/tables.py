@@ -15,7 +15,6 @@ from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
 from dlbench.measure.mfu import mfu
-from dlbench.measure.roofline import point_for
 from dlbench.models import UnknownModelError, get_model
 from dlbench.records.peak import ceilings
 from dlbench.records.scaling import scaling_efficiency, scaling_factor
@@ -394,6 +393,7 @@ def mfu_table(records: Sequence[ThroughputRecord], peaks: dict | None = None,
               roofs: object | None = None, title: str = "MFU") -> Table:
     """Achieved TFLOP/s and MFU against the datasheet and the measured ceiling, with reasons;
     with ``roofs`` (measure.roofline.Roofs) the arithmetic intensity and the bound too."""
+    from dlbench.measure.roofline import point_for  # slow: torch's FLOP counter, triton (--help)
     cols = ("model", "mode", "batch", "prec", "TFLOP/s", "datasheet peak", "MFU (datasheet)",
             "measured peak", "MFU (measured)", "FLOP/byte", "bound", "note (why no MFU)")
     rows = []

@@ -25,7 +25,6 @@ from dlbench.config import ConfigError
 from dlbench.whatif.comm import (CommCost, Link, hierarchical_allreduce,
                                  ps_collectives, push_pull)
 from dlbench.whatif.networks import Network
-from dlbench.workloads.ps import assign_shards
 
 STRATEGIES = ("ddp", "ps", "pushpull")
 OVERLAPS = ("none", "full")
@@ -164,6 +163,7 @@ class Prediction:
 
 def ps_shard_bytes(variables: Sequence[float], ranks: int) -> list[float]:
     """Bytes each rank owns under dlbench's ps assignment (greedy by size)."""
+    from dlbench.workloads.ps import assign_shards  # slow: the whole training step (--help)
     owners = assign_shards([int(v) for v in variables], ranks)
     shard = [0.0] * ranks
     for v, o in zip(variables, owners):
