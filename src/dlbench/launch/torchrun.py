@@ -219,8 +219,8 @@ class TorchrunLauncher:
         error record per op). ``corrupt_rank`` spoils one input element there (for tests)."""
         backend = resolve_backend(backend, "auto")
         ranks = ranks_per_node * self.rdzv.nnodes
-        job = {"worker": COMM_WORKER, "backend": backend, "ops": ops, "sizes": sizes, "dtype": dtype,
-               "iters": iters, "warmup": warmup, "corrupt_rank": corrupt_rank}
+        job = {"worker": COMM_WORKER, "backend": backend, "ops": ops, "sizes": sizes,
+               "dtype": dtype, "iters": iters, "warmup": warmup, "corrupt_rank": corrupt_rank}
         out = self.launch(job, ranks_per_node, interconnect)
 
         def cfg(op: str, size: int, inplace: bool) -> CommConfig:

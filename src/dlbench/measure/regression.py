@@ -37,7 +37,8 @@ class OriginFit:
         y = self.slope * x
         if self.n < 2:
             return y, math.nan, math.nan
-        half = t_quantile(0.5 + confidence / 2, self.n - 1) * self.s * math.sqrt(1 + x * x / self.sxx)
+        t = t_quantile(0.5 + confidence / 2, self.n - 1)
+        half = t * self.s * math.sqrt(1 + x * x / self.sxx)
         return y, y - half, y + half
 
 

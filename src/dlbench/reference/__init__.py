@@ -7,17 +7,17 @@ data: it imports nothing of dlbench above it.
 bandwidth and size, TDP, and the document each figure comes from. ``results.json`` holds every
 table of seeds 000, 002 and 003, one value per row, with the seed article as source.
 
-Seed 002's VGG16 analysis, reproduced by :func:`dlbench.measure.regression.seed002_fit`: speed = 1000 / (ms per batch)
-against FP32 TFLOPS for the six FP32 rows of the article (Titan V, 1080 Ti, V100, 2080 Ti, T4,
-RTX 3060; the FP16 rows of the RTX 3060 and MX250 measure another thing and are left out), a
-least-squares line through the origin, R^2 uncentred (1 - SSR / sum y^2, the R^2 of a fit
-without intercept, as spreadsheets report it). With the spec table's FP32 figures (datasheet
-or TechPowerUp's clock-derived ones; the article used a "GPU database") that gives R^2 = 0.984
-for both eval and train, the article's figure, when the V100 is the SXM2 part (15.7 TFLOPS);
-with the V100 PCIe (14.0) it is 0.976 (eval) and 0.974 (train). The centred R^2 of the same
-fit is only about 0.80: six points, all far from the origin, say less than 0.984 suggests.
-The article does not name the V100 variant; the SXM2 row is the one that reproduces it, so the
-shipped V100 results point at it (``gpu_id: v100-sxm2``).
+Seed 002's VGG16 analysis, reproduced by :func:`dlbench.measure.regression.seed002_fit`: speed =
+1000 / (ms per batch) against FP32 TFLOPS for the six FP32 rows of the article (Titan V, 1080 Ti,
+V100, 2080 Ti, T4, RTX 3060; the FP16 rows of the RTX 3060 and MX250 measure another thing and are
+left out), a least-squares line through the origin, R^2 uncentred (1 - SSR / sum y^2, the R^2 of a
+fit without intercept, as spreadsheets report it). With the spec table's FP32 figures (datasheet or
+TechPowerUp's clock-derived ones; the article used a "GPU database") that gives R^2 = 0.984 for
+both eval and train, the article's figure, when the V100 is the SXM2 part (15.7 TFLOPS); with the
+V100 PCIe (14.0) it is 0.976 (eval) and 0.974 (train). The centred R^2 of the same fit is only
+about 0.80: six points, all far from the origin, say less than 0.984 suggests. The article does not
+name the V100 variant; the SXM2 row is the one that reproduces it, so the shipped V100 results
+point at it (``gpu_id: v100-sxm2``).
 """
 
 from __future__ import annotations
