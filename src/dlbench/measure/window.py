@@ -206,24 +206,19 @@ class MeasuredWindow:
         warmup = self.warmup_times_s
         in_flight = self.in_flight = steps_in_flight(
             warmup[-1] if warmup else (self.first_step_s or 0.0))
-        clock, timer = self._clock, self._timer
-        if isinstance(stop, int):
-            timer.start()
-            t0 = clock()
-            self._mark("window_start", t0)
-            out = self._fixed(step, stop, timer, in_flight)
-            reason = StopReason.STEP_CAP
-        elif self._agree is None:
-            timer.start()
-            t0 = clock()
-            self._mark("window_start", t0)
+        clock, timer, agree = self._clock, self._timer, self._agree
+        fixed = isinstance(stop, int)
+        if agree is not None and not fixed:
+            self.check_every = agree(check_every(warmup))  # rank 0's cadence, on every rank
+        timer.start()
+        t0 = clock()
+        self._mark("window_start", t0)
+        if fixed:
+            out, reason = self._fixed(step, stop, timer, in_flight), StopReason.STEP_CAP
+        elif agree is None:
             out, reason = self._alone(step, stop, timer, in_flight, clock, t0)
         else:
-            every = self.check_every = self._agree(check_every(warmup))  # rank 0's, on all
-            timer.start()
-            t0 = clock()
-            self._mark("window_start", t0)
-            out, reason = self._ranks(step, stop, timer, in_flight, clock, t0, every)
+            out, reason = self._ranks(step, stop, timer, in_flight, clock, t0, self.check_every)
         self.step_times_s = tuple(timer.finish())  # note: the one CPU-GPU sync point of the window
         self.wall_s = clock() - t0
         self._mark("window_end", t0 + self.wall_s)
