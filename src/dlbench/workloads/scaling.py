@@ -1,6 +1,6 @@
 """One rank of a data-parallel training measurement: ddp, dp or ps, timed like ``throughput``.
 
-Runs inside a process that ``dlbench.launch.torchrun`` started through torch.distributed.run, with
+Runs inside a process that ``dlbench.launch.rank`` started through torch.distributed.run, with
 the process group already initialised. The steps run through the one measured window
 (:mod:`dlbench.measure.window`), as throughput's do, with its bounded launch queue. The ranks
 must step in lockstep and stop together: rank 0 consults the stopping rule on its own step times
@@ -97,7 +97,7 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
             model = model.to(memory_format=torch.channels_last)
             x = x.contiguous(memory_format=torch.channels_last)
         model.train(True)
-        step = _wrap(cfg, spec, model, x, y, device)
+        step = wrap_strategy(cfg, spec, model, x, y, device)
         synchronize(device)
         build_s = clock() - t
         reset_peak_memory(device)
@@ -166,8 +166,8 @@ class ReplicaAutocast(torch.nn.Module):
             return self.inner(x)
 
 
-def _wrap(cfg: ScalingConfig, spec, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
-          device: torch.device) -> Callable[[], torch.Tensor]:
+def wrap_strategy(cfg: ScalingConfig, spec, model: torch.nn.Module, x: torch.Tensor,
+                  y: torch.Tensor, device: torch.device) -> Callable[[], torch.Tensor]:
     """The strategy around the model, and the step that trains it."""
     base = cfg.base
     if cfg.strategy == "ps":
