@@ -269,6 +269,21 @@ def test_auto_batches_where_nothing_fits_has_no_sized_config(tmp_path):
     assert found.sized is None and not found.search.ok
 
 
+def test_with_auto_batches_keeps_the_fixed_batches_only_when_asked(tmp_path):
+    # -b 8,auto: the config at 8 and the same setup at its largest batch; -b auto: only that.
+    from dlbench.workloads.maxbatch_search import with_auto_batches
+    db = str(tmp_path / "auto.db")
+    at8 = ThroughputConfig(model="test_oom", batch_size=8, device="cpu", stop=FAST_STOP)
+    both, found = with_auto_batches([at8], db, "t", keep=True, probe_launcher=FakeLauncher(32))
+    assert [c.batch_size for c in both] == [8, 32] and found[0].search.best_batch == 32
+    only, _ = with_auto_batches([replace(at8, batch_size=1)], db, "t",
+                                probe_launcher=FakeLauncher(32))
+    assert [c.batch_size for c in only] == [32]
+    none, found = with_auto_batches([at8], str(tmp_path / "none.db"), "t",
+                                    probe_launcher=FakeLauncher(0))
+    assert none == [] and found[0].sized is None
+
+
 class Heard:
     """A SearchProgress that keeps what it hears."""
 

@@ -175,34 +175,31 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         telemetry_interval_s=args.telemetry_interval or None, profile_steps=args.profile)
     configs = plans.with_compiled_loss(configs, flatten(args.compile_loss, [False]))
     configs = plans.unique(map(plans.applicable, configs))
-    if len(fixed) < len(batches):  # -b auto: size each setup now, before the sweep
-        configs = (configs if fixed else []) + _auto(args, plans.auto_setups(configs))
-        configs = plans.unique(configs)
+    if AUTO in batches:  # size each setup now, before the sweep
+        configs = _auto(args, configs, keep=bool(fixed))
     view = "ms-per-batch" if args.method == "fwd-bwd" else "throughput"
     keep = [name for name, given in (("precision", args.precision), ("batch_size", args.batch_size))
             if given]
     return _sweep(args, configs, None, view, tuned=args.tuned, keep=keep)
 
 
-def _auto(args: argparse.Namespace, setups: list) -> list:
-    """Each setup at the largest batch that fits (a stored 'dlbench maxbatch' result, or a
-    search now); a setup where nothing fits is left out, with a message."""
-    from dlbench.workloads.maxbatch_search import auto_batches  # heavy: torch
-    from dlbench.workloads.plans import preflight  # heavy: torch
-    preflight(setups)
-    sized = []
-    for a in auto_batches(setups, args.db, args.command_line, tag=args.tag,
-                          progress=SearchPrinter(say_to_stderr(args.quiet))):
+def _auto(args: argparse.Namespace, configs: list, keep: bool) -> list:
+    """``-b auto``: each setup at the largest batch that fits (a stored 'dlbench maxbatch'
+    result, or a search now), said on stderr; a setup where nothing fits is left out."""
+    from dlbench.workloads.maxbatch_search import with_auto_batches  # heavy: torch
+    configs, found = with_auto_batches(configs, args.db, args.command_line, keep=keep,
+                                       tag=args.tag,
+                                       progress=SearchPrinter(say_to_stderr(args.quiet)))
+    for a in found:
         cfg = a.config
         if a.sized is not None:
             # Printed even with --quiet: the batch is part of what the sweep measures.
             terminal.stderr.print(f"-b auto: {cfg.model} {cfg.precision} {cfg.mode} -> batch "
                                   f"{a.search.best_batch}")
-            sized.append(a.sized)
         else:
             terminal.error(f"-b auto: {cfg.label.replace(' b1 ', ' ')}: no batch fits "
                            f"({a.search.error}); left out of the sweep")
-    return sized
+    return configs
 
 
 def _batch_or_auto(text: str) -> int | str | None:

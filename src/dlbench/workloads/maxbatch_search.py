@@ -20,7 +20,7 @@ from dlbench.store import Store
 from dlbench.suites import gpu_batch
 from dlbench.sweep import env_key
 from dlbench.workloads import maxbatch as mb
-from dlbench.workloads.plans import device_facts
+from dlbench.workloads.plans import auto_setups, device_facts, preflight, unique
 from dlbench.workloads.session import StoredRun
 
 #: A measurement that ran out of memory steps down to a fitted batch at most this share of it.
@@ -234,3 +234,20 @@ def auto_batches(configs: Sequence[ThroughputConfig], db: str, command: str,
                                 measure_with=None, probe_launcher=probe_launcher,
                                 progress=progress)
     return [AutoBatch(cfg, rec) for cfg, rec in zip(configs, found)]
+
+
+def with_auto_batches(configs: Sequence[ThroughputConfig], db: str, command: str, *,
+                      keep: bool = False, tag: str | None = None,
+                      progress: SearchProgress | None = None, probe_launcher=None,
+                      ) -> tuple[list[ThroughputConfig], list[AutoBatch]]:
+    """``-b auto`` in a sweep: each setup of ``configs`` once more at the largest batch that
+    fits it (checked, then sized by :func:`auto_batches`), after ``configs`` themselves where
+    ``keep`` (``-b 64,auto``) and instead of them where not (``-b auto``: they stand at batch 1).
+    Returns (the sweep's configs, what sizing found per setup: a setup where nothing fits has
+    no config in the sweep)."""
+    setups = auto_setups(configs)
+    preflight(setups)
+    found = auto_batches(setups, db, command, tag=tag, progress=progress,
+                         probe_launcher=probe_launcher)
+    sized = [a.sized for a in found if a.sized is not None]
+    return unique((list(configs) if keep else []) + sized), found
