@@ -14,7 +14,7 @@ from dlbench import commands
 from dlbench.commands.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from dlbench.config import ConfigError
 from dlbench.measure.stopping import StopRuleError
-from dlbench.models.base import UnknownModelError
+from dlbench.models.errors import UnknownModelError
 from dlbench.report.terminal import error
 from dlbench.store import StoreError
 

@@ -14,6 +14,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from dlbench.models.errors import UnknownModelError  # noqa: F401  (re-exported: its old home)
+
 Kind = Literal["image", "text"]
 Unit = Literal["images", "sequences", "tokens"]
 
@@ -83,10 +85,3 @@ class ModelSpec:
     def units_per_sample(self, input_size: int | None = None) -> int:
         """How many units one sample counts: 1 image or sequence, or ``seq_len`` tokens."""
         return (input_size or self.input_size) if self.unit == "tokens" else 1
-
-
-class UnknownModelError(KeyError):
-    """A model name the registry does not know; the message names the close matches."""
-
-    def __str__(self) -> str:  # KeyError would print the message in quotes
-        return str(self.args[0])

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from dlbench.measure.kernels import summarise
-from dlbench.report.table import Table, fmt_pct
 from dlbench.records.throughput import ThroughputRecord
+from dlbench.report.table import Table, fmt_pct
 
 KERNEL_COLUMN = 72  # a kernel's name is cut here in the table; the record keeps more
 
@@ -17,6 +16,7 @@ def _ms(seconds: float) -> str:
 
 def kernel_tables(records: Sequence[ThroughputRecord], top: int = 8) -> list[Table]:
     """Two tables per profiled record: the categories, then the ``top`` kernels."""
+    from dlbench.measure.kernels import summarise  # measure.kernels imports torch (--help)
     out = []
     for r in records:
         if not r.ok or not r.profile:

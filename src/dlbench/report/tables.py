@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
 from dlbench.measure.mfu import mfu
-from dlbench.models import UnknownModelError, get_model
+from dlbench.models import UnknownModelError
 from dlbench.records.peak import ceilings
 from dlbench.records.scaling import scaling_efficiency, scaling_factor
 from dlbench.records.throughput import ThroughputRecord
@@ -23,7 +23,6 @@ from dlbench.report.kernel_tables import kernel_tables
 from dlbench.report.network import loss_table, net_table
 from dlbench.report.table import GIB, Table, fmt_ms, fmt_num, fmt_pct
 from dlbench.report.train_tables import train_tables
-from dlbench.report.tuned_tables import tuned_table
 from dlbench.sweep import env_key
 
 
@@ -169,6 +168,7 @@ def seed000_table(records: Sequence[ThroughputRecord]) -> Table:
 
 def _image_model(model: str) -> bool:
     """By the registry, so that failed records (no unit measured) are judged too."""
+    from dlbench.models import get_model  # the registry imports torch (--help)
     try:
         return get_model(model).kind == "image"
     except UnknownModelError:  # a model this version does not know: keep its rows
@@ -565,6 +565,8 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
     if thr:
         out.append(throughput_table(thr, f"Throughput on {device}"))
         if any(r.config.tuned for r in thr):
+            # function-level: tuning.levers imports torch (dlbench --help)
+            from dlbench.report.tuned_tables import tuned_table
             out.append(tuned_table(thr))
         # The seed layouts compare like with like: tuned picks stay out of them.
         plain = [r for r in thr if not r.config.tuned]

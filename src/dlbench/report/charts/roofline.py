@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 from dlbench.measure.mfu import device_key
 from dlbench.measure.roofline import point_for, roofs_for
-from dlbench.models.base import UnknownModelError
+from dlbench.models.errors import UnknownModelError
 from dlbench.report.charts.base import Chart, commands_of, finish, pyplot
 from dlbench.report.plots import roofline_figure
 
