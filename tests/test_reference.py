@@ -1,7 +1,9 @@
-"""Reference data: every spec row sourced, published tables complete, seed 002's fit reproduced."""
+"""Reference data: every spec row sourced, published tables complete, the ms-per-batch fit
+reproduced."""
 
 import json
 import math
+import re
 
 import pytest
 
@@ -63,8 +65,15 @@ def test_published_tables_are_complete_and_sourced():
         assert r.gpu_id is None or ref.spec_by_id(r.gpu_id)
 
 
+def test_sources_say_what_each_study_is_not_its_number_in_the_project():
+    """'dlbench gpus --source' and '--specs' print these: a user never saw the articles' numbers."""
+    texts = [v for src in ref.sources().values() for v in src.values()]
+    texts += [s.source for s in ref.gpu_specs()]
+    assert texts and not [t for t in texts if re.search(r"seed ?\d{3}", t, re.IGNORECASE)]
+
+
 @pytest.mark.parametrize("mode", ["eval", "train"])
-def test_seed002_vgg16_fit_lands_on_the_article(mode):
+def test_ms_per_batch_vgg16_fit_lands_on_the_article(mode):
     fit = seed002_fit("vgg16", mode)
     assert fit.n == 6
     assert fit.r2 == pytest.approx(0.984, abs=0.002)     # the article: R^2 = 0.984

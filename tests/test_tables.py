@@ -1,11 +1,10 @@
-"""Seed-style tables from records with known step times."""
+"""Tables from records with known step times, the published layouts among them."""
 
 from dataclasses import replace
 
-from dlbench.records.throughput import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report import tables
 from dlbench.report.export import CSV_COLUMNS, to_csv
-from dlbench.records.throughput import ThroughputRecord
 
 
 def rec(model, precision="fp16", compile=None, mode="train", step=0.5, batch=100, method="standard",
@@ -23,29 +22,29 @@ def test_fmt_num():
     assert tables.fmt_num(None) == "-"
 
 
-def test_seed000_table_gives_factor_over_eager():
+def test_classic_cnn_table_gives_factor_over_eager():
     recs = [rec("resnet50", step=0.5), rec("resnet50", compile="default", step=0.4),
             rec("vgg16", step=1.0)]
-    t = tables.seed000_table(recs)
+    t = tables.classic_cnn_table(recs)
     assert t.columns == ("model", "fp16 batch", "fp16 eager", "fp16 default (x eager)")
     assert t.rows[0] == ("resnet50", "100", "200.0", "250.0 (1.25)")
     assert t.rows[1] == ("vgg16", "100", "100.0", "-")
 
 
-def test_seed000_table_never_mixes_batch_sizes_or_shows_language_models():
+def test_classic_cnn_table_never_mixes_batch_sizes_or_shows_language_models():
     recs = [rec("resnet50", step=0.5, batch=256), rec("resnet50", compile="default", step=0.4,
                                                       batch=512),
             rec("resnet50", compile="default", step=0.2, batch=256),
             rec("resnet50", compile="default", step=0.1, batch=1024),
             rec("gpt2", precision="bf16", step=0.5, batch=32)]
-    t = tables.seed000_table(recs)
+    t = tables.classic_cnn_table(recs)
     # the eager record's batch: the compiled b512 and b1024 figures are not compared with it
     assert t.rows == (("resnet50", "256", "512.0", "1,280 (2.50)"),)
     cl = rec("resnet50", compile="default", step=0.1, batch=256)
     cl = replace(cl, config=replace(cl.config, channels_last=True))
-    assert tables.seed000_table(recs[:3] + [cl]).rows == t.rows   # nor two layouts
-    only_compiled = tables.seed000_table([rec("vgg16", compile="default", batch=64),
-                                          rec("vgg16", compile="default", batch=128)])
+    assert tables.classic_cnn_table(recs[:3] + [cl]).rows == t.rows   # nor two layouts
+    only_compiled = tables.classic_cnn_table([rec("vgg16", compile="default", batch=64),
+                                              rec("vgg16", compile="default", batch=128)])
     assert only_compiled.rows == (("vgg16", "128", "-", "256.0"),)
 
 
@@ -55,13 +54,13 @@ def test_layout_column_is_a_dash_for_a_language_model():
     assert [row[t.columns.index("layout")] for row in t.rows] == ["-", "NCHW"]
 
 
-def test_seed002_table_in_ms():
-    recs = [rec("vgg16", "fp32", mode="eval", step=0.0313, batch=16, method="seed002"),
-            rec("vgg16", "fp32", mode="train", step=0.1088, batch=16, method="seed002"),
+def test_ms_per_batch_table_in_ms():
+    recs = [rec("vgg16", "fp32", mode="eval", step=0.0313, batch=16, method="fwd-bwd"),
+            rec("vgg16", "fp32", mode="train", step=0.1088, batch=16, method="fwd-bwd"),
             ThroughputRecord(config=ThroughputConfig(model="vgg16", batch_size=16, precision="fp16",
-                                                     mode="train", method="seed002"),
+                                                     mode="train", method="fwd-bwd"),
                              env={}, status="error", error_type="oom", error="OOM")]
-    t = tables.seed002_table(recs, "H100")
+    t = tables.ms_per_batch_table(recs, "H100")
     assert t.columns == ("device", "setup", "vgg16 eval", "vgg16 train")
     assert t.rows[0] == ("H100", "FP32", "31.3", "108.8")
     assert t.rows[1] == ("H100", "FP16", "-", "oom")

@@ -2,17 +2,31 @@
 
 import json
 import math
+import re
 
 import pytest
 
 from dlbench.config import ConfigError
 from dlbench.records.net import NetConfig, NetRecord
 from dlbench.whatif import check
-from dlbench.whatif.comm import (Link, _binomial_sends, alpha_beta, hierarchical_allreduce,
-                                 ps_collectives, push_pull, ring_allreduce, tree_allreduce)
+from dlbench.whatif.comm import (
+    Link,
+    _binomial_sends,
+    alpha_beta,
+    hierarchical_allreduce,
+    ps_collectives,
+    push_pull,
+    ring_allreduce,
+    tree_allreduce,
+)
 from dlbench.whatif.model import Cluster, Workload, hiding, predict
-from dlbench.whatif.networks import (NETWORKS, custom_network, get_network, parse_bandwidth,
-                                     parse_latency)
+from dlbench.whatif.networks import (
+    NETWORKS,
+    custom_network,
+    get_network,
+    parse_bandwidth,
+    parse_latency,
+)
 
 # 1 MB/s and 1 ms: every time below is easy to work out by hand.
 L = Link(1e6, 1e-3)
@@ -86,14 +100,14 @@ def test_ps_over_nccl_chains():
     assert c.time_s == pytest.approx(4 * 2 * (3e-3 + 0.25))
 
 
-def test_push_pull_seed004_shape_by_hand():
+def test_push_pull_ps_cluster_shape_by_hand():
     # 10 equal variables of 1 byte, 2 per host on 5 hosts, 4 workers per host (20 in all):
     # a host receives 16 remote pushes of its 2 bytes and its 4 workers pull 8 remote bytes:
     # 32 B in, 32 B out in each phase, 64 B each way per step.
     c = push_pull([1.0] * 10, [i // 2 for i in range(10)], [4] * 5, L)
     assert c.sent == (64.0,) * 5 and c.received == (64.0,) * 5
     assert c.time_s == pytest.approx(2e-3 + 2 * 32 / 1e6)
-    # One big variable makes its host the busiest (seed 004's hot server).
+    # One big variable makes its host the busiest (the 2017 cluster's hot server).
     hot = push_pull([9.0, 1.0], [0, 1], [1, 1], L)
     assert hot.busiest == 0 and hot.busiest_bytes == pytest.approx(1 * 9 + 1 * 1)
 
@@ -156,9 +170,9 @@ def test_networks_cite_every_figure_and_parse():
         get_network("carrier-pigeon")
 
 
-def test_seed004_busiest_server_by_hand():
-    assert sum(n for _, n in check.SEED004_VARIABLES) == 1_068_299
-    cost = check.seed004_cost(get_network("1gbe"))
+def test_ps_cluster_busiest_server_by_hand():
+    assert sum(n for _, n in check.CIFAR10_VARIABLES) == 1_068_299
+    cost = check.ps_cluster_cost(get_network("1gbe"))
     # local3/weights (884,736) lands on task 5 with conv2/biases (64) on task 4: server 2.
     local = 4 * (884_736 + 64)
     total = 4 * 1_068_299
@@ -166,8 +180,8 @@ def test_seed004_busiest_server_by_hand():
     assert cost.busiest_bytes == pytest.approx(16 * local + 4 * (total - local))
     # The implied compute time reproduces the 2.5 Gbit/s it was solved from.
     ib = get_network("ib-fdr")
-    c = check.seed004_implied_compute(ib)
-    row = check.seed004_rows([ib], [c])[0]
+    c = check.ps_cluster_implied_compute(ib)
+    row = check.ps_cluster_rows([ib], [c])[0]
     assert row.busiest_bps == pytest.approx(2.5e9)
 
 
@@ -245,7 +259,9 @@ def test_whatif_command_tables(capsys):
     assert "hides behind" in out
     assert main(["whatif", "--ps-cluster"]) == 0
     ps = capsys.readouterr().out
-    assert "over 5x" in ps
+    assert "over 5x" in ps and "the 2017 parameter-server cluster" in ps
+    # The published studies are named by what they are, never by the project's article numbers.
+    assert not re.search(r"seed ?00\d", (out + ps).lower())
     assert main(["whatif", "--seed004"]) == 0            # the old flag, hidden, still works
     assert capsys.readouterr().out == ps
     assert main(["whatif", "--networks"]) == 0
@@ -255,10 +271,9 @@ def test_whatif_command_tables(capsys):
 def _store_with_gpu_records(path):
     """What GPU runs leave in a store: a one-GPU training record, dlbench comm
     all-reduce rows, and dlbench scale at 1 and 2 GPUs (figures made up, times exact)."""
-    from dlbench.records.throughput import ThroughputConfig
-    from dlbench.records.throughput import ThroughputRecord
     from dlbench.records.comm import CommConfig, CommRecord
     from dlbench.records.scaling import ScalingConfig, ScalingRecord
+    from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
     from dlbench.store import Store
     base = ThroughputConfig(model="tiny_mlp", batch_size=8, device="cpu")
     recs = [ThroughputRecord(config=base, env={}, step_times_s=(0.004,) * 5, samples_per_step=8)]
@@ -311,8 +326,8 @@ def test_whatif_check_against_scaling_records(tmp_path, capsys):
 
 
 def test_whatif_check_takes_each_profiles_own_link_and_the_shared_one_gpu_record():
-    from dlbench.records.throughput import ThroughputConfig
     from dlbench.records.scaling import ScalingConfig, ScalingRecord
+    from dlbench.records.throughput import ThroughputConfig
     from dlbench.whatif.check import check_scaling
     from dlbench.whatif.comm import Link
     base = ThroughputConfig(model="tiny_mlp", batch_size=8, device="cpu")
@@ -343,7 +358,7 @@ def test_whatif_help_names_the_ps_cluster_and_hides_the_old_flag(capsys):
 def test_scenarios_ps_cluster_matches_the_check_module():
     from dlbench.whatif import check, scenarios
     c = scenarios.ps_cluster()
-    implied = round(check.seed004_implied_compute(get_network("ib-fdr")), 4)
+    implied = round(check.ps_cluster_implied_compute(get_network("ib-fdr")), 4)
     assert c.implied_compute_s == implied
     assert {r.network for r in c.rows} == {"1gbe", "10gbe", "ib-fdr"}
     assert c.slowdown_1gbe > 1 and c.observed_hours_1gbe == pytest.approx(23)

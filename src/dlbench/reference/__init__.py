@@ -1,13 +1,17 @@
 """Reference data shipped with dlbench: GPU datasheet figures and published results, each row
-with its source, and the points of seed 002's regression (speed on FP32 TFLOPS); the fit through
-the origin itself is statistics and lives in :mod:`dlbench.measure.regression`. This package is
-data: it imports nothing of dlbench above it.
+with its source, and the points of the ms-per-batch regression (speed on FP32 TFLOPS); the fit
+through the origin itself is statistics and lives in :mod:`dlbench.measure.regression`. This
+package is data: it imports nothing of dlbench above it.
 
 ``gpus.json`` holds one row per GPU: dense FP32 / TF32 / FP16 / BF16 / FP8 TFLOPS, memory
 bandwidth and size, TDP, and the document each figure comes from. ``results.json`` holds every
-table of seeds 000, 002 and 003, one value per row, with the seed article as source.
+table of three published studies, one value per row, each row naming its source: the 2020
+tf_cnn_benchmarks study on 4x Quadro RTX 8000 (source id ``seed000``), the 2022 RTX 3060 article's
+ms per batch of the classic per-model scripts (``seed002``), and the 2019 PyTorch vs Keras
+CIFAR-10 study on 2x RTX 2080 Ti (``seed003``). The ids are data keys kept for compatibility;
+``dlbench gpus --source`` takes the names tf-cnn-benchmarks, ms-per-batch, cifar10-frameworks.
 
-Seed 002's VGG16 analysis, reproduced by :func:`dlbench.measure.regression.seed002_fit`: speed =
+The RTX 3060 article's VGG16 analysis, reproduced by :mod:`dlbench.measure.regression`: speed =
 1000 / (ms per batch) against FP32 TFLOPS for the six FP32 rows of the article (Titan V, 1080 Ti,
 V100, 2080 Ti, T4, RTX 3060; the FP16 rows of the RTX 3060 and MX250 measure another thing and are
 left out), a least-squares line through the origin, R^2 uncentred (1 - SSR / sum y^2, the R^2 of a
@@ -143,7 +147,8 @@ def reference_results() -> tuple[ReferenceResult, ...]:
 
 
 def select(results: Iterable[ReferenceResult] | None = None, **where: Any) -> list[ReferenceResult]:
-    """Rows whose fields equal every given value (``select(source="seed002", model="vgg16")``)."""
+    """Rows whose fields equal every given value (``select(source="seed002", model="vgg16")``:
+    the ms-per-batch table's VGG16 rows)."""
     rows = reference_results() if results is None else results
     return [r for r in rows if all(getattr(r, k) == v for k, v in where.items() if v is not None)]
 
@@ -157,8 +162,9 @@ class FitPoint:
 
 
 def own_point(record: Any, x_precision: str = "fp32") -> FitPoint | None:
-    """A user's FP32 throughput result as a point beside seed 002's: its GPU's datasheet TFLOPS
-    and seed 002's speed, batches of 16 per second (other batch sizes scaled to 16 samples).
+    """A user's FP32 throughput result as a point beside the published ms-per-batch ones: its
+    GPU's datasheet TFLOPS and their speed, batches of 16 per second (other batch sizes scaled to
+    16 samples).
     None for a failure, another precision, or a device the spec table does not know."""
     s = record.summary() if record.ok else None
     if s is None or record.config.precision != "fp32":

@@ -21,6 +21,7 @@ from dlbench.report import charts, tables
 from dlbench.report.charts import Chart
 from dlbench.report.table import Table
 from dlbench.report.tuned_tables import lever_tables
+from dlbench.suites import canonical
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
@@ -96,8 +97,9 @@ def environment_tables(records: Sequence[Any]) -> list[Table]:
 
 
 def run_table(runs: Sequence[RunMeta]) -> Table:
-    rows = tuple((r.run_id, r.started_at or "-", r.status or "-", r.suite or "-", r.tag or "-",
-                  r.device or "-", r.command) for r in runs)
+    # A store written before the suites' renaming holds their old names: show today's.
+    rows = tuple((r.run_id, r.started_at or "-", r.status or "-", canonical(r.suite) or "-",
+                  r.tag or "-", r.device or "-", r.command) for r in runs)
     return Table("Runs", ("run", "started", "status", "suite", "tag", "device", "command"), rows)
 
 

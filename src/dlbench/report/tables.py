@@ -1,10 +1,12 @@
 """Tables built from records: pure functions that return rows of text, no I/O.
 
 Every table is a :class:`~dlbench.report.table.Table` (rendered to the terminal, Markdown or
-HTML); the seed-style views reproduce the articles' layouts (seed 000: img/s with a factor in
-parentheses; seed 002: ms per batch, eval and train per model). This module holds the tables of
-throughput, scaling, collectives, peaks and searches, and :func:`tables_for`, which lays out
-records of every kind and so imports the other table modules (kernels, network, training, tuned).
+HTML); two views reproduce the layouts of published tables: classic-cnn, img/s with a factor in
+parentheses as the 2020 tf_cnn_benchmarks study on 4x Quadro RTX 8000 printed them, and
+ms-per-batch, ms per batch for eval and train per model as the classic per-model scripts
+(u39kun/deep-learning-benchmark) print them. This module holds the tables of throughput, scaling,
+collectives, peaks and searches, and :func:`tables_for`, which lays out records of every kind and
+so imports the other table modules (kernels, network, training, tuned).
 ``Table`` and the cell formats are re-exported here for the callers that take them from this
 module.
 """
@@ -119,8 +121,9 @@ def _pivot(records: Iterable[ThroughputRecord], row: Callable[[ThroughputRecord]
     return rows, cols, cells
 
 
-def seed000_table(records: Sequence[ThroughputRecord]) -> Table:
-    """Seed 000's layout for one GPU: img/s per model, compiled with its factor over eager.
+def classic_cnn_table(records: Sequence[ThroughputRecord]) -> Table:
+    """The classic-cnn view on one GPU, in the tf_cnn_benchmarks study's layout: img/s per model,
+    compiled with its factor over eager.
 
     Image models only (the table is in images/s), and one batch and layout per model and
     precision: the latest eager record's (else the latest record's), so that a factor over
@@ -162,8 +165,8 @@ def seed000_table(records: Sequence[ThroughputRecord]) -> Table:
                     text += f" ({rec.summary().throughput / eager.summary().throughput:.2f})"
                 line.append(text)
         out.append(tuple(line))
-    return Table("Training throughput, images/s, 1 GPU (seed 000 layout; factor over eager in "
-                 "parentheses)", tuple(cols), tuple(out))
+    return Table("Training throughput, images/s, 1 GPU (the layout of the 2020 tf_cnn_benchmarks "
+                 "study; factor over eager in parentheses)", tuple(cols), tuple(out))
 
 
 def _image_model(model: str) -> bool:
@@ -175,8 +178,9 @@ def _image_model(model: str) -> bool:
         return True
 
 
-def seed002_table(records: Sequence[ThroughputRecord], device: str) -> Table:
-    """Seed 002's layout: ms per batch (mean step time), eval and train, one row per precision."""
+def ms_per_batch_table(records: Sequence[ThroughputRecord], device: str) -> Table:
+    """The ms-per-batch view, as the classic per-model scripts print it: ms per batch (mean step
+    time), eval and train, one row per precision."""
     rows, _, cells = _pivot(records, lambda r: r.config.precision,
                             lambda r: f"{r.config.model} {r.config.mode}")
     models = list(dict.fromkeys(r.config.model for r in records))
@@ -190,8 +194,8 @@ def seed002_table(records: Sequence[ThroughputRecord], device: str) -> Table:
                 s = rec.summary() if rec else None
                 line.append(fmt_ms(s.mean_s) if s else (rec.error_type if rec else "-"))
         out.append(tuple(line))
-    return Table("ms per batch, batch 16 (seed 002 layout: eval = forward, train = forward + "
-                 "sum().backward())", tuple(cols), tuple(out))
+    return Table("ms per batch, batch 16 (as the classic per-model scripts time it: eval = "
+                 "forward, train = forward + sum().backward())", tuple(cols), tuple(out))
 
 
 def _img_s(r: ThroughputRecord | None) -> str:
@@ -428,16 +432,17 @@ def peak_table(records: Sequence, title: str = "Device ceilings") -> Table:
                   "copy counts read + write bytes; transfers count the buffer once",))
 
 
-# -- scaling and collectives (seed 000's multi-GPU and NVLink layouts; nccl-tests' columns) -----
+# -- scaling and collectives (tf_cnn_benchmarks' multi-GPU and NVLink layouts; nccl-tests') -----
 def _scale_row_key(r) -> str:
     c = r.config
     return f"{c.model}|{c.base.precision}|{c.strategy}|{c.base.batch_size}"
 
 
 def scaling_table(records: Sequence, interconnect: str = "default") -> Table:
-    """Seed 000's layout: img/s at each GPU count, the factor over 1 GPU in parentheses, and the
-    scaling efficiency (factor / GPUs) at the largest count. One row per model, precision and
-    strategy; records of other interconnect profiles are left to :func:`interconnect_table`."""
+    """The tf_cnn_benchmarks study's layout: img/s at each GPU count, the factor over 1 GPU in
+    parentheses, and the scaling efficiency (factor / GPUs) at the largest count. One row per
+    model, precision and strategy; records of other interconnect profiles are left to
+    :func:`interconnect_table`."""
     recs = [r for r in records if getattr(r, "kind", "") == "scaling"
             and r.config.interconnect == interconnect]
     rows, _, cells = _pivot(recs, _scale_row_key, lambda r: str(r.config.gpus))
@@ -463,14 +468,14 @@ def scaling_table(records: Sequence, interconnect: str = "default") -> Table:
         line.append(eff)
         out.append(tuple(line))
     return Table(f"Training throughput, images/s, by GPU count ({interconnect}; factor over 1 GPU "
-                 "in parentheses, seed 000 layout)", tuple(cols), tuple(out),
+                 "in parentheses)", tuple(cols), tuple(out),
                  ("throughput = all ranks' samples over the slowest rank's window; batch is per "
                   "GPU (weak scaling); efficiency = factor / GPUs",))
 
 
 def interconnect_table(records: Sequence, baseline: str = "default") -> Table:
-    """Seed 000's NVLink layout: each profile's img/s with its factor over ``baseline`` in
-    parentheses, per model / precision / strategy and GPU count."""
+    """The tf_cnn_benchmarks study's NVLink layout: each profile's img/s with its factor over
+    ``baseline`` in parentheses, per model / precision / strategy and GPU count."""
     recs = [r for r in records if getattr(r, "kind", "") == "scaling"]
     rows, _, cells = _pivot(recs, _scale_row_key,
                             lambda r: f"{r.config.interconnect}|{r.config.gpus}")
@@ -496,8 +501,8 @@ def interconnect_table(records: Sequence, baseline: str = "default") -> Table:
                     text += f" ({s.throughput / rs.throughput:.3f})"
                 line.append(text)
         out.append(tuple(line))
-    return Table(f"Interconnect A/B, images/s (factor over {baseline} in parentheses, seed 000's "
-                 "NVLink layout)", tuple(cols), tuple(out),
+    return Table(f"Interconnect A/B, images/s (factor over {baseline} in parentheses)",
+                 tuple(cols), tuple(out),
                  ("no-p2p = NCCL_P2P_DISABLE=1 (no NVLink / PCIe peer-to-peer); no-shm = "
                   "NCCL_SHM_DISABLE=1; no-ib = NCCL_IB_DISABLE=1",))
 
@@ -554,7 +559,7 @@ def has_batch_sweep(records: Sequence[ThroughputRecord]) -> bool:
 def tables_for(records: Sequence, device: str, view: str | None = None) -> list[Table]:
     """The tables for records of any kinds, each kind in its own layout.
 
-    ``view`` None: every seed layout whose data exists (the HTML report); else the throughput
+    ``view`` None: every layout whose data exists (the HTML report); else the throughput
     table plus that one layout (``classic-cnn``, ``ms-per-batch``), as the terminal shows a suite.
     """
     by_kind: dict[str, list] = {}
@@ -568,14 +573,14 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
             # function-level: tuning.levers imports torch (dlbench --help)
             from dlbench.report.tuned_tables import tuned_table
             out.append(tuned_table(thr))
-        # The seed layouts compare like with like: tuned picks stay out of them.
+        # The published layouts compare like with like: tuned picks stay out of them.
         plain = [r for r in thr if not r.config.tuned]
         ok_train = [r for r in plain if r.config.mode == "train" and r.config.method == "standard"]
         if ok_train and view in (None, "classic-cnn"):
-            out.append(seed000_table(ok_train))
-        s002 = [r for r in plain if r.config.method == "fwd-bwd"]
-        if s002 and view in (None, "ms-per-batch"):
-            out.append(seed002_table(s002, device))
+            out.append(classic_cnn_table(ok_train))
+        fwd_bwd = [r for r in plain if r.config.method == "fwd-bwd"]
+        if fwd_bwd and view in (None, "ms-per-batch"):
+            out.append(ms_per_batch_table(fwd_bwd, device))
         if view is None and has_batch_sweep(thr):
             out.append(batch_sweep_table(thr))
         if any(r.telemetry for r in thr):

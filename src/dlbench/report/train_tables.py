@@ -2,11 +2,13 @@
 
 ``ttt_table``: MLPerf's view. Per setup (model, dataset, batch, GPUs, precision, loader,
 target): each seed's time to train and epochs, the olympic mean with MLPerf's failure rules, and
-the throughput figures that do not depend on the seed (seed 001's point): real-data training,
-the input pipeline alone, the model on synthetic data.
+the throughput figures that do not depend on the seed (the point of Dell's 2019 MLPerf v0.5
+study on T4 and V100, where epochs to converge varied with the seed): real-data training, the
+input pipeline alone, the model on synthetic data.
 
-``epoch_table``: seed 003's view. Per GPU count and batch size: first-epoch time, median epoch
-time from epoch 2, total time and final accuracy (medians over the setup's seeds).
+``epoch_table``: the view of the 2019 PyTorch vs Keras CIFAR-10 study on 2x RTX 2080 Ti. Per GPU
+count and batch size: first-epoch time, median epoch time from epoch 2, total time and final
+accuracy (medians over the setup's seeds).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def _first(xs: Sequence[float | None]) -> float | None:
 
 
 def fmt_hms(seconds: float | None) -> str:
-    """h:mm:ss, as seed 003's total-time column; tenths below a minute."""
+    """h:mm:ss, as the PyTorch vs Keras CIFAR-10 study's total-time column; tenths below a
+    minute."""
     if seconds is None:
         return "-"
     if seconds < 60:
@@ -100,8 +103,7 @@ def ttt_table(records: Sequence, title: str = "Time to train (MLPerf-style)") ->
                          "synthetic samples/s", "MLPerf logs"), tuple(rows), notes)
 
 
-def epoch_table(records: Sequence, title: str = "Epoch times over batch sizes and GPUs "
-                                                "(seed 003)") -> Table:
+def epoch_table(records: Sequence, title: str = "Epoch times over batch sizes and GPUs") -> Table:
     rows = []
     for key, recs in _groups(records).items():
         model, dataset, precision, loader, optimizer, target, gpus, batch = key

@@ -1,4 +1,5 @@
-"""The what-if model against measurements: emulated links, GPU scaling runs, seed 004.
+"""The what-if model against measurements: emulated links, GPU scaling runs, and the 2017
+parameter-server CIFAR-10 cluster over 1/10 GbE and InfiniBand.
 
 For every ``dlbench net`` record the model is given only what a user would know before the run
 (the link's rate, the compute time measured alone, the gradient bytes, the strategy) plus the
@@ -215,11 +216,13 @@ def error_summary(rows: Sequence[CheckRow]) -> dict[str, float]:
     return out
 
 
-# -- seed 004 -----------------------------------------------------------------------------------
+# -- the 2017 parameter-server cluster ----------------------------------------------------------
+# TensorFlow 0.12's distributed CIFAR-10 (SyncReplicasOptimizer, parameter servers) on 5 servers of
+# 4 TITAN X (Maxwell), over 1 GbE, 10 GbE and InfiniBand FDR (IPoIB).
 #: The TensorFlow CIFAR-10 tutorial model (tensorflow/models, tutorials/image/cifar10/
 #: cifar10.py, ``inference``) on 24x24 crops, variables in creation order, after the global step
 #: that ``train`` creates first: (name, elements).
-SEED004_VARIABLES: tuple[tuple[str, int], ...] = (
+CIFAR10_VARIABLES: tuple[tuple[str, int], ...] = (
     ("global_step", 1),
     ("conv1/weights", 5 * 5 * 3 * 64), ("conv1/biases", 64),
     ("conv2/weights", 5 * 5 * 64 * 64), ("conv2/biases", 64),
@@ -227,15 +230,15 @@ SEED004_VARIABLES: tuple[tuple[str, int], ...] = (
     ("local4/weights", 384 * 192), ("local4/biases", 192),
     ("softmax_linear/weights", 192 * 10), ("softmax_linear/biases", 10),
 )
-#: Seed 004's observations: 100,000 iterations took 23 h on 1 GbE, over 5x the InfiniBand time;
-#: the busiest server carried about 2.5 Gbit/s (on 10 GbE and InfiniBand).
-SEED004_1GBE_STEP_S = 23 * 3600 / 100_000
-SEED004_RATIO = 5.0
-SEED004_BUSIEST_BPS = 2.5e9
+#: What was observed on that cluster: 100,000 iterations took 23 h on 1 GbE, over 5x the
+#: InfiniBand time; the busiest server carried about 2.5 Gbit/s (on 10 GbE and InfiniBand).
+PS_CLUSTER_1GBE_STEP_S = 23 * 3600 / 100_000
+PS_CLUSTER_1GBE_OVER_IB = 5.0
+PS_CLUSTER_BUSIEST_BPS = 2.5e9
 
 
 @dataclass(frozen=True)
-class Seed004Row:
+class PsClusterRow:
     network: str
     compute_s: float
     step_s: float
@@ -244,33 +247,39 @@ class Seed004Row:
     busiest_bps: float          # that, in bits per second, over the step
 
 
-def seed004_cost(network: Network, latency_s: float | None = None) -> CommCost:
-    """Seed 004's 5 servers x 4 workers with 10 parameter-server tasks (2 per server) over
+def ps_cluster_cost(network: Network, latency_s: float | None = None) -> CommCost:
+    """The cluster's 5 servers x 4 workers with 10 parameter-server tasks (2 per server) over
     ``network``: TensorFlow places variables round robin on the tasks (replica_device_setter's
     default), task t on server t // 2; fp32 gradients and variables."""
-    var_bytes = [4.0 * n for _, n in SEED004_VARIABLES]
+    var_bytes = [4.0 * n for _, n in CIFAR10_VARIABLES]
     task = [i % 10 for i in range(len(var_bytes))]
     host = [t // 2 for t in task]
     lat = network.latency_s if latency_s is None else latency_s
     return push_pull(var_bytes, host, [4] * 5, Link(network.payload_Bps, lat))
 
 
-def seed004_rows(networks: Sequence[Network], compute_values: Sequence[float]
-                 ) -> list[Seed004Row]:
+def ps_cluster_rows(networks: Sequence[Network], compute_values: Sequence[float]
+                    ) -> list[PsClusterRow]:
     out = []
     for c in compute_values:
         for net in networks:
-            cost = seed004_cost(net)
+            cost = ps_cluster_cost(net)
             step = c + cost.time_s   # synchronous: the servers wait for every worker's push
-            out.append(Seed004Row(net.name, c, step, cost.time_s, cost.busiest_bytes,
-                                  cost.busiest_bytes * 8 / step))
+            out.append(PsClusterRow(net.name, c, step, cost.time_s, cost.busiest_bytes,
+                                    cost.busiest_bytes * 8 / step))
     return out
 
 
-def seed004_implied_compute(network: Network, busiest_bps: float = SEED004_BUSIEST_BPS
-                            ) -> float:
+def ps_cluster_implied_compute(network: Network, busiest_bps: float = PS_CLUSTER_BUSIEST_BPS
+                               ) -> float:
     """The compute time per step at which the busiest server would carry ``busiest_bps`` in one
-    direction over ``network`` (what seed 004's 2.5 Gbit/s implies, if the model holds)."""
-    cost = seed004_cost(network)
+    direction over ``network`` (what the observed 2.5 Gbit/s implies, if the model holds)."""
+    cost = ps_cluster_cost(network)
     step = cost.busiest_bytes * 8 / busiest_bps
     return max(0.0, step - cost.time_s) if math.isfinite(step) else math.nan
+
+
+# The names these had before; whatif/scenarios.py still calls them by these.
+SEED004_1GBE_STEP_S = PS_CLUSTER_1GBE_STEP_S
+seed004_rows = ps_cluster_rows
+seed004_implied_compute = ps_cluster_implied_compute

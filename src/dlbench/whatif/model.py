@@ -1,8 +1,8 @@
 """The what-if model: a measured compute time plus a strategy's communication -> a step time.
 
-Weak scaling, as seed 000 measured it: every GPU keeps its batch, so its compute per step is the
-one-GPU step time ``compute_s`` that dlbench measured (or that the user gives). A step is that
-compute plus whatever communication is not hidden behind it:
+Weak scaling, as the 2020 tf_cnn_benchmarks study measured it: every GPU keeps its batch, so its
+compute per step is the one-GPU step time ``compute_s`` that dlbench measured (or that the user
+gives). A step is that compute plus whatever communication is not hidden behind it:
 
 - overlap ``none``: step = compute + comm. dlbench's ``ps`` always (its exchange starts after
   the backward pass), and a DDP that cannot overlap (one bucket, or a CPU with no spare core);
@@ -22,8 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from dlbench.config import ConfigError
-from dlbench.whatif.comm import (CommCost, Link, hierarchical_allreduce,
-                                 ps_collectives, push_pull)
+from dlbench.whatif.comm import CommCost, Link, hierarchical_allreduce, ps_collectives, push_pull
 from dlbench.whatif.networks import Network
 
 STRATEGIES = ("ddp", "ps", "pushpull")
@@ -148,7 +147,7 @@ class Prediction:
 
     @property
     def factor(self) -> float:
-        """Seed 000's figure: throughput over one GPU's (batch / compute)."""
+        """The scaling factor: throughput over one GPU's (batch / compute)."""
         return self.throughput / (self.workload.batch / self.workload.compute_s)
 
     @property
@@ -185,8 +184,8 @@ def communication(w: Workload, c: Cluster, strategy: str, net_scale: float = 1.0
         link = intra if c.nodes == 1 else Link(min(inter.bandwidth_Bps * c.nics,
                                                    intra.bandwidth_Bps), inter.latency_s)
         return ps_collectives(ps_shard_bytes(w.variables, c.gpus), link, c.ps_backend)
-    # push-pull: seed 004's server tasks, round robin over variables (TensorFlow's
-    # replica_device_setter default), task t on node t % nodes.
+    # push-pull: parameter-server tasks as the 2017 TensorFlow cluster placed them, round robin
+    # over variables (TensorFlow's replica_device_setter default), task t on node t % nodes.
     shards = c.ps_shards or c.nodes
     task_of = [i % shards for i in range(len(w.variables))]
     host_of = [t % c.nodes for t in task_of]

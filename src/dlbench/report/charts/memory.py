@@ -1,6 +1,7 @@
-"""Memory against batch size with the out-of-memory points marked, as seed 003's graphs showed
-where a framework stopped fitting (from maxbatch records' probes and throughput records' memory
-figures), beside throughput against batch size relative to the smallest batch that ran."""
+"""Memory against batch size with the out-of-memory points marked, as the 2019 PyTorch vs Keras
+CIFAR-10 study on 2x RTX 2080 Ti showed where a framework stopped fitting (from maxbatch records'
+probes and throughput records' memory figures), beside throughput against batch size relative to
+the smallest batch that ran."""
 
 from __future__ import annotations
 

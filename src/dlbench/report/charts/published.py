@@ -1,6 +1,7 @@
-"""The user's GPU among published GPUs (throughput records and the shipped reference data):
-seed 002's analysis drawn, speed against FP32 TFLOPS with the least-squares line through the
-origin fitted on the published points, and the user's own FP32 results placed beside it."""
+"""The user's GPU among published GPUs (throughput records and the shipped reference data): the
+2022 RTX 3060 article's analysis drawn, speed in ms per batch of 16 (the classic per-model
+scripts) against FP32 TFLOPS with the least-squares line through the origin fitted on the
+published points, and the user's own FP32 results placed beside it."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ from dlbench import reference as ref
 from dlbench.measure.regression import fit_through_origin
 from dlbench.report.charts.base import Chart, commands_of, finish, pyplot, wrap
 
-SOURCE = "seed002"
+SOURCE = "seed002"  # the ms-per-batch table's id in reference/results.json
 X_PRECISION = "fp32"
 PUBLISHED = "published: ms per batch, 2022 (dlbench gpus --source ms-per-batch)"
 
 
 def published_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Chart]:
     """One figure, a panel per model and mode that has both the user's FP32 results on a GPU of
-    the spec table and at least two published points to fit (seed 002: vgg16, resnet152,
-    densenet161, eval and train). The user's points are shown, not fitted."""
+    the spec table and at least two published points to fit (the ms-per-batch table: vgg16,
+    resnet152, densenet161, eval and train). The user's points are shown, not fitted."""
     own: dict[tuple[str, str], list] = {}
     used: list = []
     for r in records:
@@ -49,7 +50,7 @@ def published_charts(records: Sequence[Any], commands: Mapping[str, str]) -> lis
         ax.plot([0, xmax], [0, fit.slope * xmax], color="gray", lw=1,
                 label=f"fit: {fit.slope:.3g} x TFLOPS, R^2 {fit.r2:.3f}")
         ax.scatter([p.x_tflops for p in pub], [p.y_speed for p in pub], color="tab:blue",
-                   s=22, zorder=3, label="published (seed 002)")
+                   s=22, zorder=3, label="published (ms per batch, 2022)")
         for p in pub:
             ax.annotate(p.label.split(" (")[0], (p.x_tflops, p.y_speed), fontsize=6,
                         xytext=(3, 2), textcoords="offset points")
@@ -67,6 +68,7 @@ def published_charts(records: Sequence[Any], commands: Mapping[str, str]) -> lis
         ax.grid(True, lw=0.3, alpha=0.6)
         ax.legend(fontsize=6, loc="lower right")
     title = ("Your GPU among published GPUs: speed against FP32 TFLOPS, least squares through "
-             "the origin on seed 002's FP32 points (R^2 uncentred, as seed 002)")
+             "the origin on the published ms-per-batch FP32 points (R^2 uncentred, as the 2022 "
+             "article that fitted them)")
     fig.suptitle(wrap(title, fig), fontsize=9)
     return [finish(plt, fig, title, commands_of(used, commands) + [PUBLISHED])]

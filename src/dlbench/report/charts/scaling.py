@@ -1,6 +1,6 @@
-"""Scaling charts (from scaling records): img/s per GPU count with the factor over 1 GPU
-(seed 000's multi-GPU table as bars), and the interconnect A/B (seed 000's NVLink table: each
-profile's throughput as a factor over the default profile)."""
+"""Scaling charts (from scaling records): img/s per GPU count with the factor over 1 GPU (the
+2020 tf_cnn_benchmarks study's multi-GPU table as bars), and the interconnect A/B (its NVLink
+table: each profile's throughput as a factor over the default profile)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,24 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from dlbench.records.scaling import scaling_factor
-from dlbench.report.charts.base import (Chart, commands_of, finish, per_s, pyplot, unit_label,
-                                        wrap, yerr)
+from dlbench.report.charts.base import (
+    Chart,
+    commands_of,
+    finish,
+    per_s,
+    pyplot,
+    unit_label,
+    wrap,
+    yerr,
+)
 from dlbench.report.compare import ratio_interval
 
 BASELINE = "default"
 
 
 def _row(r: Any) -> tuple[str, str, str, int]:
-    """One row of seed 000's tables: model, precision, strategy, batch per GPU."""
+    """One row of the tf_cnn_benchmarks study's tables: model, precision, strategy, batch per
+    GPU."""
     c = r.config
     return (c.model, c.base.precision, c.strategy, c.base.batch_size)
 
@@ -38,7 +47,7 @@ def _bars(n_series: int) -> tuple[float, list[float]]:
 
 @dataclass(frozen=True)
 class Bar:
-    """One bar of the scaling chart: a row of seed 000's table at one GPU count."""
+    """One bar of the scaling chart: a row of the scaling table at one GPU count."""
 
     row: tuple
     gpus: int

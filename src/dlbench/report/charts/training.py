@@ -1,8 +1,9 @@
-"""Seed 004's charts of training runs (record kind ``train``): loss and accuracy against
-iteration and against wall time since run start, one line per run, for each model and dataset.
+"""Charts of training runs (record kind ``train``): loss and accuracy against iteration and
+against wall time since run start, one line per run, for each model and dataset.
 
-Seed 004 compared per-iteration curves (which match across set-ups) with per-time curves (which
-do not: waiting on the slowest worker, the network). The loss is every iteration's loss on rank
+The 2017 parameter-server CIFAR-10 study over 1/10 GbE and InfiniBand compared per-iteration
+curves (which match across set-ups) with per-time curves (which do not: waiting on the slowest
+worker, the network); these charts draw both views. The loss is every iteration's loss on rank
 0, smoothed by a running mean over about 1% of the run so that thousands of points stay legible;
 accuracy is the evaluation after each epoch, with the target as a dashed line.
 """
@@ -91,9 +92,8 @@ def training_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list
             ax.grid(True, lw=0.3, alpha=0.6)
         l_it.legend(fontsize=7, loc="upper right")
         left = len(recs) - len(runs)
-        title = (f"{model} on {dataset}: loss and accuracy against iteration and wall time "
-                 f"(seed 004's view); {len(runs)} run(s)" + (f", {left} more not drawn" if left
-                                                             else ""))
+        title = (f"{model} on {dataset}: loss and accuracy against iteration and wall time; "
+                 f"{len(runs)} run(s)" + (f", {left} more not drawn" if left else ""))
         fig.suptitle(wrap(title, fig, 10), fontsize=10)
         out.append(finish(plt, fig, title, commands_of(runs, commands)))
     return out
