@@ -3,7 +3,8 @@
 In one process, alternately, the same config runs through dlbench (``workloads.throughput.measure``,
 with its timer, stopping rule and records) and through a bare training loop of about twenty lines
 timed with ``perf_counter`` around one synchronize. The bare loop runs as many steps as dlbench's
-window took. The ratio dlbench / bare must sit within 0.98-1.02: outside it, dlbench's own
+window took. The median ratio dlbench / bare must sit within 0.99-1.01 on a GPU (0.98-1.02 on a
+CPU, whose cores the loop shares with everything else on the machine): outside it, dlbench's own
 overhead (or its timing) shows in its figures.
 
 Reproduces the fidelity figures of docs/results/2026-11-h100.md (plain and tuned path) and
@@ -33,12 +34,13 @@ import torch
 import torch.nn.functional as F
 
 from dlbench import env as envmod
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.workloads.throughput import measure
 
-LOW, HIGH = 0.98, 1.02
+# The band the median ratio must sit in, per device type.
+BANDS = {"cuda": (0.99, 1.01), "cpu": (0.98, 1.02)}
 
 
 def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool,
@@ -158,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
               "first)", flush=True)
     ratios = [r["ratio"] for r in rounds]
     med = statistics.median(ratios)
+    LOW, HIGH = BANDS[torch.device(a.device).type]
     ok = LOW <= med <= HIGH
     result = {"config": cfg.to_dict(), "env": env, "rounds": rounds, "median_ratio": med,
               "min_ratio": min(ratios), "max_ratio": max(ratios), "band": [LOW, HIGH], "pass": ok}

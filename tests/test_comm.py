@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from dlbench.launch.torchrun import TorchrunLauncher
-from dlbench.report.tables import comm_table
-from dlbench.records import record_from_dict
 from dlbench.measure.bandwidth import algbw, busbw_factor
+from dlbench.records import record_from_dict
 from dlbench.records.comm import CommConfig, CommRecord
+from dlbench.report.tables import comm_table
 from dlbench.workloads.comm import element_count, expected, parse_size, sizes_between
 
 
@@ -100,8 +100,8 @@ def test_comm_on_nccl():
 
 
 def test_report_gives_each_rank_count_and_profile_its_own_collectives_table():
-    from dlbench.report.tables import tables_for
     from dlbench.records.comm import CommConfig, CommRecord
+    from dlbench.report.tables import tables_for
 
     def rec(ranks, profile):
         cfg = CommConfig(op="all_reduce", size_bytes=1 << 20, ranks=ranks, backend="nccl",

@@ -58,9 +58,9 @@ def test_function_level_imports_say_why(path):
 #: that needs them, so `dlbench --help` does not pay for them.
 HEAVY = ("torch", "matplotlib", "dlbench.models", "dlbench.training", "dlbench.tuning",
          "dlbench.measure.flops", "dlbench.measure.roofline", "dlbench.report.html",
-         "dlbench.report.plots", "dlbench.report.tuned_tables", "dlbench.workloads.plans",
-         "dlbench.workloads.runs", "dlbench.workloads.maxbatch_search",
-         "dlbench.workloads.train_runs", "dlbench.workloads.net_runs", "dlbench.whatif.scenarios")
+         "dlbench.report.plots", "dlbench.report.tuned_tables", "dlbench.jobs.plans",
+         "dlbench.jobs.runs", "dlbench.jobs.maxbatch_search",
+         "dlbench.jobs.train_runs", "dlbench.jobs.net_runs", "dlbench.whatif.scenarios")
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: p.name)

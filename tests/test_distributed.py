@@ -12,14 +12,14 @@ import pytest
 import torch
 
 from dlbench.config import ConfigError
-from dlbench.records.throughput import ThroughputConfig
-from dlbench.launch.torchrun import Rendezvous, TorchrunLauncher, free_port, slurm_settings
-from dlbench.measure.stopping import StopRule
-from dlbench.report.tables import interconnect_table, scaling_table
-from dlbench.records import record_from_dict
 from dlbench.launch.interconnect import SAFETY_ENV, interconnect_env
+from dlbench.launch.torchrun import Rendezvous, TorchrunLauncher, free_port, slurm_settings
 from dlbench.measure.stats import aggregate
+from dlbench.measure.stopping import StopRule
+from dlbench.records import record_from_dict
 from dlbench.records.scaling import ScalingConfig, ScalingRecord, scaling_efficiency, scaling_factor
+from dlbench.records.throughput import ThroughputConfig
+from dlbench.report.tables import interconnect_table, scaling_table
 from dlbench.workloads.ps import assign_shards
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")

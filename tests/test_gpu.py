@@ -5,10 +5,10 @@ import time
 
 import pytest
 import torch
-
 from conftest import FAST_STOP
-from dlbench.records.throughput import ThroughputConfig
+
 from dlbench.measure.timer import CudaEventTimer
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.workloads import throughput
 
 pytestmark = pytest.mark.gpu

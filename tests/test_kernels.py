@@ -3,14 +3,13 @@
 import json
 
 import pytest
-
 from conftest import FAST_STOP
+
 from dlbench.config import ConfigError
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.measure.kernels import GPU_ACTIVITY, OTHER, category, summarise
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report.kernel_tables import kernel_tables
 from dlbench.report.tables import fmt_pct, tables_for
-from dlbench.records.throughput import ThroughputRecord
 from dlbench.store import Store
 from dlbench.workloads import throughput
 

@@ -11,19 +11,18 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import FAST_STOP
+
 from dlbench.config import ConfigError
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.launch.inline import InlineLauncher
 from dlbench.records.base import ErrorType
-from dlbench.records.throughput import ThroughputRecord
 from dlbench.records.maxbatch import MaxBatchConfig, Probe
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store
 from dlbench.sweep import run_sweep
 from dlbench.workloads import maxbatch as mb
-from dlbench.workloads.devices import UnsupportedError
 from dlbench.workloads.checkpointing import enable_checkpointing
+from dlbench.workloads.devices import UnsupportedError
 from dlbench.workloads.throughput import measure
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -247,7 +246,7 @@ def test_maxbatch_record_round_trips_through_the_store(tmp_path):
 
 
 def test_auto_batches_search_once_then_reuse(tmp_path):
-    from dlbench.workloads.maxbatch_search import auto_batches
+    from dlbench.jobs.maxbatch_search import auto_batches
     db = str(tmp_path / "auto.db")
     setups = [ThroughputConfig(model="test_oom", batch_size=1, device="cpu", stop=FAST_STOP)]
     launcher = FakeLauncher(32)
@@ -262,7 +261,7 @@ def test_auto_batches_search_once_then_reuse(tmp_path):
 
 
 def test_auto_batches_where_nothing_fits_has_no_sized_config(tmp_path):
-    from dlbench.workloads.maxbatch_search import auto_batches
+    from dlbench.jobs.maxbatch_search import auto_batches
     setups = [ThroughputConfig(model="test_oom", batch_size=1, device="cpu", stop=FAST_STOP)]
     [found] = auto_batches(setups, str(tmp_path / "none.db"), "test",
                            probe_launcher=FakeLauncher(0))
@@ -271,7 +270,7 @@ def test_auto_batches_where_nothing_fits_has_no_sized_config(tmp_path):
 
 def test_with_auto_batches_keeps_the_fixed_batches_only_when_asked(tmp_path):
     # -b 8,auto: the config at 8 and the same setup at its largest batch; -b auto: only that.
-    from dlbench.workloads.maxbatch_search import with_auto_batches
+    from dlbench.jobs.maxbatch_search import with_auto_batches
     db = str(tmp_path / "auto.db")
     at8 = ThroughputConfig(model="test_oom", batch_size=8, device="cpu", stop=FAST_STOP)
     both, found = with_auto_batches([at8], db, "t", keep=True, probe_launcher=FakeLauncher(32))
@@ -295,7 +294,7 @@ class Heard:
 
 
 def test_run_searches_tells_its_progress_and_prints_nothing(tmp_path, capsys):
-    from dlbench.workloads.maxbatch_search import run_searches
+    from dlbench.jobs.maxbatch_search import run_searches
     heard = Heard()
     cfg = _mbcfg(start=16, tolerance=0)
     with Store(tmp_path / "s.db") as store:
@@ -325,7 +324,7 @@ class MeasureLauncher:
 
 
 def test_a_measurement_that_runs_out_of_memory_steps_down_and_corrects_the_search(tmp_path):
-    from dlbench.workloads.maxbatch_search import run_searches, stored
+    from dlbench.jobs.maxbatch_search import run_searches, stored
     cfg = _mbcfg(start=16, tolerance=0)
     with Store(tmp_path / "s.db") as store:
         found, measured = run_searches([cfg], store, {}, "test", measure_with=MeasureLauncher(36),
@@ -342,9 +341,9 @@ def test_a_measurement_that_runs_out_of_memory_steps_down_and_corrects_the_searc
 
 
 def test_resume_steps_down_below_a_measurement_that_ran_out_of_memory_before(tmp_path):
-    # A slot ended while the measurement stepped down (the best batch had run out of memory):
+    # The job was stopped while the measurement stepped down (the best batch had run out of memory):
     # --resume does not run the failed batch again, it measures the next one down.
-    from dlbench.workloads.maxbatch_search import run_searches
+    from dlbench.jobs.maxbatch_search import run_searches
 
     class CutAfterFirst(MeasureLauncher):
         def run(self, cfg, env):
@@ -381,7 +380,7 @@ class InterruptingLauncher(FakeLauncher):
 
 
 def test_an_interrupted_search_keeps_its_probes_and_resume_probes_only_what_it_lacked(tmp_path):
-    from dlbench.workloads.maxbatch_search import run_searches
+    from dlbench.jobs.maxbatch_search import run_searches
     cfg = _mbcfg(start=16, tolerance=0)
     whole = FakeLauncher(50)
     expected = mb.search(cfg, {}, default_start=16, launcher=whole)
@@ -402,9 +401,9 @@ def test_an_interrupted_search_keeps_its_probes_and_resume_probes_only_what_it_l
 
 
 def test_resume_measures_a_stored_search_whose_throughput_was_never_measured(tmp_path):
-    # A slot ended after the search was stored and before its measurement: --resume probes
+    # The job was stopped after the search was stored and before its measurement: --resume probes
     # nothing again and measures at the stored batch; once measured, it opens no run at all.
-    from dlbench.workloads.maxbatch_search import run_searches
+    from dlbench.jobs.maxbatch_search import run_searches
     cfg = _mbcfg(start=16, tolerance=0)
     probes, measurer = FakeLauncher(40), MeasureLauncher(40)
     with Store(tmp_path / "s.db") as store:
@@ -421,7 +420,7 @@ def test_resume_measures_a_stored_search_whose_throughput_was_never_measured(tmp
 
 
 def test_known_probes_are_reused_only_when_they_speak_of_memory(tmp_path):
-    from dlbench.workloads.maxbatch_search import run_searches
+    from dlbench.jobs.maxbatch_search import run_searches
     known = (Probe(batch=16, outcome="ok"), Probe(batch=64, outcome=ErrorType.EXCEPTION))
     launcher = FakeLauncher(50)
     rec = mb.search(_mbcfg(start=16, tolerance=0), {}, default_start=16, launcher=launcher,
@@ -440,8 +439,8 @@ def test_known_probes_are_reused_only_when_they_speak_of_memory(tmp_path):
 
 
 def test_the_report_shows_one_search_per_setup_the_latest_that_found_a_batch():
-    from dlbench.report.tables import latest_searches
     from dlbench.records.maxbatch import MaxBatchRecord
+    from dlbench.report.tables import latest_searches
     cfg = _mbcfg()
     stopped = MaxBatchRecord(config=cfg, env={}, status="error", error_type="interrupted")
     done = MaxBatchRecord(config=cfg, env={}, best_batch=40)
@@ -607,9 +606,9 @@ def test_checkpointing_config_label_key_and_refusals():
 def test_no_autotune_is_part_of_the_setup_and_reaches_cudnn_in_every_probe(monkeypatch):
     # True-fp32 autotuning takes minutes per probe; --no-autotune is a setup of its own, said
     # in labels and tables, handed to every probe and to cuDNN's flags in the run itself.
+    import dlbench.workloads.throughput as tp
     from dlbench.cli import build_parser
     from dlbench.report.tables import maxbatch_table
-    import dlbench.workloads.throughput as tp
     cfg = ThroughputConfig(model="tiny_cnn", batch_size=8)
     off = replace(cfg, autotune=False)
     assert "no-autotune" in off.label and "autotune" not in cfg.label

@@ -5,17 +5,17 @@ from dataclasses import replace
 import pytest
 import torch
 
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.measure import mfu as mfumod
 from dlbench.measure.roofline import Roofs, attainable, bytes_per_step, point_for, ridge
-from dlbench.records.throughput import ThroughputRecord
 from dlbench.records.peak import PeakConfig, PeakRecord
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 
 H100_ENV = {"accelerator": "cuda", "gpu_count": 1, "gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}
 
 
 def _count(module, x, train):
     from torch.utils.flop_counter import FlopCounterMode
+
     from dlbench.measure.flops import _FLOP_OVERRIDES
     with FlopCounterMode(display=False, custom_mapping=_FLOP_OVERRIDES) as fc:
         out = module(x)

@@ -311,6 +311,7 @@ def test_pad_vocabulary_pads_a_transformers_lm_and_keeps_its_embeddings_tied() -
 def test_pad_vocabulary_of_the_registry_language_models(cls, config, vocab, padded) -> None:
     # The real vocabularies on one-layer models of width 16: what gpt2 and bert-base become.
     import transformers
+
     from dlbench.models.zoo.text import LogitsOnly, _config, pad_vocabulary
     config = dict(config)
     model = LogitsOnly(getattr(transformers, cls)(_config(config.pop("name"), **config)))

@@ -17,12 +17,11 @@ from pathlib import Path
 import pytest
 
 from dlbench.config import ConfigError
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.netemu import topology as topo_mod
-from dlbench.netemu.shaping import (LinkSpec, burst_bytes, parse_link, queue_bytes,
-                                    shape_commands)
+from dlbench.netemu.shaping import LinkSpec, burst_bytes, parse_link, queue_bytes, shape_commands
 from dlbench.netemu.topology import NetEmuError, NetEmuUnavailable, Topology, privilege_problem
 from dlbench.records.net import NetConfig
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.whatif import check
 from dlbench.whatif.comm import ps_collectives, ring_allreduce
 from dlbench.whatif.networks import find_network

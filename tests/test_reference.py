@@ -8,7 +8,7 @@ import re
 import pytest
 
 from dlbench import reference as ref
-from dlbench.measure.regression import fit_through_origin, seed002_fit
+from dlbench.measure.regression import fit_through_origin, ms_per_batch_fit
 from dlbench.measure.stats import t_quantile
 
 REQUIRED = {"t4", "v100-pcie", "titan-v", "gtx-1080-ti", "rtx-2080-ti", "rtx-3060", "quadro-rtx-8000",
@@ -74,7 +74,7 @@ def test_sources_say_what_each_study_is_not_its_number_in_the_project():
 
 @pytest.mark.parametrize("mode", ["eval", "train"])
 def test_ms_per_batch_vgg16_fit_lands_on_the_article(mode):
-    fit = seed002_fit("vgg16", mode)
+    fit = ms_per_batch_fit("vgg16", mode)
     assert fit.n == 6
     assert fit.r2 == pytest.approx(0.984, abs=0.002)     # the article: R^2 = 0.984
     assert 0.6 < fit.r2_centered < fit.r2

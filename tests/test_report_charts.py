@@ -13,13 +13,12 @@ import re
 
 import pytest
 
-from dlbench.records.throughput import ThroughputConfig
-from dlbench.report import browser, charts
-from dlbench.report import html as report_html
-from dlbench.records.throughput import ThroughputRecord
-from dlbench.records.scaling import ScalingConfig, ScalingRecord
 from dlbench.records.maxbatch import MaxBatchConfig, MaxBatchRecord, Probe
 from dlbench.records.peak import PeakConfig, PeakRecord
+from dlbench.records.scaling import ScalingConfig, ScalingRecord
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
+from dlbench.report import browser, charts
+from dlbench.report import html as report_html
 from dlbench.store import Store
 from dlbench.sweep import env_key
 from dlbench.telemetry.summary import finish
@@ -114,7 +113,7 @@ def every_kind():
     """One of everything the charts draw, on a made-up H100."""
     return [thr(batch=16, alloc=2 * GIB), thr(batch=32, alloc=4 * GIB, telemetry=telemetry()),
             thr(batch=64, alloc=8 * GIB), oom(batch=128),
-            thr(model="vgg16", batch=16, mode="eval", method="seed002", flops=None),
+            thr(model="vgg16", batch=16, mode="eval", method="fwd-bwd", flops=None),
             scaling(1), scaling(2, step=0.105), scaling(4, step=0.11), scaling(8, ok=False),
             scaling(2, "no-p2p", step=0.12), scaling(4, "no-p2p", step=0.13),
             maxbatch(), peak()]
@@ -267,7 +266,7 @@ def test_roofline_chart_needs_a_roof():
 
 
 def test_published_chart_needs_your_fp32_result_on_a_known_gpu():
-    vgg = dict(model="vgg16", mode="eval", method="seed002", flops=None)
+    vgg = dict(model="vgg16", mode="eval", method="fwd-bwd", flops=None)
     assert titles(charts.published_charts, [thr(**vgg, env=CPU)]) == []
     assert titles(charts.published_charts, [thr(**vgg, precision="fp16")]) == []
     assert titles(charts.published_charts, [thr()]) == []   # tiny_cnn: nothing published

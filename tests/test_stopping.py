@@ -83,7 +83,7 @@ def test_bad_rules_name_the_flag(kwargs, flag):
 
 
 def test_steps_in_flight_keep_about_a_second_of_work_queued_and_one_at_least():
-    from dlbench.workloads.throughput import IN_FLIGHT_S, steps_in_flight
+    from dlbench.measure.window import IN_FLIGHT_S, steps_in_flight
     assert IN_FLIGHT_S == 1.0
     assert steps_in_flight(0.001) == 1000   # fast steps: the launch queue bounds them first
     assert steps_in_flight(0.16) == 7

@@ -3,11 +3,10 @@
 import sqlite3
 
 import pytest
-
 from conftest import FAST_STOP
-from dlbench.records.throughput import ThroughputConfig
+
 from dlbench.launch.inline import InlineLauncher
-from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store, StoreError
 from dlbench.sweep import env_key, run_sweep
 

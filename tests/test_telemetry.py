@@ -13,11 +13,11 @@ import warnings
 
 import pytest
 import torch
+from conftest import FAST_STOP
 
 from dlbench.config import ConfigError
-from dlbench.records.throughput import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report.tables import energy_table, flags
-from dlbench.records.throughput import ThroughputRecord
 from dlbench.store import Store
 from dlbench.telemetry import energy as E
 from dlbench.telemetry import sampler as sampler_mod
@@ -25,14 +25,22 @@ from dlbench.telemetry.sampler import Sampler, TelemetryWarning
 from dlbench.telemetry.summary import finish, gpu_rows, summarize, throttle_in
 from dlbench.workloads import throughput
 
-from conftest import FAST_STOP
-
 try:
-    from tests.fakes.fake_nvml import (REASON_GPU_IDLE, REASON_HW_THERMAL, REASON_SW_POWER_CAP,
-                                       FakeGpu, make_fake_pynvml)
+    from tests.fakes.fake_nvml import (
+        REASON_GPU_IDLE,
+        REASON_HW_THERMAL,
+        REASON_SW_POWER_CAP,
+        FakeGpu,
+        make_fake_pynvml,
+    )
 except ModuleNotFoundError:
-    from fakes.fake_nvml import (REASON_GPU_IDLE, REASON_HW_THERMAL,  # type: ignore[no-redef]
-                                 REASON_SW_POWER_CAP, FakeGpu, make_fake_pynvml)
+    from fakes.fake_nvml import (  # type: ignore[no-redef]
+        REASON_GPU_IDLE,
+        REASON_HW_THERMAL,
+        REASON_SW_POWER_CAP,
+        FakeGpu,
+        make_fake_pynvml,
+    )
 
 WRAP = 2 ** 64
 

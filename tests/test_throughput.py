@@ -2,16 +2,15 @@
 
 import pytest
 import torch
-
 from conftest import FAST_STOP
+
 from dlbench.config import ConfigError
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.launch.inline import InlineLauncher
+from dlbench.models import get_model
 from dlbench.records.base import ErrorType
-from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.workloads import throughput
 from dlbench.workloads.devices import UnsupportedError, check_supported
-from dlbench.models import get_model
 
 
 def cfg(**kw) -> ThroughputConfig:
@@ -23,7 +22,7 @@ def cfg(**kw) -> ThroughputConfig:
 
 @pytest.mark.parametrize("kw", [
     dict(mode="train"), dict(mode="eval"), dict(precision="bf16"), dict(precision="fp16"),
-    dict(optimizer="adamw"), dict(method="seed002"), dict(channels_last=True),
+    dict(optimizer="adamw"), dict(method="fwd-bwd"), dict(channels_last=True),
     dict(model="tiny_gpt", batch_size=2), dict(model="tiny_mlp"),
 ])
 def test_measure_real_tiny_models(kw, cpu_env):
@@ -133,8 +132,7 @@ def test_precision_flags_are_restored():
 
 
 def test_skipped_fp16_steps_are_counted_from_the_loss_scale():
-    from dlbench.records.throughput import ThroughputConfig
-    from dlbench.records.throughput import ThroughputRecord
+    from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
     cfg = ThroughputConfig(model="tiny_cnn", batch_size=4, precision="fp16", device="cpu")
     rec = ThroughputRecord(config=cfg, env={}, step_times_s=(0.1,), samples_per_step=4,
                            loss_scale=(65536.0, 8192.0))
@@ -176,7 +174,7 @@ def test_fused_sgd_survives_an_overflowed_first_step():
 
 def test_compile_loss_compiles_one_function_from_input_to_loss(cpu_env, monkeypatch):
     # torch.compile is recorded and bypassed: which callable it is handed is the logic here
-    # (the compiled path itself runs on the GPU, benchmarks/gpu_tuned.sh).
+    # (the compiled path itself runs on the GPU: benchmarks/tuned.sh).
     handed = []
 
     def fake_compile(fn, mode=None):

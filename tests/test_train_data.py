@@ -4,12 +4,12 @@ input pipeline's sharding."""
 import numpy as np
 import pytest
 import torch
+from fakes.datasets import write_cifar, write_idx, write_imagefolder, write_mnist5k_csv
 
 from dlbench.data import DatasetMissingError, load_dataset
 from dlbench.data.base import channel_stats
 from dlbench.data.idx import IdxFormatError, read_idx
 from dlbench.training.pipeline import DeviceLoader, HostLoader, Normalizer, _Samples
-from fakes.datasets import (write_cifar, write_idx, write_imagefolder, write_mnist5k_csv)
 
 
 @pytest.mark.parametrize("gz", [True, False])

@@ -2,13 +2,13 @@
 
 import pytest
 import torch
+from fakes.datasets import mnist5k_dir
 
 from dlbench.data import load_dataset
 from dlbench.records.train import TrainConfig
 from dlbench.training.loop import train_run
 from dlbench.training.mlperf import check_log
 from dlbench.training.runner import TorchrunRunner
-from fakes.datasets import mnist5k_dir
 
 pytestmark = pytest.mark.slow
 

@@ -5,12 +5,12 @@ import json
 
 import pytest
 import torch
+from fakes.datasets import mnist5k_dir
 
 from dlbench.data import load_dataset
 from dlbench.records.train import TrainConfig
 from dlbench.training import mlperf
 from dlbench.training.loop import train_run
-from fakes.datasets import mnist5k_dir
 
 
 @pytest.fixture(scope="module")

@@ -1,18 +1,16 @@
 """Tuned mode: lever rules, the greedy search's decisions, payback arithmetic, recipes, the CLI."""
 
 import math
-
-import torch
 from dataclasses import replace
 
 import pytest
+import torch
+from test_cli import FAST, dlbench
 
 from dlbench.config import ConfigError
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.models import get_model
-from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.tuning import levers, payback, recipes, search
-from test_cli import FAST, dlbench
 
 
 def cfg(**kw):
@@ -421,14 +419,14 @@ def test_max_autotune_is_tried_only_when_named_and_replays_under_its_name():
 
 
 def test_compile_loss_flag_applies_to_compiled_training_steps_and_refuses_otherwise():
-    from dlbench.commands.bench import _with_compiled_loss
+    from dlbench.jobs.plans import with_compiled_loss
     train, evals = cfg(compile="default"), cfg(compile="default", mode="eval")
-    out = _with_compiled_loss([train, evals, cfg()], [False, True])
+    out = with_compiled_loss([train, evals, cfg()], [False, True])
     assert [(c.mode, c.compile, c.compile_loss) for c in out] == [
         ("train", "default", False), ("train", "default", True), ("eval", "default", False),
         ("train", None, False)]
     with pytest.raises(ConfigError, match="add --compile default"):
-        _with_compiled_loss([cfg()], [True])
+        with_compiled_loss([cfg()], [True])
     r = dlbench("throughput", "-m", "tiny_cnn", "--device", "cpu", "--compile-loss", "on",
                 "--db", ":memory:", *FAST)
     assert r.returncode != 0 and "--compile-loss on needs a compiled training step" in r.stderr

@@ -9,8 +9,13 @@ import pytest
 
 from dlbench.measure.stopping import StopRule
 from dlbench.measure.timer import CpuTimer
-from dlbench.measure.window import (CHECK_INTERVAL_S, MeasuredWindow, check_every,
-                                    measure_window, steps_in_flight)
+from dlbench.measure.window import (
+    CHECK_INTERVAL_S,
+    MeasuredWindow,
+    check_every,
+    measure_window,
+    steps_in_flight,
+)
 
 
 # -- fakes ---------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 MODES = ("train", "eval")
 OPTIMIZERS = ("sgd", "adamw")
 # "standard": forward, loss, backward, optimizer step (train) or forward under no_grad (eval).
-# "fwd-bwd": the method of the seed-002 article's scripts: forward + out.sum().backward(), no loss,
-#            no optimizer (train), forward under no_grad (eval); reported in ms per batch.
+# "fwd-bwd":  the method of the classic ms-per-batch scripts: forward + out.sum().backward(), no
+#             loss, no optimizer (train), forward under no_grad (eval); reported in ms per batch.
 METHODS = ("standard", "fwd-bwd")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEVICES = ("auto", "cpu", "cuda")

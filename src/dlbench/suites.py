@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from dlbench.config import ConfigError
-from dlbench.records.throughput import ThroughputConfig, expand
 from dlbench.measure.stopping import StopRule
+from dlbench.records.throughput import ThroughputConfig, expand
 
 # The six CNNs of the 2020 tf_cnn_benchmarks study (4x Quadro RTX 8000, NVLink on and off).
 CLASSIC_CNN_MODELS = ("resnet50", "inception_v3", "nasnet", "vgg16", "resnet152", "inception_v4")

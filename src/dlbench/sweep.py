@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 from dlbench import env as envmod
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.records.base import ErrorType, new_id
-from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store
 
 

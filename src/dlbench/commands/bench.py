@@ -8,10 +8,24 @@ import time
 from typing import Sequence
 
 from dlbench import env as envmod
-from dlbench.commands.common import (EPILOG, EXIT_FAILED_RESULTS, EXIT_FATAL, EXIT_INTERRUPTED,
-                                     EXIT_OK, SearchPrinter, add_sweep_flags, batch_size,
-                                     compile_mode, csv_list, flatten, metavar, on_off, one_of,
-                                     say_to_stderr, show_tables)
+from dlbench.commands.common import (
+    EPILOG,
+    EXIT_FAILED_RESULTS,
+    EXIT_FATAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    SearchPrinter,
+    add_sweep_flags,
+    batch_size,
+    compile_mode,
+    csv_list,
+    flatten,
+    metavar,
+    on_off,
+    one_of,
+    say_to_stderr,
+    show_tables,
+)
 from dlbench.config import ATTENTION_BACKENDS, METHODS, OPTIMIZER_IMPLS
 from dlbench.measure.stopping import StopRule
 from dlbench.records.throughput import expand
@@ -140,15 +154,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             terminal.stdout.print(f"[bold]{s.name:{width}}[/bold] {s.description}"
                                   + (" [dim](GPU only)[/dim]" if s.gpu_only else ""))
         return EXIT_OK
-    from dlbench.workloads import plans  # heavy: torch
+    from dlbench.jobs import plans  # heavy: torch
     suite, configs = suite_for(args.suite, plans.device_facts())
     return _sweep(args, configs, suite.name, suite.view, tuned=args.tuned,
                   keep=("precision", "batch_size"))
 
 
 def cmd_throughput(args: argparse.Namespace) -> int:
+    from dlbench.jobs import plans  # heavy: torch
     from dlbench.models import get_model  # heavy: torch
-    from dlbench.workloads import plans  # heavy: torch
 
     models = [get_model(m).name for m in flatten(args.model, [])]
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,
@@ -186,7 +200,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
 def _auto(args: argparse.Namespace, configs: list, keep: bool) -> list:
     """``-b auto``: each setup at the largest batch that fits (a stored 'dlbench maxbatch'
     result, or a search now), said on stderr; a setup where nothing fits is left out."""
-    from dlbench.workloads.maxbatch_search import with_auto_batches  # heavy: torch
+    from dlbench.jobs.maxbatch_search import with_auto_batches  # heavy: torch
     configs, found = with_auto_batches(configs, args.db, args.command_line, keep=keep,
                                        tag=args.tag,
                                        progress=SearchPrinter(say_to_stderr(args.quiet)))
@@ -209,7 +223,7 @@ def _batch_or_auto(text: str) -> int | str | None:
 
 def _sweep(args: argparse.Namespace, configs: list, suite: str | None, view: str,
            tuned: bool = False, keep: Sequence[str] = ()) -> int:
-    from dlbench.workloads import plans, runs  # heavy: torch
+    from dlbench.jobs import plans, runs  # heavy: torch
     plans.preflight(configs)
     env = envmod.capture_environment()
     label = envmod.device_label(env)
@@ -251,9 +265,3 @@ def _print_outcome(args: argparse.Namespace, outcome: SweepOutcome, view: str, l
     out.print(f"wall time {wall:.1f} s; {len(outcome.records)} result(s) stored in {args.db} "
               f"(run {outcome.run_id})" + (f", {outcome.skipped} skipped by --resume"
                                            if outcome.skipped else ""))
-
-
-def _with_compiled_loss(configs, choices):
-    """Kept for tests/test_tuning.py until it imports ``workloads.plans.with_compiled_loss``."""
-    from dlbench.workloads.plans import with_compiled_loss  # heavy: torch
-    return with_compiled_loss(configs, choices)

@@ -8,8 +8,16 @@ import sys
 import time
 
 from dlbench import env as envmod
-from dlbench.commands.common import (MULTINODE, add_dist_flags, add_store_flags, csv_list,
-                                     exit_code, flatten, rendezvous_flags, show_failures)
+from dlbench.commands.common import (
+    MULTINODE,
+    add_dist_flags,
+    add_store_flags,
+    csv_list,
+    exit_code,
+    flatten,
+    rendezvous_flags,
+    show_failures,
+)
 from dlbench.report import tables, terminal
 
 ORDER = 21
@@ -59,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_comm(args: argparse.Namespace) -> int:
-    from dlbench.workloads import plans, runs  # heavy: torch
+    from dlbench.jobs import plans, runs  # heavy: torch
 
     plan = runs.comm_plan(flatten(args.op, []), flatten(args.interconnect, []), args.min,
                           args.max, args.factor, device=args.device, backend=args.backend,

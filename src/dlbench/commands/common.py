@@ -110,7 +110,7 @@ def add_dist_flags(p: argparse.ArgumentParser) -> None:
 
 
 def rendezvous_flags(args: argparse.Namespace) -> dict:
-    """The multi-host flags of ``add_dist_flags`` as ``workloads.plans.rendezvous`` takes them."""
+    """The multi-host flags of ``add_dist_flags`` as ``jobs.plans.rendezvous`` takes them."""
     return dict(nnodes=args.nnodes, node_rank=args.node_rank, endpoint=args.rdzv_endpoint,
                 run_id=args.rdzv_id, slurm=args.slurm)
 
@@ -170,7 +170,7 @@ def show_failures(records: Sequence, limit: int = 1500) -> None:
 
 
 class SearchPrinter:
-    """A largest-batch search's progress as lines (``workloads.maxbatch_search.SearchProgress``)."""
+    """A largest-batch search's progress as lines (``jobs.maxbatch_search.SearchProgress``)."""
 
     def __init__(self, say: Callable[[str], None]) -> None:
         self.say = say

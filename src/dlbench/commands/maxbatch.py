@@ -1,7 +1,7 @@
 """``dlbench maxbatch``: the largest batch that fits, its peak memory and its throughput.
 
 The searches against the store (reuse, resume, measure, step down) are
-:mod:`dlbench.workloads.maxbatch_search`; this module parses and prints.
+:mod:`dlbench.jobs.maxbatch_search`; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -10,9 +10,17 @@ import argparse
 import sys
 
 from dlbench import env as envmod
-from dlbench.commands.common import (EPILOG, EXIT_FAILED_RESULTS, EXIT_OK, SearchPrinter,
-                                     add_sweep_flags, compile_mode, csv_list, flatten,
-                                     say_to_stderr)
+from dlbench.commands.common import (
+    EPILOG,
+    EXIT_FAILED_RESULTS,
+    EXIT_OK,
+    SearchPrinter,
+    add_sweep_flags,
+    compile_mode,
+    csv_list,
+    flatten,
+    say_to_stderr,
+)
 from dlbench.measure.stopping import StopRule
 from dlbench.records.maxbatch import MaxBatchConfig
 from dlbench.records.throughput import expand
@@ -83,10 +91,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_maxbatch(args: argparse.Namespace) -> int:
+    from dlbench.jobs import plans  # heavy: torch
+    from dlbench.jobs.maxbatch_search import run_searches  # heavy: torch
+    from dlbench.jobs.runs import launcher_for  # heavy: torch
     from dlbench.models import get_model  # heavy: torch
-    from dlbench.workloads import plans  # heavy: torch
-    from dlbench.workloads.maxbatch_search import run_searches  # heavy: torch
-    from dlbench.workloads.runs import launcher_for  # heavy: torch
 
     models = [get_model(m).name for m in flatten(args.model, [])]
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,

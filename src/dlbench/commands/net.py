@@ -8,8 +8,17 @@ import sys
 import time
 
 from dlbench import env as envmod
-from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_OK, EXIT_USAGE, add_store_flags,
-                                     batch_size, csv_list, exit_code, flatten, show_failures)
+from dlbench.commands.common import (
+    EXIT_FAILED_RESULTS,
+    EXIT_OK,
+    EXIT_USAGE,
+    add_store_flags,
+    batch_size,
+    csv_list,
+    exit_code,
+    flatten,
+    show_failures,
+)
 from dlbench.config import ConfigError
 from dlbench.netemu.topology import NetEmuUnavailable, cleanup_leftovers, privilege_problem
 from dlbench.report import export, terminal
@@ -126,8 +135,8 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from dlbench.jobs.net_runs import net_plan, run_net  # heavy: torch (via netemu.launch)
     from dlbench.whatif.check import check_net  # heavy: torch (via whatif.model)
-    from dlbench.workloads.net_runs import net_plan, run_net  # heavy: torch (via netemu.launch)
 
     plan = net_plan(args.model, hosts=args.hosts, links=flatten(args.link, []),
                     strategies=flatten(args.strategy, []), batch=args.batch_size,

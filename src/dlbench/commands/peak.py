@@ -10,8 +10,16 @@ from pathlib import Path
 
 from dlbench import env as envmod
 from dlbench import reference as ref
-from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
-                                     add_store_flags, csv_list, flatten, metavar, one_of)
+from dlbench.commands.common import (
+    EXIT_FAILED_RESULTS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_store_flags,
+    csv_list,
+    flatten,
+    metavar,
+    one_of,
+)
 from dlbench.config import PRECISIONS
 from dlbench.measure.mfu import device_key, measured_peaks
 from dlbench.report import export, tables, terminal
@@ -91,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # -- peak ------------------------------------------------------------------------------------------
 def cmd_peak(args: argparse.Namespace) -> int:
-    from dlbench.workloads import runs  # heavy: torch
+    from dlbench.jobs import runs  # heavy: torch
 
     plan = runs.peak_points(args.device, flatten(args.precision, []), flatten(args.verbs, []),
                             quick=args.quick)

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from dlbench.commands.common import EXIT_OK, add_store_flags
-from dlbench.report import terminal
 from dlbench.records.base import utc_now
+from dlbench.report import terminal
 from dlbench.store import Store, StoreError
 
 ORDER = 24

@@ -8,10 +8,22 @@ import sys
 import time
 
 from dlbench import env as envmod
-from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK, MULTINODE,
-                                     add_dist_flags, add_sweep_flags, batch_size, compile_mode,
-                                     csv_list, flatten, on_off, rendezvous_flags, show_failures,
-                                     show_tables)
+from dlbench.commands.common import (
+    EXIT_FAILED_RESULTS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    MULTINODE,
+    add_dist_flags,
+    add_sweep_flags,
+    batch_size,
+    compile_mode,
+    csv_list,
+    flatten,
+    on_off,
+    rendezvous_flags,
+    show_failures,
+    show_tables,
+)
 from dlbench.measure.stopping import StopRule
 from dlbench.records.throughput import expand
 from dlbench.report import export, terminal
@@ -84,9 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_scale(args: argparse.Namespace) -> int:
     import torch  # heavy: the GPUs to count
 
+    from dlbench.jobs import plans  # heavy: torch
+    from dlbench.jobs.runs import run_scaling  # heavy: torch
     from dlbench.models import get_model  # heavy: torch
-    from dlbench.workloads import plans  # heavy: torch
-    from dlbench.workloads.runs import run_scaling  # heavy: torch
 
     facts = plans.device_facts()
     gpu = plans.on_gpu(args.device, facts)

@@ -8,8 +8,15 @@ import sys
 import time
 
 from dlbench import env as envmod
-from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
-                                     add_store_flags, csv_list, flatten, on_off)
+from dlbench.commands.common import (
+    EXIT_FAILED_RESULTS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_store_flags,
+    csv_list,
+    flatten,
+    on_off,
+)
 from dlbench.report import export, terminal
 from dlbench.report.train_tables import train_tables
 
@@ -121,8 +128,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from dlbench.jobs import train_runs  # heavy: torch
     from dlbench.training.runner import InlineRunner  # heavy: torch
-    from dlbench.workloads import train_runs  # heavy: torch
 
     inline = InlineRunner(mllog=not args.no_mllog)
     setups, data = train_runs.plan_with_data(

@@ -6,8 +6,15 @@ import argparse
 import time
 
 from dlbench import env as envmod
-from dlbench.commands.common import (EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_OK,
-                                     add_store_flags, batch_size, csv_list, flatten)
+from dlbench.commands.common import (
+    EXIT_FAILED_RESULTS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_store_flags,
+    batch_size,
+    csv_list,
+    flatten,
+)
 from dlbench.measure.stopping import StopRule
 from dlbench.report import terminal
 from dlbench.sweep import NullProgress
@@ -83,9 +90,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from dlbench.jobs import plans, runs  # heavy: torch
     from dlbench.report.tuned_tables import lever_table  # heavy: torch
     from dlbench.tuning.levers import flags_of  # heavy: torch
-    from dlbench.workloads import plans, runs  # heavy: torch
 
     stop = StopRule(min_seconds=args.min_time, max_seconds=args.max_time,
                     target_rel_ci=args.target_ci)

@@ -8,8 +8,14 @@ import sys
 
 from dlbench.commands.common import EXIT_OK, add_store_flags, csv_list, flatten
 from dlbench.report import terminal
-from dlbench.report.network import (check_table, hiding_lines, networks_table, prediction_table,
-                                    seed000_prediction_table, seed004_table)
+from dlbench.report.network import (
+    check_table,
+    hiding_lines,
+    networks_table,
+    prediction_table,
+    predicted_scaling_table,
+    ps_cluster_table,
+)
 
 ORDER = 23
 
@@ -131,7 +137,7 @@ def _predict(args: argparse.Namespace) -> int:
     terminal.print_table(prediction_table(p.detail, f"PREDICTED step time (overlap "
                                                     f"{args.overlap}, {args.allreduce} "
                                                     "all-reduce)"))
-    terminal.print_table(seed000_prediction_table(p.all, scenarios.units(workloads)))
+    terminal.print_table(predicted_scaling_table(p.all, scenarios.units(workloads)))
     for line in hiding_lines(p.hiding):
         terminal.stdout.print(line, highlight=False)
     for w in workloads:
@@ -172,7 +178,7 @@ def _summary(s: dict) -> None:
 def _ps_cluster() -> int:
     from dlbench.whatif import scenarios  # heavy: torch (model sizes)
     c = scenarios.ps_cluster()
-    terminal.print_table(seed004_table(c.rows))
+    terminal.print_table(ps_cluster_table(c.rows))
     terminal.stdout.print(
         f"If the busiest server carried 2.5 Gbit/s each way on InfiniBand, the model implies "
         f"{c.implied_compute_s * 1e3:.0f} ms of compute per step; then 1 GbE is predicted "

@@ -16,8 +16,13 @@ Datasets (``--dataset``):
     imagefolder: an ImageNet-style tree ``DIR/train/<class>/*`` and ``DIR/val/<class>/*``.
 """
 
-from dlbench.data.base import (ArrayDataset, DatasetMissingError, FolderDataset, dataset_names,
-                               load_dataset)
+from dlbench.data.base import (
+                               ArrayDataset,
+                               DatasetMissingError,
+                               FolderDataset,
+                               dataset_names,
+                               load_dataset,
+)
 
 __all__ = ["ArrayDataset", "DatasetMissingError", "FolderDataset", "dataset_names",
            "load_dataset"]

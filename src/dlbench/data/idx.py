@@ -15,8 +15,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dlbench.data.base import (ArrayDataset, DatasetMissingError, Reader, channel_stats,
-                               first_existing, register)
+from dlbench.data.base import (
+    ArrayDataset,
+    DatasetMissingError,
+    Reader,
+    channel_stats,
+    first_existing,
+    register,
+)
 
 # Where Debian's (and Ubuntu's) `dataset-fashion-mnist` package installs the four files.
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")

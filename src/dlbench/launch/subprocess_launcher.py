@@ -14,9 +14,8 @@ import subprocess
 import sys
 import tempfile
 
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.records.base import ErrorType
-from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 
 
 class SubprocessLauncher:

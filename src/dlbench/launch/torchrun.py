@@ -33,8 +33,8 @@ from typing import Any, Mapping
 
 import torch
 
-from dlbench.records.base import ErrorType
 from dlbench.launch.interconnect import interconnect_env
+from dlbench.records.base import ErrorType
 from dlbench.records.comm import CommConfig, CommRecord
 from dlbench.records.scaling import ScalingConfig, ScalingRecord
 

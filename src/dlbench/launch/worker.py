@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.launch.inline import InlineLauncher
+from dlbench.records.throughput import ThroughputConfig
 
 
 def main() -> int:

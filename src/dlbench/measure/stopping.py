@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from dlbench.measure.stats import mean_interval, mean
+from dlbench.measure.stats import mean, mean_interval
 
 
 class StopRuleError(ValueError):

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import torch
+import torch.distributed as dist
 
 from dlbench.measure.stopping import StopReason, StopRule, decide
 from dlbench.measure.timer import StepTimer, make_timer, synchronize
@@ -84,7 +85,6 @@ class RankZero:
     gloo group, so the message touches no GPU stream and never queues behind GPU work."""
 
     def __init__(self, group: Any) -> None:
-        import torch.distributed as dist
         self._dist, self._group = dist, group
         self.leader = dist.get_rank() == 0
 

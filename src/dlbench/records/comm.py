@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
-from dlbench.config import ConfigError, INTERCONNECT_PROFILES, choice
+from dlbench.config import INTERCONNECT_PROFILES, ConfigError, choice
 from dlbench.measure.bandwidth import COMM_OPS, algbw, busbw_factor
 from dlbench.measure.stats import mean
 from dlbench.records.base import Record, config_key

@@ -1,11 +1,12 @@
 """Record kind of ``dlbench net``: training over emulated hosts joined by shaped links.
 
-A :class:`NetRecord` keeps, for one link and one strategy, every rank's raw step times, the
-bytes each emulated host's interface sent and received during the measured window (read from the
-kernel's counters inside its namespace), rank 0's loss at every step with the wall time at which
-the step ended (seed 004 compared loss per iteration and per wall-clock time), the compute-only
-step time each rank measured just before (the figure the what-if model takes as its input), and
-a probe of the link itself (round-trip time, TCP goodput). Registered in :data:`dlbench.records.RECORD_TYPES`.
+A :class:`NetRecord` keeps, for one link and one strategy, every rank's raw step times, the bytes
+each emulated host's interface sent and received during the measured window (read from the kernel's
+counters inside its namespace), rank 0's loss at every step with the wall time at which the step
+ended (loss per iteration and per wall-clock time, as the parameter-server study compared), the
+compute-only step time each rank measured just before (the figure the what-if model takes as its
+input), and a probe of the link itself (round-trip time, TCP goodput). Registered in
+:data:`dlbench.records.RECORD_TYPES`.
 """
 
 from __future__ import annotations
@@ -171,7 +172,8 @@ class NetRecord(Record):
         return tuple(b / n for b in self.rank_rx_bytes)
 
     def busiest_host(self) -> int | None:
-        """The host whose interface carried the most in one direction (seed 004's hot server)."""
+        """The host whose interface carried the most in one direction (the parameter-server study's
+        hot server)."""
         if not self.rank_tx_bytes:
             return None
         load = [max(t, r) for t, r in zip(self.rank_tx_bytes, self.rank_rx_bytes)]

@@ -10,7 +10,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
-from dlbench.config import BACKENDS, ConfigError, INTERCONNECT_PROFILES, STRATEGIES, choice
+from dlbench.config import BACKENDS, INTERCONNECT_PROFILES, STRATEGIES, ConfigError, choice
 from dlbench.measure.stats import Summary, aggregate
 from dlbench.records.base import Record, StepRateMixin, config_key
 from dlbench.records.throughput import ThroughputConfig
@@ -95,7 +95,8 @@ class ScalingConfig:
 
 
 def scaling_factor(throughput: float, baseline: float) -> float:
-    """Seed 000's figure in parentheses: throughput at N GPUs over throughput at 1 GPU."""
+    """The factor tf_cnn_benchmarks prints in parentheses: throughput at N GPUs over throughput at 1
+    GPU."""
     if baseline <= 0:
         raise ValueError("baseline throughput must be > 0")
     return throughput / baseline

@@ -13,12 +13,21 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, ClassVar, Iterable, Sequence
 
-from dlbench.config import (ATTENTION_BACKENDS, COMPILE_MODES, ConfigError, DEVICES, METHODS,
-                            MODES, OPTIMIZERS, OPTIMIZER_IMPLS, PRECISIONS, choice)
+from dlbench.config import (
+    ATTENTION_BACKENDS,
+    COMPILE_MODES,
+    DEVICES,
+    METHODS,
+    MODES,
+    OPTIMIZER_IMPLS,
+    OPTIMIZERS,
+    PRECISIONS,
+    ConfigError,
+    choice,
+)
 from dlbench.measure.stats import Summary, summarize
 from dlbench.measure.stopping import StopRule
 from dlbench.records.base import Record, StepRateMixin
-
 
 # Old public names of methods, still accepted (and read from old stores) under their new name.
 _OLD_METHODS = {"seed002": "fwd-bwd"}
@@ -36,7 +45,7 @@ class ThroughputConfig:
         precision: fp32 (no TF32), tf32, fp16 (autocast + GradScaler), bf16 (autocast) (``--precision``).
         compile: None for eager, else a ``torch.compile`` mode (``--compile``).
         channels_last: NHWC memory format for image models (``--channels-last``).
-        optimizer: ``sgd`` (momentum 0.9, as seed 000) or ``adamw`` (``--optimizer``).
+        optimizer: ``sgd`` (momentum 0.9, as tf_cnn_benchmarks) or ``adamw`` (``--optimizer``).
         method: ``standard`` or ``fwd-bwd`` (``--method``): forward + ``out.sum().backward()``,
             no loss and no optimizer, as classic per-model ms-per-batch scripts time training.
             ``seed002``, its name in stores written before, is read as ``fwd-bwd``.

@@ -54,8 +54,9 @@ class TrainConfig:
         warmup_epochs: linear warm-up of the learning rate from 0 (``--warmup-epochs``).
         precision: fp32 (no TF32), tf32, bf16 (autocast), fp16 (autocast + GradScaler).
         augment: random crop (4 px padding) and horizontal flip on the device (``--augment``).
-        full_epochs: train all ``max_epochs`` even after the target (seed 003's fixed-length
-            runs); time to train is still taken at the first evaluation that reached it.
+        full_epochs: train all ``max_epochs`` even after the target (fixed-length runs, as the
+            CIFAR-10 framework study's); time to train is still taken at the first evaluation
+            that reached it.
         device: ``auto``, ``cpu`` or ``cuda``.
         data_dir: where the dataset was read from (``--data-dir``); not part of the identity.
         image_size: side of ImageFolder images (``--image-size``); None for the dataset's own.
@@ -160,7 +161,8 @@ class TrainRecord(Record):
 
     Times are seconds on the host clock, each ending at a synchronisation (the evaluation reads
     its accuracy, an epoch's last step is waited for), so queued GPU work is never left out.
-    ``iter_time_s[i]`` is when iteration i ended, from the run's start (seed 004's x axis).
+    ``iter_time_s[i]`` is when iteration i ended, from the run's start (the x axis of loss against
+    wall time).
     """
 
     config_type: ClassVar[type] = TrainConfig
@@ -207,8 +209,8 @@ class TrainRecord(Record):
 
     @property
     def median_epoch_s(self) -> float | None:
-        """Median training time of epochs 2 onward (seed 003's steady-state figure); None with
-        one epoch, whose time holds start-up costs."""
+        """Median training time of epochs 2 onward (the CIFAR-10 study's steady-state figure); None
+        with one epoch, whose time holds start-up costs."""
         rest = self.epoch_times_s[1:]
         return percentile(rest, 50) if rest else None
 

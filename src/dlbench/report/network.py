@@ -202,8 +202,3 @@ def ps_cluster_table(rows: Sequence) -> Table:
                  out, ("observed on that cluster (2017): 23 h per 100,000 iterations on "
                        "1 GbE, over 5x the InfiniBand time; about 2.5 Gbit/s at the busiest "
                        "server",))
-
-
-# The names these tables had before; commands/whatif.py still calls them by these.
-seed000_prediction_table = predicted_scaling_table
-seed004_table = ps_cluster_table

@@ -6,13 +6,18 @@ import sys
 import time
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table as RichTable
 
-from dlbench.records.throughput import ThroughputConfig
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report.table import Table, fmt_num, fmt_pct
-from dlbench.records.throughput import ThroughputRecord
 
 # Piped or redirected output gets a wide page, so tables are not folded into an 80-column file.
 stdout = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlbench.telemetry.sampler import (DEFAULT_INTERVAL_S, NullSampler, Sampler,
-                                       TelemetryWarning)
+from dlbench.telemetry.sampler import DEFAULT_INTERVAL_S, NullSampler, Sampler, TelemetryWarning
 from dlbench.telemetry.summary import finish, summarize
 
 # Seconds of idle baseline sampled before each GPU benchmark (before the model is built), once

@@ -1,7 +1,8 @@
 """``dlbench monitor``: sample the GPUs in the foreground, one line per GPU per interval.
 
-Seed 003 logged GPU load, memory and power every 5 s to CSV while training ran; this does the
-same for any workload (``--interval 5``), with clocks, temperature, energy and throttle reasons.
+The CIFAR-10 framework study logged GPU load, memory and power every 5 s to CSV while training ran;
+this does the same for any workload (``--interval 5``), with clocks, temperature, energy and
+throttle reasons.
 """
 
 from __future__ import annotations
@@ -11,8 +12,14 @@ import time
 from typing import Any, Iterator
 
 from dlbench.telemetry.sampler import warn_once
-from dlbench.telemetry.sources import (GPU_FIELDS, HOST_FIELDS, HostSource, NvmlSource,
-                                       SourceUnavailable, reason_names)
+from dlbench.telemetry.sources import (
+    GPU_FIELDS,
+    HOST_FIELDS,
+    HostSource,
+    NvmlSource,
+    SourceUnavailable,
+    reason_names,
+)
 
 MIB = 1024 ** 2
 MONITOR_GPU_COLUMNS = ("time", "t_s", "gpu", "util_gpu_pct", "util_mem_pct", "mem_used_mib",

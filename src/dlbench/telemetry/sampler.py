@@ -19,8 +19,13 @@ import time
 import warnings
 from typing import Any, Callable, Sequence
 
-from dlbench.telemetry.sources import (GPU_FIELDS, HOST_FIELDS, HostSource, NvmlSource,
-                                       SourceUnavailable)
+from dlbench.telemetry.sources import (
+    GPU_FIELDS,
+    HOST_FIELDS,
+    HostSource,
+    NvmlSource,
+    SourceUnavailable,
+)
 
 DEFAULT_INTERVAL_S = 0.1
 SLOW_INTERVAL_S = 1.0

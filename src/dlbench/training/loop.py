@@ -17,6 +17,7 @@ Measurement code prints nothing and writes no files: the run returns a dict of r
 
 from __future__ import annotations
 
+import copy
 import math
 import socket
 import time
@@ -25,6 +26,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dlbench.data.base import ArrayDataset, FolderDataset
 from dlbench.measure.memory import peak_memory, reset_peak_memory
@@ -92,7 +94,6 @@ def train_run(cfg: TrainConfig, data: ArrayDataset | FolderDataset, device: torc
     model = build_model(cfg.model, data.channels, data.num_classes, data.size).to(device)
     net = model
     if world > 1:
-        from torch.nn.parallel import DistributedDataParallel as DDP
         net = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = make_optimizer(cfg, [p for p in model.parameters() if p.requires_grad], lr)
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
@@ -207,7 +208,6 @@ def _warm_up(model: torch.nn.Module, data, cfg: TrainConfig, device: torch.devic
     data (never the training set), during init: cuDNN autotuning, lazy initialisation and the
     libraries' first-use imports happen here, so a process's first seed is not slower than the
     others. MLPerf permits warm-up on synthetic data in init."""
-    import copy
     m = copy.deepcopy(model)
     opt = make_optimizer(cfg, [p for p in m.parameters() if p.requires_grad], 1e-12)
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import logging
 import os
 import re
@@ -113,7 +114,6 @@ def make_log(enabled: bool, rank: int, clock: Callable[[], float] = time.perf_co
 
 def run_times_ms(text: str) -> tuple[float | None, float | None]:
     """``run_start`` and ``run_stop`` times of a log (ms), as MLPerf's summarizer reads them."""
-    import json
     start = stop = None
     for line in text.splitlines():
         if ":::MLLOG" not in line:

@@ -1,9 +1,9 @@
 """Networks for training on small real datasets, sized by the data's channels, classes and size.
 
-``cnn10`` and ``wrn28_10`` are the two networks of seed 003 (a 10-layer CNN and Wide ResNet
-28-10 on CIFAR-10); ``resnet18`` is ResNet-18 with the small-input stem used for CIFAR (a 3x3
-stride-1 first convolution and no max-pool, so a 32 px image keeps its resolution into the first
-stage). Any image model of ``dlbench models`` also trains when its output has at least the
+``cnn10`` and ``wrn28_10`` are the two networks of the CIFAR-10 framework study (a 10-layer CNN and
+Wide ResNet 28-10 on CIFAR-10); ``resnet18`` is ResNet-18 with the small-input stem used for CIFAR
+(a 3x3 stride-1 first convolution and no max-pool, so a 32 px image keeps its resolution into the
+first stage). Any image model of ``dlbench models`` also trains when its output has at least the
 dataset's number of classes (grey images are repeated into three channels for it).
 """
 
@@ -15,6 +15,9 @@ from typing import Callable
 import torch
 from torch import nn
 
+from dlbench.config import ConfigError
+from dlbench.models import get_model
+
 
 def _conv_bn_relu(cin: int, cout: int) -> list[nn.Module]:
     # No conv bias: the BatchNorm shift that follows makes it redundant.
@@ -23,9 +26,9 @@ def _conv_bn_relu(cin: int, cout: int) -> list[nn.Module]:
 
 
 class CNN10(nn.Module):
-    """Seed 003's 10-layer CNN: three stages of three 3x3 conv-BN-ReLU layers (64, 128, 256
-    channels at ``width=64``), 2x2 average pooling between stages, global average pooling and one
-    linear layer: nine convolutions and a dense layer.
+    """The CIFAR-10 framework study's 10-layer CNN: three stages of three 3x3 conv-BN-ReLU layers
+    (64, 128, 256 channels at ``width=64``), 2x2 average pooling between stages, global average
+    pooling and one linear layer: nine convolutions and a dense layer.
 
     The seed article refers to its author's earlier article for the layout; this is that layout
     as we reconstruct it (stage widths doubling, average pooling, no dropout). ``width`` scales
@@ -118,11 +121,11 @@ class TrainModel:
 
 
 TRAIN_MODELS: dict[str, TrainModel] = {m.name: m for m in (
-    TrainModel("cnn10", "seed 003's 10-layer CNN (9 conv + 1 dense; 64/128/256 channels), 1.9M "
-               "params", lambda c, k, s: CNN10(c, k, 64)),
+    TrainModel("cnn10", "the CIFAR-10 framework study's 10-layer CNN (9 conv + 1 dense; "
+               "64/128/256 channels), 1.9M params", lambda c, k, s: CNN10(c, k, 64)),
     TrainModel("cnn10_small", "cnn10 at a quarter of the width (16/32/64 channels), for CPUs "
                "and tests", lambda c, k, s: CNN10(c, k, 16)),
-    TrainModel("wrn28_10", "Wide ResNet 28-10 (seed 003), 36.5M params",
+    TrainModel("wrn28_10", "Wide ResNet 28-10 (the CIFAR-10 study), 36.5M params",
                lambda c, k, s: WideResNet(28, 10, c, k)),
     TrainModel("resnet18", "ResNet-18 with the small-input (CIFAR) stem, 11.2M params",
                lambda c, k, s: resnet18_small(c, k)),
@@ -138,7 +141,6 @@ def canonical_name(name: str) -> str:
     key = _ALIASES.get(key, key)
     if key in TRAIN_MODELS:
         return key
-    from dlbench.models import get_model
     return get_model(name).name   # raises UnknownModelError with suggestions
 
 
@@ -162,8 +164,6 @@ class _GreyToRGB(nn.Module):
 
 
 def _registry_model(name: str, in_channels: int, num_classes: int, size: int) -> nn.Module:
-    from dlbench.config import ConfigError
-    from dlbench.models import get_model
 
     spec = get_model(name)
     if spec.kind != "image":

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.models.base import ModelSpec
 from dlbench.models.zoo.text import VOCAB_MULTIPLE
+from dlbench.records.throughput import ThroughputConfig
 
 # (new config, None) when the lever applies; (None, why not) when it does not.
 Outcome = tuple[ThroughputConfig | None, str | None]

@@ -24,8 +24,8 @@ from importlib import resources
 from typing import Any, Iterable, Mapping
 
 from dlbench.config import ConfigError
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.models.base import ModelSpec
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.tuning.levers import LEVERS, NO_COMPILE_ON_CPU, NOT_IMAGE, NOT_LANGUAGE
 
 # The config fields a recipe may set.

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.models.base import ModelSpec
-from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.tuning.levers import LEVERS, Lever, describe_change
 
 # Keep a lever only if it wins by more than 1%: dlbench's windows stop at a 1% interval.

@@ -277,9 +277,3 @@ def ps_cluster_implied_compute(network: Network, busiest_bps: float = PS_CLUSTER
     cost = ps_cluster_cost(network)
     step = cost.busiest_bytes * 8 / busiest_bps
     return max(0.0, step - cost.time_s) if math.isfinite(step) else math.nan
-
-
-# The names these had before; whatif/scenarios.py still calls them by these.
-SEED004_1GBE_STEP_S = PS_CLUSTER_1GBE_STEP_S
-seed004_rows = ps_cluster_rows
-seed004_implied_compute = ps_cluster_implied_compute

@@ -231,10 +231,10 @@ class PsCluster:
 def ps_cluster() -> PsCluster:
 
     nets = [get_network(n) for n in PS_CLUSTER_NETWORKS]
-    implied = round(check.seed004_implied_compute(nets[2]), 4)
-    rows = check.seed004_rows(nets, sorted({0.05, 0.1, implied}))
+    implied = round(check.ps_cluster_implied_compute(nets[2]), 4)
+    rows = check.ps_cluster_rows(nets, sorted({0.05, 0.1, implied}))
     by = {(r.network, r.compute_s): r for r in rows}
     return PsCluster(rows=rows, implied_compute_s=implied,
                      slowdown_1gbe=by[("1gbe", implied)].step_s / by[("ib-fdr", implied)].step_s,
                      hours_1gbe=by[("1gbe", implied)].step_s * 1e5 / 3600,
-                     observed_hours_1gbe=check.SEED004_1GBE_STEP_S * 1e5 / 3600)
+                     observed_hours_1gbe=check.PS_CLUSTER_1GBE_STEP_S * 1e5 / 3600)

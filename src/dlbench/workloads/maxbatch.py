@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Protocol, Sequence
 
-from dlbench.records.throughput import ThroughputConfig
+from dlbench.launch.subprocess_launcher import SubprocessLauncher
 from dlbench.measure.stopping import StopRule
 from dlbench.records.base import ErrorType
-from dlbench.records.throughput import ThroughputRecord
 from dlbench.records.maxbatch import FITS, MaxBatchConfig, MaxBatchRecord, Probe
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 
 #: A probe: the first step (allocations, autotuning) and two more, so the optimizer state
 #: exists and the second step's peak, the steady one, is seen. No warm-up, no interval.
@@ -48,7 +48,7 @@ class Launcher(Protocol):
 
 
 class SearchInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or a slot's SIGINT) during a search; ``record`` keeps the probes that finished.
+    """Ctrl-C (or a scheduler's SIGINT) during a search; ``record`` keeps the probes that finished.
 
     A KeyboardInterrupt still, so every handler of an interrupt treats it as one; the caller
     stores the record, and ``--resume`` hands its probes back to :func:`search` as ``known``.
@@ -206,7 +206,6 @@ def search(cfg: MaxBatchConfig, env: dict, default_start: int,
     probes so far.
     """
     if launcher is None:
-        from dlbench.launch.subprocess_launcher import SubprocessLauncher
         launcher = SubprocessLauncher(
             timeout_s=COMPILED_PROBE_TIMEOUT_S if cfg.base.compile else PROBE_TIMEOUT_S,
             count_flops=False)

@@ -35,8 +35,8 @@ import torch
 import torch.distributed as dist
 
 from dlbench.models import get_model
-from dlbench.records.scaling import ScalingConfig
 from dlbench.records.net import NetConfig
+from dlbench.records.scaling import ScalingConfig
 from dlbench.workloads.ps import assign_shards
 from dlbench.workloads.scaling import wrap_strategy
 from dlbench.workloads.throughput import build_step, precision_flags

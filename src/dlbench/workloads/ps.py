@@ -1,7 +1,8 @@
-"""A synchronous parameter server on torch.distributed primitives, in the spirit of seed 004.
+"""A synchronous parameter server on torch.distributed primitives, as the 2017 distributed
+TensorFlow study over 1/10 GbE and InfiniBand ran one.
 
 Every rank is a worker; the parameters are split into shards, each owned by one rank (the
-"parameter server" for that shard, as seed 004's PS tasks shared the worker machines). One step:
+"parameter server" for that shard, as that study's PS tasks shared the worker machines). One step:
 
 1. every worker runs forward and backward on its own batch;
 2. each shard's gradients are flattened into one buffer and *reduced to its owner* (``reduce``);
@@ -22,8 +23,8 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.models.base import ModelSpec
+from dlbench.records.throughput import ThroughputConfig
 from dlbench.workloads.throughput import autocast_factory, make_optimizer
 
 
@@ -31,7 +32,7 @@ def assign_shards(sizes: list[int], ranks: int) -> list[int]:
     """Owner rank of each parameter: greedy by size onto the least-loaded rank (stable order).
 
     Balancing bytes, not counts, keeps one owner from carrying the big layers alone (the load
-    imbalance seed 004 saw on its busiest parameter servers).
+    imbalance that study saw on its busiest parameter servers).
     """
     load = [0] * ranks
     owner = [0] * len(sizes)

@@ -28,9 +28,14 @@ from dlbench.models import get_model
 from dlbench.records.scaling import ScalingConfig
 from dlbench.workloads.devices import UnsupportedError, check_supported
 from dlbench.workloads.ps import build_ps_step
-from dlbench.workloads.throughput import (AUTOCAST_DTYPES, build_step, check_finite,
-                                          compiled_graphs_freed, count_flops_safe,
-                                          precision_flags)
+from dlbench.workloads.throughput import (
+    AUTOCAST_DTYPES,
+    build_step,
+    check_finite,
+    compiled_graphs_freed,
+    count_flops_safe,
+    precision_flags,
+)
 
 
 def rank_device(cfg: ScalingConfig, local_rank: int) -> torch.device:

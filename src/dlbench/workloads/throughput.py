@@ -20,18 +20,15 @@ from typing import Callable, Iterator
 import torch
 
 from dlbench import telemetry
-from dlbench.records.throughput import ThroughputConfig
 from dlbench.measure.kernels import profile_steps
 from dlbench.measure.memory import memory_breakdown, peak_memory, reset_peak_memory
 from dlbench.measure.timer import synchronize
-# CHECK_INTERVAL_S, IN_FLIGHT_S and steps_in_flight are the window's; named here as before.
-from dlbench.measure.window import (CHECK_INTERVAL_S, IN_FLIGHT_S,  # noqa: F401
-                                    MeasuredWindow, steps_in_flight)
+from dlbench.measure.window import MeasuredWindow
 from dlbench.models import get_model
 from dlbench.models.base import ModelSpec
 from dlbench.models.zoo.text import pad_vocabulary
 from dlbench.records.base import ErrorType
-from dlbench.records.throughput import ThroughputRecord
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.workloads.checkpointing import enable_checkpointing
 from dlbench.workloads.devices import UnsupportedError, check_supported, resolve_device
 from dlbench.workloads.step import update
@@ -98,7 +95,7 @@ def autocast_factory(precision: str, device: torch.device,
 
 def make_optimizer(name: str, params: list[torch.nn.Parameter], impl: str = "default",
                    capturable: bool = False) -> torch.optim.Optimizer:
-    """The optimizer of a training step: ``sgd`` (momentum 0.9, as seed 000) or ``adamw``;
+    """The optimizer of a training step: ``sgd`` (momentum 0.9, as tf_cnn_benchmarks) or ``adamw``;
     ``impl`` picks PyTorch's default, the foreach or the fused kernels (``fused=True``, which
     also lets GradScaler skip an overflowed step on the device).
 
@@ -107,7 +104,7 @@ def make_optimizer(name: str, params: list[torch.nn.Parameter], impl: str = "def
     """
     kernels = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[impl]
     if name == "sgd":
-        opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kernels)  # seed 000: momentum
+        opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kernels)  # as tf_cnn_benchmarks
         if impl == "fused":
             # Fused SGD makes its momentum buffers with empty_like on its first step and lets
             # the kernel skip a step GradScaler found overflowed; when that first step is the
@@ -192,14 +189,14 @@ def _eager_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
         return eval_step
 
     if cfg.method == "fwd-bwd":
-        # The seed-002 scripts time forward + out.sum().backward(): no loss, no optimizer.
-        def seed002_step() -> torch.Tensor:
+        # The ms-per-batch scripts time forward + out.sum().backward(): no loss, no optimizer.
+        def fwd_bwd_step() -> torch.Tensor:
             model.zero_grad(set_to_none=True)
             with autocast():
                 out = model(x).float().sum()
             out.backward()
             return out
-        return seed002_step
+        return fwd_bwd_step
 
     opt = make_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad],
                          cfg.optimizer_impl, capturable=cfg.cuda_graph)
@@ -302,6 +299,8 @@ def check_finite(cfg: ThroughputConfig, out: torch.Tensor) -> float | None:
 def count_flops_safe(spec: ModelSpec, mode: str, size: int | None) -> int | None:
     """Counted FLOPs per sample, or None if the counter cannot trace this model (never fatal)."""
     try:
+        # here, not at the top: the counter's import chain (torch's FLOP counter, triton) is
+        # itself one of the things that may fail, and a failure must not stop the run
         from dlbench.measure.flops import count_flops
         return count_flops(spec, "train" if mode == "train" else "eval", size)
     except Exception:  # a FLOP count is an annotation; its failure must not lose a measurement

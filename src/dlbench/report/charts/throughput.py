@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from dlbench.report import tables
-from dlbench.report.charts.base import (Chart, commands_of, finish, per_s, pyplot, unit_label,
-                                        yerr)
+from dlbench.report.charts.base import Chart, commands_of, finish, per_s, pyplot, unit_label, yerr
 from dlbench.report.plots import plain_log_ticks
 
 

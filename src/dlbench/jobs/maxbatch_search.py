@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from typing import AbstractSet, Protocol, Sequence
 
 from dlbench import env as envmod
+from dlbench.jobs.plans import auto_setups, device_facts, preflight, unique
+from dlbench.jobs.stored_run import StoredRun
 from dlbench.models import get_model
 from dlbench.records.base import ErrorType, new_id
 from dlbench.records.maxbatch import MaxBatchConfig, MaxBatchRecord, Probe
@@ -20,8 +22,6 @@ from dlbench.store import Store
 from dlbench.suites import gpu_batch
 from dlbench.sweep import env_key
 from dlbench.workloads import maxbatch as mb
-from dlbench.workloads.plans import auto_setups, device_facts, preflight, unique
-from dlbench.workloads.session import StoredRun
 
 #: A measurement that ran out of memory steps down to a fitted batch at most this share of it.
 STEP_DOWN = 0.95

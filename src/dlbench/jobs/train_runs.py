@@ -15,12 +15,12 @@ import torch
 
 from dlbench.config import ConfigError
 from dlbench.data import FolderDataset
+from dlbench.jobs.stored_run import StoredRun
 from dlbench.records.train import TrainConfig
 from dlbench.store import Store
 from dlbench.training import mlperf
 from dlbench.training.models import canonical_name
 from dlbench.training.runner import TorchrunRunner
-from dlbench.workloads.session import StoredRun
 
 
 def train_setups(*, gpus: Sequence[int], batches: Sequence[int], seeds: int, seed: int,

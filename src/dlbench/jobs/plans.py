@@ -11,8 +11,12 @@ import os
 from dataclasses import replace
 from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
+import torch
+
 from dlbench.config import ConfigError
+from dlbench.launch.torchrun import Rendezvous, slurm_settings
 from dlbench.models import get_model
+from dlbench.records.scaling import ScalingConfig
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.suites import DeviceFacts, gpu_batch
 from dlbench.workloads.devices import bf16_available, check_supported, resolve_device
@@ -22,7 +26,6 @@ C = TypeVar("C")
 
 def device_facts() -> DeviceFacts:
     """CUDA or not, bf16 or not, and the first GPU's memory: what suites and batches depend on."""
-    import torch
     cuda = torch.cuda.is_available()
     mem = torch.cuda.get_device_properties(0).total_memory if cuda else None
     return DeviceFacts(cuda=cuda, bf16=bf16_available(), memory_bytes=mem)
@@ -101,7 +104,6 @@ def scaling_configs(bases: Sequence[ThroughputConfig], gpus: Sequence[int],
     """Every (interconnect, base, strategy, GPUs per host) of a scaling sweep, interconnect
     outermost (an A/B of profiles reads as two complete blocks). ``dp`` (one process driving
     every GPU) cannot span hosts and is left out of a multi-host job."""
-    from dlbench.records.scaling import ScalingConfig
     return [ScalingConfig(base=b, gpus=n * nnodes, strategy=s, interconnect=i,
                           bucket_mb=bucket_mb, backend=backend, nnodes=nnodes)
             for i in interconnects for b in bases for s in strategies for n in gpus
@@ -113,7 +115,6 @@ def rendezvous(*, nnodes: int = 1, node_rank: int = 0, endpoint: str | None = No
                environ: Mapping[str, str] | None = None):
     """Where the hosts of a multi-host job meet: the flags, or Slurm's environment with
     ``slurm``. A job of several hosts needs an endpoint."""
-    from dlbench.launch.torchrun import Rendezvous, slurm_settings
     kw = dict(nnodes=nnodes, node_rank=node_rank, endpoint=endpoint, run_id=run_id)
     if slurm:
         found = slurm_settings(os.environ if environ is None else environ)

@@ -13,6 +13,8 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from dlbench.config import PRECISIONS, ConfigError
+from dlbench.jobs.plans import default_batch, preflight, tuned_precision
+from dlbench.jobs.stored_run import StoredRun
 from dlbench.launch.inline import InlineLauncher
 from dlbench.launch.interconnect import PROFILE_ENV
 from dlbench.launch.subprocess_launcher import SubprocessLauncher
@@ -28,8 +30,6 @@ from dlbench.tuning.search import MARGIN, LeverSearch
 from dlbench.workloads.comm import parse_size, sizes_between
 from dlbench.workloads.devices import resolve_device
 from dlbench.workloads.peak import default_plan, measure_point, plan_points, supported_precisions
-from dlbench.workloads.plans import default_batch, preflight, tuned_precision
-from dlbench.workloads.session import StoredRun
 
 
 def launcher_for(isolate: bool):

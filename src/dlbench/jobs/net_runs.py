@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from dlbench.config import ConfigError
+from dlbench.jobs.stored_run import StoredRun
 from dlbench.netemu.launch import NetLauncher
 from dlbench.netemu.shaping import parse_link
 from dlbench.netemu.topology import NetEmuError, NetEmuUnavailable, Topology
@@ -18,7 +19,7 @@ from dlbench.records.base import ErrorType
 from dlbench.records.net import NetConfig, NetRecord
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.store import Store
-from dlbench.workloads.session import StoredRun
+from dlbench.whatif.networks import find_network
 
 DEFAULT_LINKS = ("unshaped", "100mbit", "10mbit")
 DEFAULT_STRATEGIES = ("ddp", "ps")
@@ -36,7 +37,7 @@ def net_plan(model: str, *, hosts: int = 2, links: Sequence[str] = (),
     if compute_steps < 1:
         raise ConfigError("--compute-steps must be >= 1")
     spec = get_model(model)
-    parsed = [parse_link(t) for t in (links or DEFAULT_LINKS)]
+    parsed = [parse_link(t, find_network) for t in (links or DEFAULT_LINKS)]
     batch = batch or max(1, min(16, spec.default_batch // 4))
     base = ThroughputConfig(model=spec.name, batch_size=batch, precision=precision,
                             optimizer=optimizer, input_size=input_size, device="cpu",
