@@ -196,3 +196,12 @@ def test_compare_cli_two_files_warns_on_environment(tmp_path):
             str(tmp_path / "b.db"))
     assert p.returncode == 0, p.stderr
     assert "ENVIRONMENTS DIFFER" in p.stderr and "torch" in p.stderr
+
+
+def test_messages_are_text_not_markup(capsys):
+    from dlbench.report import terminal
+
+    terminal.error("pip install 'dlbench[train]' (see [/docs])")
+    terminal.warn("[bold]x[/bold]")
+    err = capsys.readouterr().err
+    assert "pip install 'dlbench[train]' (see [/docs])" in err and "[bold]x[/bold]" in err

@@ -6,6 +6,7 @@ import sys
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -87,11 +88,12 @@ class RichProgress:
 
 
 def warn(msg: str) -> None:
-    stderr.print(f"[yellow]warning:[/yellow] {msg}")
+    # escape: a message is text, and text such as "pip install 'dlbench[train]'" is not markup
+    stderr.print(f"[yellow]warning:[/yellow] {escape(msg)}")
 
 
 def error(msg: str) -> None:
-    stderr.print(f"[red]error:[/red] {msg}", highlight=False)
+    stderr.print(f"[red]error:[/red] {escape(msg)}", highlight=False)
 
 
 def is_tty() -> bool:
