@@ -26,6 +26,7 @@ but the read. Prints nothing and writes nothing: returns a dict of raw results.
 from __future__ import annotations
 
 import copy
+import itertools
 import socket
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.distributed as dist
 
+from dlbench.measure.window import MeasuredWindow
 from dlbench.models import get_model
 from dlbench.records.net import NetConfig
 from dlbench.records.scaling import ScalingConfig
@@ -85,6 +87,8 @@ def measure_host(windows: Sequence[NetConfig], dev: str, compute_steps: int = 5,
         solo_step = build_step(base, spec, solo, x, y, device)
         solo_step()                      # first step: allocations, kernel selection
         dist.barrier()                   # every rank computes at once, as in training
+        # A calibration, not a figure: a few CPU steps, each synchronous, so the cap is checked
+        # against finished work after every step (nothing queued can overrun it).
         compute, t_end = [], clock() + CALIBRATION_MAX_S
         for _ in range(compute_steps):
             t = clock()
@@ -105,26 +109,28 @@ def measure_host(windows: Sequence[NetConfig], dev: str, compute_steps: int = 5,
             dist.barrier()               # nobody sends while the parent reshapes the link
             between(k)
             step = wrap_strategy(scfg, spec, model, x, y, device)
-            t = clock()
-            step()
-            first_step_s = clock() - t
-            for _ in range(cfg.warmup_steps):
-                step()
+            window = MeasuredWindow(device, clock=clock)
+            window.first_step(step)
+            window.warm_up(step, cfg.warmup_steps)
             dist.barrier()               # the window starts together on every host
 
-            # 3. The window: counters around it, a time and a loss per step.
-            tx0, rx0 = counters(dev)
-            t0 = last = clock()
-            times, losses, ends = [], [], []
-            for _ in range(cfg.steps):
+            # 3. The window, a fixed count of steps (every link and strategy trains the same
+            # iterations, so the loss curves line up), with the counters around it.
+            losses: list[float] = []
+
+            def logged_step(step: Callable[[], torch.Tensor] = step) -> torch.Tensor:
                 loss = step()
-                value = float(loss.detach())
-                now = clock()
-                times.append(now - last)
-                ends.append(now - t0)
-                losses.append(value)
-                last = now
+                # note: a host read of the loss every step, for rank 0's curve; on the CPU the
+                # step has already finished, so it drains no queue
+                losses.append(float(loss.detach()))
+                return loss
+
+            tx0, rx0 = counters(dev)
+            window.run(logged_step, cfg.steps)
             tx1, rx1 = counters(dev)
+            times = list(window.step_times_s)
+            ends = list(itertools.accumulate(times))   # the steps tile the window
+            first_step_s = window.first_step_s
             shard = [0] * world
             if cfg.strategy == "ps":
                 # The assignment ParameterServer makes (by element count; one dtype here).
