@@ -9,17 +9,25 @@ from typing import Sequence
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
+    COUNT,
     EPILOG,
     EXIT_FAILED_RESULTS,
     EXIT_FATAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    FRACTION,
+    POSITIVE,
+    SECONDS,
+    SECONDS_OR_ZERO,
+    SEED,
     SearchPrinter,
+    add_command,
     add_sweep_flags,
     batch_size,
     compile_mode,
     csv_list,
     flatten,
+    integer,
     metavar,
     on_off,
     one_of,
@@ -43,12 +51,12 @@ TUNED_HELP = ("tuned mode: also run each config in the fastest configuration dlb
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run a named suite (default: the one for this machine)",
-                       description="Run a named suite. With no --suite: 'default' on a GPU "
-                       "(six classic CNNs + ViT, BERT, GPT-2, train, bf16/fp16, under 5 minutes "
-                       "on an H100), 'cpu' on a machine without one (about 2 minutes on 2 "
-                       "cores).", epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(sub, "run", help="run a named suite (default: the one for this machine)",
+                         description="Run a named suite. With no --suite: 'default' on a GPU "
+                         "(six classic CNNs + ViT, BERT, GPT-2, train, bf16/fp16, under 5 minutes "
+                         "on an H100), 'cpu' on a machine without one (about 2 minutes on 2 "
+                         "cores).", epilog=EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", type=one_of(tuple(SUITES), OLD_NAMES, "suite"),
                    metavar=metavar(SUITES), help="suite name; --list-suites says what each runs")
     p.add_argument("--list-suites", action="store_true", help="list the suites and exit")
@@ -56,8 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_sweep_flags(p)
     p.set_defaults(handler=cmd_run)
 
-    p = sub.add_parser(
-        "throughput", help="measure models x batch sizes x precisions x modes (a sweep)",
+    p = add_command(
+        sub, "throughput", help="measure models x batch sizes x precisions x modes (a sweep)",
         description="Measure training or inference throughput with synthetic data on the device. "
                     "Every list flag takes comma-separated values; the sweep is their product.",
         epilog="examples:\n"
@@ -88,18 +96,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fwd-bwd: train = forward + out.sum().backward(), no loss and no "
                         "optimizer, as classic per-model ms-per-batch scripts time it "
                         "(default: standard, a full training step)")
-    p.add_argument("--seq-len", "--input-size", dest="input_size", type=int,
+    p.add_argument("--seq-len", "--input-size", dest="input_size", type=POSITIVE,
                    help="sequence length (text models) or image side in px (default: the model's)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
-    p.add_argument("--warmup", type=int, default=10, help="warm-up steps after the first (default 10)")
-    p.add_argument("--warmup-time", type=float, default=1.0,
+    p.add_argument("--warmup", type=COUNT, default=10, help="warm-up steps after the first (default 10)")
+    p.add_argument("--warmup-time", type=SECONDS_OR_ZERO, default=1.0,
                    help="also warm up for at least this many seconds (default 1)")
-    p.add_argument("--min-steps", type=int, default=20, help="measured steps at least (default 20)")
-    p.add_argument("--min-time", type=float, default=2.0, help="measured seconds at least (default 2)")
-    p.add_argument("--max-time", type=float, default=15.0,
+    p.add_argument("--min-steps", type=integer(2), default=20, help="measured steps at least (default 20)")
+    p.add_argument("--min-time", type=SECONDS_OR_ZERO, default=2.0, help="measured seconds at least (default 2)")
+    p.add_argument("--max-time", type=SECONDS, default=15.0,
                    help="stop a window after this many seconds even if noisy (default 15)")
-    p.add_argument("--max-steps", type=int, default=100_000, help="stop after this many steps")
-    p.add_argument("--target-ci", type=float, default=0.01,
+    p.add_argument("--max-steps", type=integer(2), default=100_000, help="stop after this many steps")
+    p.add_argument("--target-ci", type=FRACTION, default=0.01,
                    help="stop once the 95%% interval half-width is below this fraction (default 0.01)")
     p.add_argument("--cuda-graph", action="append", type=csv_list(on_off),
                    help="on/off: capture the whole step (forward, backward, optimizer) in one "
@@ -128,15 +136,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "them on the first step (torch.backends.cudnn.benchmark off): in true "
                         "fp32 that timing takes minutes per shape at large batches; the figure "
                         "is then that of the heuristics' choice, labelled no-autotune")
-    p.add_argument("--telemetry-interval", type=float, default=0.1, metavar="S",
+    p.add_argument("--telemetry-interval", type=SECONDS_OR_ZERO, default=0.1, metavar="S",
                    help="GPU telemetry sampling interval in seconds (default 0.1; 0 = off)")
-    p.add_argument("--profile", type=int, default=0, metavar="N",
+    p.add_argument("--profile", type=COUNT, default=0, metavar="N",
                    help="after the measured window, run N more steps under torch.profiler and "
                         "show where their time went: GPU time per step by kernel category "
                         "(convolution, GEMM, Inductor's kernels, optimizer, ...), the top "
                         "kernels, and how busy the GPU was; kept in the record, the figures "
                         "are not affected (default 0: off; 10 is plenty)")
-    p.add_argument("--seed", type=int, default=0, help="seed of weights and synthetic data")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of weights and synthetic data")
     add_sweep_flags(p)
     p.set_defaults(handler=cmd_throughput)
 

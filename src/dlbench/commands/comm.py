@@ -9,12 +9,17 @@ import time
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
+    COUNT,
     MULTINODE,
+    POSITIVE,
+    SECONDS,
+    add_command,
     add_dist_flags,
     add_store_flags,
     csv_list,
     exit_code,
     flatten,
+    integer,
     rendezvous_flags,
     show_failures,
 )
@@ -24,8 +29,8 @@ ORDER = 21
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "comm", help="collective bandwidth: all_reduce, all_gather, ... (nccl-tests' figures)",
+    p = add_command(
+        sub, "comm", help="collective bandwidth: all_reduce, all_gather, ... (nccl-tests' figures)",
         description="Time each collective from --min to --max bytes (doubling), out-of-place and "
                     "in-place, and report algbw = size / time and busbw = algbw x the factor of "
                     "nccl-tests' doc/PERFORMANCE.md: all_reduce 2(n-1)/n, all_gather and "
@@ -46,18 +51,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="all_reduce, all_gather, reduce_scatter, broadcast, all_to_all (all)")
     p.add_argument("--min", default="8B", help="smallest size (8B, 64K, 1MiB...; default 8B)")
     p.add_argument("--max", default="1GiB", help="largest size (default 1GiB; 4GiB as nccl-tests)")
-    p.add_argument("--factor", type=int, default=2, help="size step factor (default 2)")
+    p.add_argument("--factor", type=integer(2), default=2, help="size step factor (default 2)")
     p.add_argument("--dtype", default="float32",
                    choices=("float32", "float16", "bfloat16", "float64", "int32"))
-    p.add_argument("--iters", type=int, default=20, help="timed iterations per size (20)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed iterations per size (5)")
-    p.add_argument("--gpus", type=int, help="ranks per host (default: every GPU; 2 on a CPU)")
+    p.add_argument("--iters", type=POSITIVE, default=20, help="timed iterations per size (20)")
+    p.add_argument("--warmup", type=COUNT, default=5, help="untimed iterations per size (5)")
+    p.add_argument("--gpus", type=POSITIVE, help="ranks per host (default: every GPU; 2 on a CPU)")
     p.add_argument("--interconnect", action="append", type=csv_list(),
                    help="default, no-p2p, no-shm, no-p2p+no-shm, no-ib")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     p.add_argument("--device", default="auto", help="auto or cpu (gloo)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per job (600)")
-    p.add_argument("--pg-timeout", type=float, default=120.0, help="process-group timeout (120)")
+    p.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds per job (600)")
+    p.add_argument("--pg-timeout", type=SECONDS, default=120.0, help="process-group timeout (120)")
     add_dist_flags(p)
     p.add_argument("--tag", help="label this run")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
@@ -67,13 +72,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_comm(args: argparse.Namespace) -> int:
+    dist = rendezvous_flags(args)  # checked before anything is imported or started
     from dlbench.jobs import plans, runs  # heavy: torch
 
     plan = runs.comm_plan(flatten(args.op, []), flatten(args.interconnect, []), args.min,
                           args.max, args.factor, device=args.device, backend=args.backend,
                           ranks=args.gpus, dtype=args.dtype, iters=args.iters,
                           warmup=args.warmup)
-    rdzv = plans.rendezvous(**rendezvous_flags(args))
+    rdzv = plans.rendezvous(**dist)
     ranks = plan.ranks * rdzv.nnodes
     env = envmod.capture_environment()
     t0 = time.perf_counter()

@@ -8,8 +8,13 @@ Nothing here may import torch (``dlbench --help`` reads this module).
 from __future__ import annotations
 
 import argparse
+import math
+import re
 from typing import Callable, Mapping, Sequence
 
+from rich.markup import escape
+
+from dlbench.config import ConfigError
 from dlbench.report import tables, terminal
 
 EXIT_OK = 0
@@ -22,6 +27,92 @@ EPILOG = """\
 exit codes: 0 all results ok; 2 usage error (nothing ran); 3 some results are failures (stored
 as rows, e.g. out of memory); 4 a fatal device error stopped the sweep; 130 interrupted.
 Results measured before a failure or Ctrl-C are always kept; add --resume to go on."""
+
+
+class Parser(argparse.ArgumentParser):
+    """A parser whose usage error is one line on stderr (``dlbench compare: error: --alpha must
+    be in (0, 1), got 5; see dlbench compare --help``), exit code 2: the usage block argparse
+    prints first buries the line that says what is wrong."""
+
+    def error(self, message: str):  # type: ignore[override]
+        # "argument --profile: must be >= 0, got -1" -> "--profile must be >= 0, got -1"
+        message = re.sub(r"^argument (\S+): (must|expected) ", r"\1 \2 ", message)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, **kw) -> argparse.ArgumentParser:
+    """``sub.add_parser(name, **kw)`` whose usage errors are one line (:class:`Parser`).
+
+    argparse gives every subparser the class of the top-level parser and has no argument to
+    choose another, so the parser made is given :class:`Parser`'s ``error``; once ``dlbench.cli``
+    builds a :class:`Parser` itself, the subparsers are born one and this does nothing.
+    """
+    p = sub.add_parser(name, **kw)
+    if not isinstance(p, Parser):
+        p.__class__ = Parser  # same layout: Parser only overrides a method
+    return p
+
+
+# -- argparse types that check at the door -------------------------------------------------------
+# Each names its range in the message; argparse prefixes the flag ("argument --alpha: ...").
+def integer(low: int = 0, high: int | None = None) -> Callable[[str], int]:
+    """A whole number in ``[low, high]``."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if n < low or (high is not None and n > high):
+            span = f">= {low}" if high is None else f"in {low}..{high}"
+            raise argparse.ArgumentTypeError(f"must be {span}, got {n}")
+        return n
+    parse.__name__ = "integer"
+    return parse
+
+
+def real(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+         high_open: bool = False) -> Callable[[str], float]:
+    """A finite number in the range ``low``..``high`` (each end closed unless ``*_open``):
+    nan and inf are refused everywhere, since no flag of dlbench means anything by them."""
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(x):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        too_low = low is not None and (x <= low if low_open else x < low)
+        too_high = high is not None and (x >= high if high_open else x > high)
+        if too_low or too_high:
+            raise argparse.ArgumentTypeError(f"must be {_span(low, high, low_open, high_open)}, "
+                                             f"got {text.strip()}")
+        return x
+    parse.__name__ = "number"
+    return parse
+
+
+def _span(low, high, low_open: bool, high_open: bool) -> str:
+    if high is None:
+        return f"{'>' if low_open else '>='} {low:g}"
+    if low is None:
+        return f"{'<' if high_open else '<='} {high:g}"
+    return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+
+#: The types the commands share.
+POSITIVE = integer(1)                          # counts of things: GPUs, seeds, epochs, steps
+COUNT = integer(0)                             # may be zero: warm-up steps, workers, profile
+SEED = integer(0, 2 ** 32 - 1)                 # what numpy's and torch's seeding take
+POSITIVE_REAL = real(0, low_open=True)         # step times, rates, sizes: > 0
+SECONDS = POSITIVE_REAL                        # a time limit or interval: > 0
+SECONDS_OR_ZERO = real(0)                      # a minimum time, a weight decay: >= 0
+FRACTION = real(0, 1, low_open=True, high_open=True)  # alpha, a target interval: (0, 1)
+
+
+def check_below(value: int | None, flag: str, limit: int | None, limit_flag: str) -> None:
+    """A cross-flag rule at the door: ``value`` must be < ``limit`` (either may be unset)."""
+    if value is not None and limit is not None and value >= limit:
+        raise ConfigError(f"{flag} {value} must be below {limit_flag} {limit}")
 
 
 def csv_list(kind: type = str):
@@ -100,8 +191,8 @@ TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1."""
 
 
 def add_dist_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nnodes", type=int, default=1, help="hosts in the job (default 1)")
-    p.add_argument("--node-rank", type=int, default=0, help="this host's index, 0..N-1")
+    p.add_argument("--nnodes", type=POSITIVE, default=1, help="hosts in the job (default 1)")
+    p.add_argument("--node-rank", type=COUNT, default=0, help="this host's index, 0..N-1")
     p.add_argument("--rdzv-endpoint", metavar="HOST:PORT",
                    help="rendezvous (c10d store) address for --nnodes > 1")
     p.add_argument("--rdzv-id", default="dlbench", help="job id shared by the hosts")
@@ -110,7 +201,12 @@ def add_dist_flags(p: argparse.ArgumentParser) -> None:
 
 
 def rendezvous_flags(args: argparse.Namespace) -> dict:
-    """The multi-host flags of ``add_dist_flags`` as ``jobs.plans.rendezvous`` takes them."""
+    """The multi-host flags of ``add_dist_flags`` as ``jobs.plans.rendezvous`` takes them.
+
+    A node rank outside ``0..nnodes-1`` is refused here: torchrun would wait for the missing
+    host until its rendezvous timeout (900 s). (With ``--slurm`` the values come from Slurm.)"""
+    if not args.slurm:
+        check_below(args.node_rank, "--node-rank", args.nnodes, "--nnodes")
     return dict(nnodes=args.nnodes, node_rank=args.node_rank, endpoint=args.rdzv_endpoint,
                 run_id=args.rdzv_id, slurm=args.slurm)
 
@@ -136,7 +232,8 @@ def metavar(names: Sequence[str]) -> str:
 
 
 def say_to_stderr(quiet: bool) -> Callable[[str], None]:
-    """A progress line printer: rich markup to stderr, or nothing with ``-q``."""
+    """A progress line printer: rich markup to stderr, or nothing with ``-q``. Callers
+    :func:`escape` the data they put in a line (labels, errors, paths)."""
     return (lambda text: None) if quiet else (lambda text: terminal.stderr.print(text))
 
 
@@ -170,16 +267,17 @@ def show_failures(records: Sequence, limit: int = 1500) -> None:
 
 
 class SearchPrinter:
-    """A largest-batch search's progress as lines (``jobs.maxbatch_search.SearchProgress``)."""
+    """A largest-batch search's progress as lines (``jobs.maxbatch_search.SearchProgress``):
+    rich markup, with every label and error escaped."""
 
     def __init__(self, say: Callable[[str], None]) -> None:
         self.say = say
 
     def reused(self, cfg, record) -> None:
-        self.say(f"{cfg.label}: batch {record.best_batch} (stored result {record.id})")
+        self.say(f"{escape(cfg.label)}: batch {record.best_batch} (stored result {record.id})")
 
     def searching(self, cfg, resumed: int) -> None:
-        self.say(f"{cfg.label}: searching" + (f" (resumed: {resumed} batch(es) probed before)"
+        self.say(f"{escape(cfg.label)}: searching" + (f" (resumed: {resumed} batch(es) probed before)"
                                              if resumed else ""))
 
     def probing(self, batch: int) -> None:
@@ -188,15 +286,15 @@ class SearchPrinter:
     def probed(self, p) -> None:
         took = f" ({p.wall_s:.0f} s)" if p.wall_s is not None else ""
         if not p.fits:
-            self.say(f"  batch {p.batch}: [red]{p.outcome}[/red]{took}")
+            self.say(f"  batch {p.batch}: [red]{escape(str(p.outcome))}[/red]{took}")
             return
         peak = p.allocated_peak_bytes
         self.say(f"  batch {p.batch}: fits" + (f", peak {peak / tables.GIB:.2f} GiB" if peak
                                                else "") + took)
 
     def searched(self, cfg, record) -> None:
-        self.say(f"{cfg.label}: " + (f"largest batch {record.best_batch}" if record.ok
-                                     else f"{record.error_type}: {record.error}"))
+        self.say(escape(f"{cfg.label}: " + (f"largest batch {record.best_batch}" if record.ok
+                                            else f"{record.error_type}: {record.error}")))
 
     def measure_failed(self, batch: int, earlier: bool, lower: int | None) -> None:
         self.say(f"  measuring at batch {batch} ran out of memory"

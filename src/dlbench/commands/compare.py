@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from dlbench.commands.common import EXIT_OK
+from dlbench.commands.common import EXIT_OK, FRACTION, add_command, real
 from dlbench.report import compare as cmp
 from dlbench.report import terminal
 from dlbench.store import Store, StoreError
@@ -18,8 +18,8 @@ EXIT_REGRESSION = 5
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "compare", help="compare two runs or tags config by config; exit 5 on a regression",
+    p = add_command(
+        sub, "compare", help="compare two runs or tags config by config; exit 5 on a regression",
         description="Match the throughput results of A and B by config and print, for each, the "
                     "ratio B/A, its 95%% interval, Welch's t-test on the raw step times and a "
                     "verdict. A and B are run ids (a prefix, or 'latest') or 'tag:NAME' (every "
@@ -36,11 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", default="dlbench.db", metavar="PATH",
                    help="store holding A (and B, unless --db-b; default ./dlbench.db)")
     p.add_argument("--db-b", metavar="PATH", help="store holding B (default: --db)")
-    p.add_argument("--threshold", type=float, default=cmp.DEFAULT_THRESHOLD,
+    p.add_argument("--threshold", type=real(0, 1, high_open=True), default=cmp.DEFAULT_THRESHOLD,
                    help="a slowdown larger than this fraction that is significant is a "
-                        "regression (default 0.05)")
-    p.add_argument("--alpha", type=float, default=cmp.DEFAULT_ALPHA,
-                   help="significance level of the test (default 0.05)")
+                        "regression, in [0, 1) (default 0.05)")
+    p.add_argument("--alpha", type=FRACTION, default=cmp.DEFAULT_ALPHA,
+                   help="significance level of the test, in (0, 1) (default 0.05)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(handler=cmd_compare)
 

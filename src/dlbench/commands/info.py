@@ -7,17 +7,17 @@ import json
 import sys
 
 from dlbench import env as envmod
-from dlbench.commands.common import EXIT_OK
+from dlbench.commands.common import EXIT_OK, add_command
 from dlbench.report import tables, terminal
 
 ORDER = 90
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("env", help="the environment results are stamped with")
+    p = add_command(sub, "env", help="the environment results are stamped with")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_env)
-    p = sub.add_parser("models", help="list the models, with input, unit and FLOPs")
+    p = add_command(sub, "models", help="list the models, with input, unit and FLOPs")
     p.add_argument("--json", action="store_true")
     p.add_argument("--all", action="store_true", help="include the tiny test models")
     p.add_argument("--no-flops", action="store_true", help="skip counting FLOPs (faster)")

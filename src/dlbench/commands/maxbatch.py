@@ -11,16 +11,25 @@ import sys
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
+    COUNT,
     EPILOG,
     EXIT_FAILED_RESULTS,
     EXIT_OK,
+    FRACTION,
+    POSITIVE,
+    SECONDS,
+    SECONDS_OR_ZERO,
     SearchPrinter,
+    add_command,
     add_sweep_flags,
     compile_mode,
     csv_list,
     flatten,
+    integer,
+    real,
     say_to_stderr,
 )
+from dlbench.config import ConfigError
 from dlbench.measure.stopping import StopRule
 from dlbench.records.maxbatch import MaxBatchConfig
 from dlbench.records.throughput import expand
@@ -31,8 +40,8 @@ ORDER = 15
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "maxbatch", help="the largest batch that trains without running out of memory",
+    p = add_command(
+        sub, "maxbatch", help="the largest batch that trains without running out of memory",
         description="For each model and precision, find the largest batch that fits (doubling, "
                     "a guess from the probes' memory, then bisection; each probe is a few steps "
                     "in a fresh process), then measure the throughput there with the normal "
@@ -67,30 +76,33 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "them on each probe's first step (torch.backends.cudnn.benchmark "
                         "off): in true fp32 that timing takes minutes per shape at large "
                         "batches; the setup is then labelled no-autotune")
-    p.add_argument("--seq-len", "--input-size", dest="input_size", type=int,
+    p.add_argument("--seq-len", "--input-size", dest="input_size", type=POSITIVE,
                    help="sequence length (text models) or image side in px")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
-    p.add_argument("--start", type=int, help="first batch probed (default: the model's default "
+    p.add_argument("--start", type=POSITIVE, help="first batch probed (default: the model's default "
                    "batch for this device)")
-    p.add_argument("--max", dest="limit", type=int, help="never probe above this batch")
-    p.add_argument("--tolerance", type=float, default=0.05,
+    p.add_argument("--max", dest="limit", type=POSITIVE, help="never probe above this batch")
+    p.add_argument("--tolerance", type=real(0, 1, high_open=True), default=0.05,
                    help="stop bisecting once the bracket [fits, OOM) is under this fraction of "
                         "the batch that fits; 0 = exact (default 0.05)")
     p.add_argument("--no-measure", action="store_true",
                    help="only search; skip the throughput measurement at the batch found")
-    p.add_argument("--warmup", type=int, default=10, help="warm-up steps of the measurement")
-    p.add_argument("--warmup-time", type=float, default=1.0,
+    p.add_argument("--warmup", type=COUNT, default=10, help="warm-up steps of the measurement")
+    p.add_argument("--warmup-time", type=SECONDS_OR_ZERO, default=1.0,
                    help="also warm up for at least this many seconds (default 1; 0 where steps "
                         "at the boundary take tens of seconds)")
-    p.add_argument("--min-time", type=float, default=2.0, help="measured seconds at least")
-    p.add_argument("--max-time", type=float, default=15.0, help="measured seconds at most")
-    p.add_argument("--min-steps", type=int, default=20, help="measured steps at least")
-    p.add_argument("--target-ci", type=float, default=0.01, help="interval target (fraction)")
+    p.add_argument("--min-time", type=SECONDS_OR_ZERO, default=2.0, help="measured seconds at least")
+    p.add_argument("--max-time", type=SECONDS, default=15.0, help="measured seconds at most")
+    p.add_argument("--min-steps", type=integer(2), default=20, help="measured steps at least")
+    p.add_argument("--target-ci", type=FRACTION, default=0.01, help="interval target (fraction)")
     add_sweep_flags(p)
     p.set_defaults(handler=cmd_maxbatch)
 
 
 def cmd_maxbatch(args: argparse.Namespace) -> int:
+    if args.start is not None and args.limit is not None and args.start > args.limit:
+        raise ConfigError(f"--start {args.start} is above --max {args.limit}: the search "
+                          "would probe nothing")
     from dlbench.jobs import plans  # heavy: torch
     from dlbench.jobs.maxbatch_search import run_searches  # heavy: torch
     from dlbench.jobs.runs import launcher_for  # heavy: torch

@@ -9,14 +9,21 @@ import time
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
+    COUNT,
     EXIT_FAILED_RESULTS,
     EXIT_OK,
     EXIT_USAGE,
+    POSITIVE,
+    POSITIVE_REAL,
+    SECONDS,
+    SEED,
+    add_command,
     add_store_flags,
     batch_size,
     csv_list,
     exit_code,
     flatten,
+    integer,
     show_failures,
 )
 from dlbench.config import ConfigError
@@ -65,30 +72,30 @@ failures (stored as rows); 130 interrupted (results so far are kept, namespaces 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("net", help="training across emulated hosts over shaped links (root)",
-                       description=DESCRIPTION, epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(sub, "net", help="training across emulated hosts over shaped links (root)",
+                         description=DESCRIPTION, epilog=EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-m", "--model", help="model name ('dlbench models'; tests: tiny_mlp)")
-    p.add_argument("--hosts", type=int, default=2, help="emulated hosts, one rank each (2)")
+    p.add_argument("--hosts", type=integer(2), default=2, help="emulated hosts, one rank each (2)")
     p.add_argument("--link", action="append", type=csv_list(),
                    help="link(s): RATE[/DELAY], a network name, or unshaped "
                         "(default: unshaped,100mbit,10mbit)")
     p.add_argument("--strategy", action="append", type=csv_list(), help="ddp, ps (default both)")
     p.add_argument("-b", "--batch-size", type=batch_size, default=None,
                    help="batch per host (default: the model's GPU batch / 4, at most 16)")
-    p.add_argument("--steps", type=int, default=30, help="measured steps per run (30)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps before them (3)")
-    p.add_argument("--compute-steps", type=int, default=5,
+    p.add_argument("--steps", type=POSITIVE, default=30, help="measured steps per run (30)")
+    p.add_argument("--warmup", type=COUNT, default=3, help="untimed steps before them (3)")
+    p.add_argument("--compute-steps", type=POSITIVE, default=5,
                    help="steps timed without communication, for the model (5)")
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
-    p.add_argument("--input-size", type=int)
-    p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket size, MiB (25)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=600.0,
+    p.add_argument("--input-size", type=POSITIVE)
+    p.add_argument("--bucket-mb", type=POSITIVE_REAL, default=25.0, help="DDP bucket size, MiB (25)")
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--timeout", type=SECONDS, default=600.0,
                    help="seconds one (link, strategy) window may take, start-up included "
                         "(600)")
-    p.add_argument("--pg-timeout", type=float, default=120.0,
+    p.add_argument("--pg-timeout", type=SECONDS, default=120.0,
                    help="seconds one collective may wait for a peer (120)")
     p.add_argument("--check", action="store_true",
                    help="after the runs, set the what-if model's predictions beside them")
@@ -135,7 +142,10 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dlbench.jobs.net_runs import net_plan, run_net  # heavy: torch (via netemu.launch)
+    from dlbench.jobs.net_runs import (  # heavy: torch (via netemu.launch)
+        net_plan,
+        run_net,
+    )
     from dlbench.whatif.check import check_net  # heavy: torch (via whatif.model)
 
     plan = net_plan(args.model, hosts=args.hosts, links=flatten(args.link, []),

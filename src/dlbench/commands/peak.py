@@ -14,6 +14,7 @@ from dlbench.commands.common import (
     EXIT_FAILED_RESULTS,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    add_command,
     add_store_flags,
     csv_list,
     flatten,
@@ -32,8 +33,8 @@ OLD_SOURCES = {old: new for new, old in SOURCE_IDS.items()}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "peak", help="measure the device's ceilings: matmul TFLOP/s, memory and transfer GB/s",
+    p = add_command(
+        sub, "peak", help="measure the device's ceilings: matmul TFLOP/s, memory and transfer GB/s",
         description="Matrix-multiply TFLOP/s over a sweep of shapes per precision (random data, "
                     "L2 flushed between iterations), device memory bandwidth (copy, read, write), "
                     "host<->device (pinned, pageable) and GPU<->GPU bandwidth. On a machine "
@@ -53,8 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
     p.set_defaults(handler=cmd_peak)
 
-    p = sub.add_parser(
-        "roofline", help="MFU and the roofline of stored throughput results (PNG + SVG plot)",
+    p = add_command(
+        sub, "roofline", help="MFU and the roofline of stored throughput results (PNG + SVG plot)",
         description="For every throughput result of a run: achieved TFLOP/s, MFU against the "
                     "datasheet and the measured peak, arithmetic intensity (FLOPs over the bytes "
                     "of a stated model, see dlbench.measure.roofline) and which roof bounds it; "
@@ -69,8 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-plot", action="store_true", help="tables only")
     p.set_defaults(handler=cmd_roofline)
 
-    p = sub.add_parser(
-        "gpus", help="published results and GPU specs beside yours; speed fitted on TFLOPS",
+    p = add_command(
+        sub, "gpus", help="published results and GPU specs beside yours; speed fitted on TFLOPS",
         description="Published reference results (tf_cnn_benchmarks on 4x Quadro RTX 8000; "
                     "the classic per-model ms-per-batch figures; PyTorch vs TensorFlow on "
                     "CIFAR-10; each with its source) with the user's own rows beside them, and "

@@ -9,16 +9,25 @@ import time
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
+    COUNT,
     EXIT_FAILED_RESULTS,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    FRACTION,
     MULTINODE,
+    POSITIVE,
+    POSITIVE_REAL,
+    SECONDS,
+    SECONDS_OR_ZERO,
+    SEED,
+    add_command,
     add_dist_flags,
     add_sweep_flags,
     batch_size,
     compile_mode,
     csv_list,
     flatten,
+    integer,
     on_off,
     rendezvous_flags,
     show_failures,
@@ -33,8 +42,8 @@ ORDER = 20
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "scale", help="training throughput over GPU counts: ddp, dp, ps; interconnect A/B",
+    p = add_command(
+        sub, "scale", help="training throughput over GPU counts: ddp, dp, ps; interconnect A/B",
         description="Weak scaling as tf_cnn_benchmarks measures it: the batch is per GPU, and the figure "
                     "is all GPUs' samples over the slowest rank's window time. Each config runs "
                     "as a fresh torchrun job (python -m torch.distributed.run), one process per "
@@ -58,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="model name(s); 'dlbench models' lists them")
     p.add_argument("-b", "--batch-size", action="append", type=csv_list(batch_size),
                    help="batch size(s) per GPU; 'default' = the model's GPU default (default)")
-    p.add_argument("--gpus", action="append", type=csv_list(int),
+    p.add_argument("--gpus", action="append", type=csv_list(POSITIVE),
                    help="GPU counts (per host with --nnodes); default: 1 and every visible GPU. "
                         "Without CUDA: gloo processes")
     p.add_argument("--strategy", action="append", type=csv_list(),
@@ -71,22 +80,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="none (default) or a torch.compile mode")
     p.add_argument("--channels-last", action="append", type=csv_list(on_off), help="on/off")
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
-    p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket size, MiB (25)")
+    p.add_argument("--bucket-mb", type=POSITIVE_REAL, default=25.0, help="DDP bucket size, MiB (25)")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                    help="auto = nccl on GPUs, gloo on the CPU")
     p.add_argument("--device", default="auto", help="auto (default) or cpu")
-    p.add_argument("--seq-len", "--input-size", dest="input_size", type=int)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--warmup-time", type=float, default=1.0)
-    p.add_argument("--min-steps", type=int, default=20)
-    p.add_argument("--min-time", type=float, default=2.0)
-    p.add_argument("--max-time", type=float, default=15.0)
-    p.add_argument("--max-steps", type=int, default=100_000)
-    p.add_argument("--target-ci", type=float, default=0.01)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=900.0,
+    p.add_argument("--seq-len", "--input-size", dest="input_size", type=POSITIVE)
+    p.add_argument("--warmup", type=COUNT, default=10)
+    p.add_argument("--warmup-time", type=SECONDS_OR_ZERO, default=1.0)
+    p.add_argument("--min-steps", type=integer(2), default=20)
+    p.add_argument("--min-time", type=SECONDS_OR_ZERO, default=2.0)
+    p.add_argument("--max-time", type=SECONDS, default=15.0)
+    p.add_argument("--max-steps", type=integer(2), default=100_000)
+    p.add_argument("--target-ci", type=FRACTION, default=0.01)
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--timeout", type=SECONDS, default=900.0,
                    help="seconds one config's job may take in all, start-up included (900)")
-    p.add_argument("--pg-timeout", type=float, default=120.0,
+    p.add_argument("--pg-timeout", type=SECONDS, default=120.0,
                    help="seconds one collective may wait for a peer (process-group timeout, 120)")
     add_dist_flags(p)
     add_sweep_flags(p)
@@ -94,6 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
+    dist = rendezvous_flags(args)  # checked before anything is imported or started
     import torch  # heavy: the GPUs to count
 
     from dlbench.jobs import plans  # heavy: torch
@@ -102,7 +112,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
 
     facts = plans.device_facts()
     gpu = plans.on_gpu(args.device, facts)
-    rdzv = plans.rendezvous(**rendezvous_flags(args))
+    rdzv = plans.rendezvous(**dist)
     models = [get_model(m).name for m in flatten(args.model, [])]
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,
                     max_seconds=args.max_time, max_steps=args.max_steps,

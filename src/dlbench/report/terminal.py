@@ -1,4 +1,10 @@
-"""Terminal output: rich tables on stdout, a progress bar with ETA on stderr."""
+"""Terminal output: rich tables on stdout, a progress bar with ETA on stderr.
+
+Text that comes from data (titles, cells, notes, config labels, error messages, paths) is
+printed as text, never parsed as rich markup: a tag ``[/x]`` or a library's error holding
+``[/__w/pytorch/...]`` would otherwise raise rich's MarkupError or be eaten. Markup is used
+only in the literals of this module, around :func:`escape`-d values.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report.table import Table, fmt_num, fmt_pct
@@ -27,15 +34,20 @@ stderr = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 def print_table(table: Table, console: Console | None = None) -> None:
     console = console or stdout
-    t = RichTable(title=table.title, title_justify="left", header_style="bold")
+    t = RichTable(title=Text(table.title), title_justify="left", header_style="bold")
     for i, c in enumerate(table.columns):
-        t.add_column(c, justify="left" if i == 0 or not _numeric(table, i) else "right",
+        t.add_column(Text(c), justify="left" if i == 0 or not _numeric(table, i) else "right",
                      overflow="fold")
     for row in table.rows:
-        t.add_row(*row)
+        t.add_row(*(Text(cell) for cell in row))
     console.print(t)
     for n in table.notes:
-        console.print(f"[dim]{n}[/dim]")
+        console.print(Text(n, style="dim"))
+
+
+def line(msg: str, console: Console | None = None, style: str = "") -> None:
+    """One line of text (not markup) on ``console`` (default stdout), in ``style``."""
+    (console or stdout).print(Text(msg, style=style))
 
 
 def _numeric(table: Table, i: int) -> bool:
@@ -49,7 +61,7 @@ class RichProgress:
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or stderr
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.description}", style="bold", markup=False), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
             console=self.console, transient=False)
         self._task = None
@@ -66,18 +78,20 @@ class RichProgress:
     def done(self, record: ThroughputRecord) -> None:
         s = record.summary()
         if s is None:
-            line = f"[red]✗[/red] {record.config.label}: {record.error_type}: " \
-                   f"{(record.error or '').splitlines()[0][:120]}"
+            first = (record.error or "").splitlines()[0][:120] if record.error else ""
+            text = "[red]✗[/red] " + escape(f"{record.config.label}: {record.error_type}: "
+                                             f"{first}")
         else:
             unit = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}.get(record.unit, "/s")
-            line = (f"[green]✓[/green] {record.config.label}: "
+            text = (f"[green]✓[/green] {escape(record.config.label)}: "
                     f"{fmt_num(s.throughput * record.units_per_sample)} {unit} "
                     f"±{fmt_pct(s.rel_halfwidth)} ({s.steps} steps)")
-        self._progress.console.print(line)
+        self._progress.console.print(text, highlight=False)
         self._progress.advance(self._task)
 
     def skipped(self, cfg: ThroughputConfig) -> None:
-        self._progress.console.print(f"[dim]- {cfg.label}: already measured (--resume)[/dim]")
+        self._progress.console.print(Text(f"- {cfg.label}: already measured (--resume)",
+                                          style="dim"))
         self._progress.advance(self._task)
 
     def end(self) -> None:
@@ -89,11 +103,12 @@ class RichProgress:
 
 def warn(msg: str) -> None:
     # escape: a message is text, and text such as "pip install 'dlbench[train]'" is not markup
-    stderr.print(f"[yellow]warning:[/yellow] {escape(msg)}")
+    stderr.print(f"[yellow]warning:[/yellow] {escape(msg)}", soft_wrap=True)
 
 
 def error(msg: str) -> None:
-    stderr.print(f"[red]error:[/red] {escape(msg)}", highlight=False)
+    # soft_wrap: a message is as many lines as it has, never folded at the console's width
+    stderr.print(f"[red]error:[/red] {escape(msg)}", highlight=False, soft_wrap=True)
 
 
 def is_tty() -> bool:
