@@ -3,20 +3,43 @@
 Each result is written in its own transaction the moment it exists, so a crash, a kill or Ctrl-C
 keeps everything measured before it. A record is stored whole as JSON (raw samples, config and
 environment) beside a few columns for selecting and sorting; the JSON is the truth.
+
+The store is sacred: a foreign SQLite file is refused without a byte written to it; a store that
+another process keeps locked is retried with backoff and, if it stays locked, the measured record
+goes to a recovery file next to it (``results merge`` takes it) rather than being lost; a row that
+cannot be read is skipped with a warning naming it, and the rest of the store still reads.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from dlbench.records import record_from_dict
 from dlbench.records.base import SCHEMA_VERSION, utc_now
 
 DEFAULT_DB = "dlbench.db"
+
+#: How long a write waits for a store that another connection has locked before the record goes
+#: to a recovery file (seconds); ``DLBENCH_LOCK_WAIT_S`` overrides it.
+LOCK_WAIT_S = 60.0
+LOCK_WAIT_ENV = "DLBENCH_LOCK_WAIT_S"
+
+_TABLES = frozenset({"meta", "runs", "results"})
+_INDEXES = frozenset({"results_run", "results_key"})
+_RUN_COLUMNS = ("run_id", "started_at", "finished_at", "status", "command", "suite", "tag",
+                "device", "env_key", "env_json")
+_RECOVERY_FORMAT = "dlbench-recovery/1"
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -69,27 +92,74 @@ class StoreError(RuntimeError):
     pass
 
 
-class Store:
-    """A dlbench SQLite file. Use as a context manager or call :meth:`close`."""
+class _Locked(Exception):
+    """A write that found the store locked for the whole of its budget."""
 
-    def __init__(self, path: str | Path = DEFAULT_DB) -> None:
+
+def _warn_to_stderr(msg: str) -> None:
+    sys.stderr.write(f"warning: {msg}\n")
+
+
+class Store:
+    """A dlbench SQLite file. Use as a context manager or call :meth:`close`.
+
+    ``lock_wait_s`` bounds how long a write waits for a store another connection holds locked
+    (default ``LOCK_WAIT_S``, or ``$DLBENCH_LOCK_WAIT_S``); ``on_warning`` receives the one-line
+    warnings (a skipped unreadable row, a record saved to a recovery file); stderr by default.
+    """
+
+    def __init__(self, path: str | Path = DEFAULT_DB, lock_wait_s: float | None = None,
+                 on_warning: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
+        self.lock_wait_s = _lock_wait(lock_wait_s)
+        self.warn = on_warning or _warn_to_stderr
+        self._warned: set[str] = set()
+        self._run_rows: dict[str, dict[str, Any]] = {}
+        self._gave_up = False  # a write already waited its whole budget: later ones wait briefly
+        complete = self._probe()  # read-only: a foreign file is refused untouched
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(str(self.path), timeout=30.0)
-            self._db.executescript(_SCHEMA)
-            self._check_version()
+            self._db = sqlite3.connect(str(self.path), timeout=min(self.lock_wait_s, 30.0))
+            if not complete:  # new, empty or half-made: reading a whole store writes nothing
+                self._write(lambda: self._db.executescript(_SCHEMA))
+                self._check_version()
+        except _Locked:
+            raise StoreError(f"{self.path} stayed locked by another process for "
+                             f"{self.lock_wait_s:.0f} s; nothing was written") from None
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not a dlbench result store ({exc}); "
                              "pass another file with --db") from None
         self._db.row_factory = sqlite3.Row
 
+    def _probe(self) -> bool:
+        """Look at an existing file without writing to it: refuse it if it is not a dlbench
+        store (or is a newer one); True when it is a whole store that needs no schema written."""
+        try:
+            if not self.path.exists() or self.path.stat().st_size == 0:
+                return False  # a new store, or an empty file to initialise
+        except OSError:
+            return False
+        tables, indexes, version = _read_schema(self.path, self.lock_wait_s)
+        # dlbench's script makes meta first and versions it next: a file with other tables, or
+        # with tables but no version, is someone else's (a half-made store has meta alone)
+        if tables and version is None and not (tables <= _TABLES and "meta" in tables):
+            raise StoreError(f"{self.path} is not a dlbench result store (it is another SQLite "
+                             f"database, with tables {', '.join(sorted(tables))}); it was left "
+                             "as it was: pass another file with --db")
+        if version is not None and int(version) > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} was written by a newer dlbench (schema {version} > "
+                             f"{SCHEMA_VERSION}); upgrade dlbench to read it")
+        return tables == _TABLES and _INDEXES <= indexes and version is not None
+
     def _check_version(self) -> None:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
-            with self._db:
-                self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            def insert() -> None:
+                with self._db:
+                    self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                                     (str(SCHEMA_VERSION),))
+            self._write(insert)
         elif int(row[0]) > SCHEMA_VERSION:
             raise StoreError(f"{self.path} was written by a newer dlbench (schema {row[0]} > "
                              f"{SCHEMA_VERSION}); upgrade dlbench to read it")
@@ -103,19 +173,69 @@ class Store:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    # -- writes that wait for a lock ----------------------------------------------------------
+    def _write(self, fn: Callable[[], T]) -> T:
+        """Run the write ``fn``; while another connection holds the store locked, retry with
+        backoff until ``lock_wait_s`` has passed, then raise :class:`_Locked`."""
+        budget = 1.0 if self._gave_up else self.lock_wait_s
+        deadline = time.monotonic() + budget
+        pause = 0.05
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                # sqlite's own busy handler waits inside each try, at most what is left
+                self._db.execute(f"PRAGMA busy_timeout = {int(max(0.01, min(left, 5.0)) * 1000)}")
+                try:
+                    result = fn()
+                    self._gave_up = False
+                    return result
+                except sqlite3.OperationalError as exc:
+                    if not _is_locked(exc):
+                        raise
+                    if self._db.in_transaction:
+                        self._db.rollback()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._gave_up = True
+                    raise _Locked(str(self.path))
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 2.0)
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout = {int(min(self.lock_wait_s, 30.0) * 1000)}")
+
     # -- runs ---------------------------------------------------------------------------------
     def start_run(self, run_id: str, command: str, env: dict, env_key: str, device: str,
                   suite: str | None = None, tag: str | None = None) -> None:
-        with self._db:
-            self._db.execute(
-                "INSERT INTO runs (run_id, started_at, status, command, suite, tag, device, env_key,"
-                " env_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                (run_id, utc_now(), command, suite, tag, device, env_key, json.dumps(env)))
+        row = {"run_id": run_id, "started_at": utc_now(), "finished_at": None,
+               "status": "running", "command": command, "suite": suite, "tag": tag,
+               "device": device, "env_key": env_key, "env_json": json.dumps(env)}
+        self._run_rows[run_id] = row  # what a recovery file says about the run
+
+        def insert() -> None:
+            with self._db:
+                self._db.execute(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES "
+                                 f"({','.join('?' * len(_RUN_COLUMNS))})",
+                                 tuple(row[c] for c in _RUN_COLUMNS))
+        try:
+            self._write(insert)
+        except _Locked:
+            raise StoreError(f"{self.path} stayed locked by another process for "
+                             f"{self.lock_wait_s:.0f} s; nothing was run") from None
 
     def finish_run(self, run_id: str, status: str) -> None:
-        with self._db:
-            self._db.execute("UPDATE runs SET status=?, finished_at=? WHERE run_id=?",
-                             (status, utc_now(), run_id))
+        finished = utc_now()
+        if run_id in self._run_rows:
+            self._run_rows[run_id].update(status=status, finished_at=finished)
+
+        def update() -> None:
+            with self._db:
+                self._db.execute("UPDATE runs SET status=?, finished_at=? WHERE run_id=?",
+                                 (status, finished, run_id))
+        try:
+            self._write(update)
+        except _Locked:  # its results are stored or recovered; only the run's status is late
+            self.warn(f"{self.path} stayed locked: run {run_id} could not be marked {status} "
+                      "and still reads 'running'")
 
     def runs(self, limit: int | None = None, tag: str | None = None) -> list[RunInfo]:
         sql = ("SELECT r.*, (SELECT COUNT(*) FROM results s WHERE s.run_id=r.run_id) AS n,"
@@ -141,7 +261,8 @@ class Store:
             if row is None:
                 raise StoreError(f"{self.path} holds no runs yet; start one with 'dlbench run'")
             return row[0]
-        rows = self._db.execute("SELECT run_id FROM runs WHERE run_id LIKE ?", (ref + "%",)).fetchall()
+        rows = self._db.execute("SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ?",
+                                (len(ref), ref)).fetchall()  # a prefix, not a LIKE pattern
         if len(rows) != 1:
             raise StoreError(f"run {ref!r} {'is ambiguous' if rows else 'not found'} in {self.path};"
                              " 'dlbench results ls' lists runs")
@@ -149,15 +270,35 @@ class Store:
 
     # -- results ------------------------------------------------------------------------------
     def add(self, record: Any, env_key: str | None = None) -> None:
-        """Store one record in its own transaction (committed before this returns)."""
-        with self._db:
-            self._db.execute(
-                "INSERT INTO results (id, run_id, kind, created_at, config_key, env_key, model, label,"
-                " status, error_type, value, record_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (record.id, record.run_id, record.kind, record.created_at, record.config.key(),
-                 env_key, getattr(record.config, "model", None), record.config.label,
-                 record.status, record.error_type, record.headline(),
-                 json.dumps(record.to_dict())))
+        """Store one record in its own transaction (committed before this returns).
+
+        If another process keeps the store locked for ``lock_wait_s``, the record is written to
+        a recovery file next to the store instead, with a warning saying how to merge it."""
+        row = _result_row(record, env_key)
+
+        def insert() -> None:
+            with self._db:
+                self._db.execute(_INSERT_RESULT, row)
+        try:
+            self._write(insert)
+        except _Locked:
+            self._recover(record, env_key)
+
+    def _recover(self, record: Any, env_key: str | None) -> Path:
+        target = Path(f"{self.path}.recovered-{record.id}.json")
+        doc = {"format": _RECOVERY_FORMAT, "schema_version": SCHEMA_VERSION,
+               "store": str(self.path), "env_key": env_key,
+               "run": self._run_rows.get(record.run_id), "record": record.to_dict()}
+        try:
+            _write_whole(target, json.dumps(doc, indent=1) + "\n")
+        except OSError as exc:
+            raise StoreError(f"{self.path} stayed locked for {self.lock_wait_s:.0f} s and the "
+                             f"recovery file {target} could not be written ({exc}); result "
+                             f"{record.id} is lost") from None
+        self.warn(f"{self.path} stayed locked by another process for {self.lock_wait_s:.0f} s: "
+                  f"result {record.id} was saved to {target}; add it to the store later with "
+                  f"'dlbench results merge --db {self.path} {target}'")
+        return target
 
     def results(self, run_id: str | None = None, kind: str | None = None,
                 status: str | None = None, model: str | None = None,
@@ -177,21 +318,34 @@ class Store:
         if tag is not None:
             where.append("run_id IN (SELECT run_id FROM runs WHERE tag=?)")
             args.append(tag)
-        sql = "SELECT record_json FROM results"
+        sql = "SELECT id, record_json FROM results"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at, rowid"
-        for (blob,) in self._db.execute(sql, args):
-            yield record_from_dict(json.loads(blob))
+        for rid, blob in self._db.execute(sql, args).fetchall():
+            try:
+                yield _parse(blob)
+            except Exception as exc:  # noqa: BLE001 - any unreadable row is skipped, and named
+                self._skip(rid, exc)
+
+    def _skip(self, rid: str, exc: Exception) -> None:
+        if rid not in self._warned:  # once per row, however many queries meet it
+            self._warned.add(rid)
+            self.warn(f"result {rid} in {self.path} cannot be read and is skipped "
+                      f"({_reason(exc)})")
 
     def get(self, ref: str) -> Any:
-        """One result by id or unique id prefix."""
-        rows = self._db.execute("SELECT record_json FROM results WHERE id LIKE ?",
-                                (ref + "%",)).fetchall()
+        """One result by id or unique id prefix (a prefix, not a LIKE pattern)."""
+        rows = self._db.execute("SELECT id, record_json FROM results WHERE substr(id, 1, ?) = ?",
+                                (len(ref), ref)).fetchall()
         if len(rows) != 1:
             raise StoreError(f"result {ref!r} {'is ambiguous' if rows else 'not found'} in "
                              f"{self.path}; 'dlbench results ls --results' lists ids")
-        return record_from_dict(json.loads(rows[0][0]))
+        try:
+            return _parse(rows[0][1])
+        except Exception as exc:  # noqa: BLE001
+            raise StoreError(f"result {rows[0][0]} in {self.path} cannot be read "
+                             f"({_reason(exc)})") from None
 
     def merge_from(self, other: str | Path) -> tuple[int, int]:
         """Copy every run and result of the store at ``other`` that this one lacks (by id):
@@ -200,19 +354,67 @@ class Store:
         src = Path(other)
         if not src.exists():
             raise StoreError(f"no result store at {src}")
+        check_not_self(src, self.path)
         _check_source(src)
         before_runs = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
         before = self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
         self._db.execute("ATTACH DATABASE ? AS other", (str(src),))
         try:
-            with self._db:
-                self._db.execute("INSERT OR IGNORE INTO runs SELECT * FROM other.runs")
-                self._db.execute("INSERT OR IGNORE INTO results SELECT * FROM other.results")
+            def copy() -> None:
+                with self._db:
+                    self._db.execute("INSERT OR IGNORE INTO runs SELECT * FROM other.runs")
+                    self._db.execute("INSERT OR IGNORE INTO results SELECT * FROM other.results")
+            self._write(copy)
+        except _Locked:
+            raise StoreError(f"{self.path} stayed locked by another process for "
+                             f"{self.lock_wait_s:.0f} s; nothing was merged from {src}") from None
         finally:
             self._db.execute("DETACH DATABASE other")
         runs = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] - before_runs
         results = self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0] - before
         return runs, results
+
+    def merge_recovery(self, path: str | Path) -> tuple[int, int]:
+        """Add the record (and its run, if this store lacks it) of a recovery file written when
+        the store stayed locked. Returns (runs added, results added), as :meth:`merge_from`."""
+        src = Path(path)
+        try:
+            doc = json.loads(src.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise StoreError(f"cannot read {src} ({exc.strerror or exc})") from None
+        except ValueError as exc:
+            raise StoreError(f"{src} is not a dlbench recovery file ({exc})") from None
+        if not isinstance(doc, dict) or doc.get("format") != _RECOVERY_FORMAT:
+            raise StoreError(f"{src} is not a dlbench recovery file (no {_RECOVERY_FORMAT!r} "
+                             "format mark)")
+        if int(doc.get("schema_version", 0)) > SCHEMA_VERSION:
+            raise StoreError(f"{src} was written by a newer dlbench (schema "
+                             f"{doc['schema_version']} > {SCHEMA_VERSION}); upgrade dlbench")
+        try:
+            record = record_from_dict(doc["record"])
+        except Exception as exc:  # noqa: BLE001
+            raise StoreError(f"{src}: its record cannot be read ({_reason(exc)})") from None
+        run = doc.get("run")
+        result_row = _result_row(record, doc.get("env_key"))
+
+        def insert() -> tuple[int, int]:
+            with self._db:
+                runs = 0
+                if isinstance(run, dict) and run.get("run_id"):
+                    runs = self._db.execute(
+                        f"INSERT OR IGNORE INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES "
+                        f"({','.join('?' * len(_RUN_COLUMNS))})",
+                        tuple(run.get(c) for c in _RUN_COLUMNS)).rowcount
+                results = self._db.execute(_INSERT_RESULT.replace("INSERT", "INSERT OR IGNORE", 1),
+                                           result_row).rowcount
+            return runs, results
+        try:
+            return self._write(insert)
+        except _Locked:
+            raise StoreError(f"{self.path} stayed locked by another process for "
+                             f"{self.lock_wait_s:.0f} s; nothing was merged from {src}") from None
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"{src}: its run cannot be added ({exc})") from None
 
     def measured_keys(self, env_key: str, statuses: tuple[str, ...] = ("ok",),
                       error_types: tuple[str, ...] = ("oom", "unsupported")) -> set[str]:
@@ -226,6 +428,118 @@ class Store:
             f"SELECT config_key FROM results WHERE env_key=? AND (status IN ({marks})"
             f" OR error_type IN ({emarks}))", (env_key, *statuses, *error_types))
         return {r[0] for r in rows}
+
+
+_INSERT_RESULT = (
+    "INSERT INTO results (id, run_id, kind, created_at, config_key, env_key, model, label,"
+    " status, error_type, value, record_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
+
+
+def _result_row(record: Any, env_key: str | None) -> tuple:
+    return (record.id, record.run_id, record.kind, record.created_at, record.config.key(),
+            env_key, getattr(record.config, "model", None), record.config.label,
+            record.status, record.error_type, record.headline(), json.dumps(record.to_dict()))
+
+
+def _parse(blob: str) -> Any:
+    d = json.loads(blob)
+    if not isinstance(d, dict):
+        raise TypeError(f"a JSON {type(d).__name__}, not a record")
+    return record_from_dict(d)
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _lock_wait(value: float | None) -> float:
+    if value is None:
+        text = os.environ.get(LOCK_WAIT_ENV)
+        try:
+            value = float(text) if text else LOCK_WAIT_S
+        except ValueError:
+            raise StoreError(f"{LOCK_WAIT_ENV}={text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise StoreError(f"the lock wait must be a finite number of seconds >= 0, got {value}")
+    return float(value)
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _read_schema(path: Path, wait_s: float) -> tuple[set[str], set[str], str | None]:
+    """The tables, indexes and schema version of the SQLite file at ``path``, read-only."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                             timeout=min(wait_s, 30.0))
+        try:
+            rows = db.execute("SELECT type, name FROM sqlite_master").fetchall()
+            tables = {n for t, n in rows if t == "table" and not n.startswith("sqlite_")}
+            indexes = {n for t, n in rows if t == "index"}
+            version = None
+            if "meta" in tables:
+                row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                version = None if row is None else str(row[0])
+        finally:
+            db.close()
+    except sqlite3.OperationalError as exc:
+        if _is_locked(exc):
+            raise StoreError(f"{path} stayed locked by another process for {wait_s:.0f} s; "
+                             "try again when it is done") from None
+        raise StoreError(f"{path} is not a dlbench result store ({exc}); "
+                         "pass another file with --db") from None
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a dlbench result store ({exc}); "
+                         "pass another file with --db") from None
+    if version is not None and not version.isdigit():
+        raise StoreError(f"{path} is not a dlbench result store (schema version {version!r})")
+    return tables, indexes, version
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def check_not_self(source: str | Path, store: str | Path) -> None:
+    """Refuse merging a store into itself (it would wait on its own lock)."""
+    if _same_file(Path(source), Path(store)):
+        raise StoreError(f"{source} is the store --db {store} itself: a store cannot be merged "
+                         "into itself")
+
+
+def is_recovery_file(path: str | Path) -> bool:
+    """Whether ``results merge`` should read ``path`` as a recovery file (JSON), not a store."""
+    p = Path(path)
+    if p.suffix.lower() == ".json":
+        return True
+    try:
+        with open(p, "rb") as f:
+            return f.read(1) == b"{"
+    except OSError:
+        return False
+
+
+def _write_whole(target: Path, text: str) -> None:
+    """Write to a temporary file beside ``target`` and rename it: whole or not at all."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _check_source(path: Path) -> None:

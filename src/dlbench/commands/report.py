@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dlbench.commands.common import EXIT_OK, add_store_flags
+from dlbench.commands.common import EXIT_OK, EXIT_USAGE, add_store_flags
 from dlbench.records.base import utc_now
-from dlbench.report import terminal
+from dlbench.report import outfile, terminal
+from dlbench.report.outfile import print_error
 from dlbench.store import Store, StoreError
 
 ORDER = 24
@@ -37,6 +38,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    out = Path(args.output or ("report.md" if args.markdown else "report.html"))
+    try:
+        outfile.check_output(out, args.db)  # refused before anything is opened or written
+        return _report(args, out)
+    except (outfile.OutputError, StoreError) as exc:
+        print_error(exc)
+        return EXIT_USAGE
+
+
+def _report(args: argparse.Namespace, out: Path) -> int:
     from dlbench.report import html as report_html  # heavy: matplotlib, torch
 
     if not Path(args.db).exists():
@@ -59,13 +70,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         terminal.warn("no results match; the report says so")
     if args.markdown:
         text = report_html.render_markdown(records, runs, args.title)
-        out = Path(args.output or "report.md")
     else:
         text = report_html.render_html(records, runs, args.title, source=str(args.db),
                                        generated_at=utc_now())
-        out = Path(args.output or "report.html")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    # whole or not at all; a missing directory is created, as it always was
+    outfile.write_text(out, text, args.db, make_dirs=True)
     terminal.stderr.print(f"wrote {out} ({len(records)} result(s), {len(runs)} run(s))",
-                          highlight=False)
+                          markup=False, highlight=False)
     return EXIT_OK

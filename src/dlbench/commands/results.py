@@ -8,9 +8,17 @@ import sys
 from pathlib import Path
 
 from dlbench import env as envmod
-from dlbench.commands.common import EXIT_OK, add_store_flags, metavar, one_of, show_tables
-from dlbench.report import export, tables, terminal
-from dlbench.store import Store, StoreError
+from dlbench.commands.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    add_store_flags,
+    metavar,
+    one_of,
+    show_tables,
+)
+from dlbench.report import export, outfile, tables, terminal
+from dlbench.report.outfile import print_error
+from dlbench.store import Store, StoreError, check_not_self, is_recovery_file
 from dlbench.suites import OLD_NAMES, VIEWS, canonical, view_of_suite
 
 ORDER = 20
@@ -50,18 +58,32 @@ def register(sub: argparse._SubParsersAction) -> None:
                         description="Copy every run and result of the given stores that --db "
                                     "lacks (matched by id): the stores of a multi-node job's "
                                     "hosts, or of several runs on one machine, become one. "
-                                    "The sources are only read.")
+                                    "A recovery file (STORE.recovered-ID.json, written when the "
+                                    "store stayed locked) is taken too. The sources are only read.")
     add_store_flags(q)
-    q.add_argument("sources", nargs="+", metavar="SRC.db", help="stores to copy from")
+    q.add_argument("sources", nargs="+", metavar="SRC", help="stores or recovery files to copy from")
 
 
 def cmd_results(args: argparse.Namespace) -> int:
+    try:
+        return _cmd_results(args)
+    except (outfile.OutputError, StoreError) as exc:
+        print_error(exc)
+        return EXIT_USAGE
+
+
+def _cmd_results(args: argparse.Namespace) -> int:
+    if args.rcmd == "export" and args.output:  # refused before anything is opened or written
+        outfile.check_output(args.output, args.db)
     if args.rcmd == "merge":
+        for src in args.sources:  # before --db is opened: merged into itself, it waits on itself
+            check_not_self(src, args.db)
         with Store(args.db) as store:
             for src in args.sources:
-                runs, results = store.merge_from(src)
+                runs, results = (store.merge_recovery(src) if is_recovery_file(src)
+                                 else store.merge_from(src))
                 terminal.stderr.print(f"{src}: {runs} run(s), {results} result(s) added to "
-                                      f"{args.db}")
+                                      f"{args.db}", markup=False, highlight=False)
         return EXIT_OK
     if not Path(args.db).exists():
         raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
@@ -165,8 +187,9 @@ def _results_export(args: argparse.Namespace, store: Store) -> int:
     recs = store.results(run_id=run_id, tag=args.tag)
     text = export.to_csv(recs) if args.format == "csv" else export.to_json(recs) + "\n"
     if args.output:
-        Path(args.output).write_text(text)
-        terminal.stderr.print(f"wrote {len(recs)} result(s) to {args.output}")
+        outfile.write_text(args.output, text, args.db)
+        terminal.stderr.print(f"wrote {len(recs)} result(s) to {args.output}", markup=False,
+                              highlight=False)
     else:
         sys.stdout.write(text)
     return EXIT_OK
