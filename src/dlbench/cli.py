@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Sequence
 
 from dlbench import commands
-from dlbench.commands.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from dlbench.commands.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Parser
 from dlbench.config import ConfigError
 from dlbench.measure.stopping import StopRuleError
 from dlbench.models.errors import UnknownModelError
@@ -20,7 +20,7 @@ from dlbench.store import StoreError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="dlbench",
         description="Deep-learning benchmarks for GPUs and GPU servers: how fast this machine "
                     "trains and runs standard networks, measured with intervals and stored in SQLite.",

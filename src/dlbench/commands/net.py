@@ -142,10 +142,7 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from dlbench.jobs.net_runs import (  # heavy: torch (via netemu.launch)
-        net_plan,
-        run_net,
-    )
+    from dlbench.jobs.net_runs import net_plan, run_net  # heavy: torch (via netemu.launch)
     from dlbench.whatif.check import check_net  # heavy: torch (via whatif.model)
 
     plan = net_plan(args.model, hosts=args.hosts, links=flatten(args.link, []),
