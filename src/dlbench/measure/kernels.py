@@ -62,7 +62,7 @@ def category(name: str) -> str:
 
 def profile_steps(step: Callable[[], Any], n: int, device: torch.device) -> dict[str, Any]:
     """Run ``step`` n times under torch.profiler; the raw kernel list for the record."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile  # loads Kineto: only when profiled
 
     on_gpu = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])

@@ -75,7 +75,7 @@ class MLPerfLog:
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         try:
-            from mlperf_logging.mllog import mllog
+            from mlperf_logging.mllog import mllog  # optional (dlbench[train]); see INSTALL_HINT
         except ImportError:
             raise MLPerfUnavailable(INSTALL_HINT) from None
         self._clock = clock

@@ -14,6 +14,7 @@ from typing import Callable
 
 import torch
 from torch import nn
+from torchvision.models import resnet18
 
 from dlbench.config import ConfigError
 from dlbench.models import get_model
@@ -105,7 +106,6 @@ class WideResNet(nn.Module):
 
 def resnet18_small(in_channels: int, num_classes: int) -> nn.Module:
     """torchvision's ResNet-18 with the CIFAR stem: 3x3 stride-1 first conv, no max-pool."""
-    from torchvision.models import resnet18
 
     m = resnet18(num_classes=num_classes)
     m.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=False)

@@ -23,10 +23,12 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any, Iterable, Mapping
 
+from dlbench import env as envmod
 from dlbench.config import ConfigError
 from dlbench.models.base import ModelSpec
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.tuning.levers import LEVERS, NO_COMPILE_ON_CPU, NOT_IMAGE, NOT_LANGUAGE
+from dlbench.tuning.search import replay, winner
 
 # The config fields a recipe may set.
 TUNED_FIELDS = ("pad_vocab", "channels_last", "optimizer_impl", "attention", "compile",
@@ -132,7 +134,6 @@ def generic(cfg: ThroughputConfig, spec: ModelSpec, device: str) -> tuple[Recipe
 def recipe_device(env: Mapping[str, Any]) -> str:
     """The device a recipe is for: the first GPU's name (``NVIDIA H100 80GB HBM3``; a recipe is
     per GPU, whatever the count), else the CPU's label."""
-    from dlbench import env as envmod
     gpus = env.get("gpus") or []
     if env.get("accelerator") == "cuda" and gpus:
         return str(gpus[0].get("name") or "unknown GPU")
@@ -198,7 +199,6 @@ def _device_blocker(cfg: ThroughputConfig, spec: ModelSpec, device: str) -> str 
 def learned_recipes(records: Iterable, device_name: str) -> dict[tuple[str, str], Recipe]:
     """Recipes from stored ``dlbench tune`` searches on ``device_name``: the latest per model
     and mode. ``records``: throughput records of tune runs, oldest first, with ``run_id`` set."""
-    from dlbench.tuning.search import replay, winner
     runs: dict[tuple[str, str, str], list] = {}
     for r in records:
         if recipe_device(r.env) != device_name:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dlbench import telemetry
 from dlbench.measure.memory import peak_memory, reset_peak_memory
@@ -185,7 +186,6 @@ def wrap_strategy(cfg: ScalingConfig, spec, model: torch.nn.Module, x: torch.Ten
             model = torch.nn.DataParallel(ReplicaAutocast(model, base.precision),
                                           device_ids=list(range(cfg.gpus)))
     else:
-        from torch.nn.parallel import DistributedDataParallel as DDP
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
                     bucket_cap_mb=cfg.bucket_mb)
     if base.compile:

@@ -18,6 +18,7 @@ import time
 from typing import Callable, Iterator
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from dlbench import telemetry
 from dlbench.measure.kernels import profile_steps
@@ -122,7 +123,6 @@ def attention_context(backend: str | None) -> Callable[[], contextlib.AbstractCo
     """A factory of the context that pins scaled-dot-product attention to ``backend``."""
     if backend is None:
         return contextlib.nullcontext
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     member = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
               "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}[backend]
     return lambda: sdpa_kernel(member)
