@@ -47,4 +47,5 @@ def test_main_prints_where_and_exits_130(monkeypatch, tmp_path, capsys):
     line = " ".join(err.split())
     # the store's frame that opened the connection (which method does depends on the store's
     # state), then the library call that was waiting
-    assert re.search(r"error: interrupted in \w+ \(store\.py:\d+\), waiting in _raise_interrupt", line), line
+    pattern = r"error: interrupted in \w+ \(store\.py:\d+\), waiting in _raise_interrupt"
+    assert re.search(pattern, line), line
