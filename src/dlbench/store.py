@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import sys
 import tempfile
@@ -38,6 +39,11 @@ _INDEXES = frozenset({"results_run", "results_key"})
 _RUN_COLUMNS = ("run_id", "started_at", "finished_at", "status", "command", "suite", "tag",
                 "device", "env_key", "env_json")
 _RECOVERY_FORMAT = "dlbench-recovery/1"
+#: Who runs a run: added to ``runs`` the first time a store is written by a dlbench that knows
+#: them (nullable, so older stores read as they are and older rows simply lack them).
+_OWNER_COLUMNS = (("pid", "INTEGER"), ("host", "TEXT"))
+#: The status of a run whose process is gone without closing it (SIGKILL, a power cut).
+STALE = "stale"
 
 T = TypeVar("T")
 
@@ -47,7 +53,7 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id      TEXT PRIMARY KEY,
     started_at  TEXT NOT NULL,
     finished_at TEXT,
-    status      TEXT NOT NULL,          -- running | done | interrupted | failed
+    status      TEXT NOT NULL,          -- running | done | interrupted | failed | stale
     command     TEXT NOT NULL,
     suite       TEXT,
     tag         TEXT,
@@ -213,10 +219,12 @@ class Store:
 
         def insert() -> None:
             with self._db:
-                self._db.execute(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES "
-                                 f"({','.join('?' * len(_RUN_COLUMNS))})",
-                                 tuple(row[c] for c in _RUN_COLUMNS))
+                self._db.execute(f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}, pid, host) "
+                                 f"VALUES ({','.join('?' * (len(_RUN_COLUMNS) + 2))})",
+                                 (*(row[c] for c in _RUN_COLUMNS), os.getpid(), _host()))
         try:
+            self._add_owner_columns()
+            self.mark_stale()
             self._write(insert)
         except _Locked:
             raise StoreError(f"{self.path} stayed locked by another process for "
@@ -236,6 +244,42 @@ class Store:
         except _Locked:  # its results are stored or recovered; only the run's status is late
             self.warn(f"{self.path} stayed locked: run {run_id} could not be marked {status} "
                       "and still reads 'running'")
+
+    def _add_owner_columns(self) -> None:
+        """Give ``runs`` its pid and host columns if this store predates them (a write: only
+        commands that start a run call it, so reading a store never changes it)."""
+        have = {r[1] for r in self._db.execute("PRAGMA table_info(runs)")}
+        missing = [(c, t) for c, t in _OWNER_COLUMNS if c not in have]
+        if not missing:
+            return
+
+        def alter() -> None:
+            with self._db:
+                for col, kind in missing:
+                    self._db.execute(f"ALTER TABLE runs ADD COLUMN {col} {kind}")
+        self._write(alter)
+
+    def mark_stale(self) -> list[str]:
+        """Mark ``stale`` every run still "running" whose process, on this host, is gone (killed
+        with SIGKILL, or the machine went down); returns their ids. Runs of other hosts, and runs
+        of stores older than the pid column, are left as they are: nothing here can tell."""
+        have = {r[1] for r in self._db.execute("PRAGMA table_info(runs)")}
+        if "pid" not in have:
+            return []
+        rows = self._db.execute("SELECT run_id, pid FROM runs WHERE status='running' AND "
+                                "pid IS NOT NULL AND host=?", (_host(),)).fetchall()
+        dead = [rid for rid, pid in rows if not _alive(int(pid))]
+        if not dead:
+            return []
+        finished = utc_now()
+
+        def update() -> None:
+            with self._db:
+                self._db.executemany("UPDATE runs SET status=?, finished_at=? WHERE run_id=? "
+                                     "AND status='running'",
+                                     [(STALE, finished, rid) for rid in dead])
+        self._write(update)
+        return dead
 
     def runs(self, limit: int | None = None, tag: str | None = None) -> list[RunInfo]:
         sql = ("SELECT r.*, (SELECT COUNT(*) FROM results s WHERE s.run_id=r.run_id) AS n,"
@@ -362,7 +406,11 @@ class Store:
         try:
             def copy() -> None:
                 with self._db:
-                    self._db.execute("INSERT OR IGNORE INTO runs SELECT * FROM other.runs")
+                    # by name: either store may predate the pid and host columns (a run's pid
+                    # means nothing in another store, so they are not copied)
+                    cols = ", ".join(_RUN_COLUMNS)
+                    self._db.execute(f"INSERT OR IGNORE INTO runs ({cols}) "
+                                     f"SELECT {cols} FROM other.runs")
                     self._db.execute("INSERT OR IGNORE INTO results SELECT * FROM other.results")
             self._write(copy)
         except _Locked:
@@ -451,6 +499,25 @@ def _parse(blob: str) -> Any:
 def _reason(exc: Exception) -> str:
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _host() -> str:
+    return socket.gethostname()
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (signal 0 checks without sending)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    except OverflowError:
+        return False
+    return True
 
 
 def _lock_wait(value: float | None) -> float:

@@ -19,7 +19,6 @@ import json
 import os
 import socket
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, NoReturn
@@ -29,6 +28,7 @@ import torch.distributed as dist
 
 from dlbench.launch.failures import classify, describe
 from dlbench.launch.lookup import find_worker
+from dlbench.launch.signals import exit_with_parent
 from dlbench.records.base import ErrorType
 
 
@@ -37,19 +37,6 @@ def write_json(path: Path, doc: Any) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc))
     tmp.replace(path)
-
-
-def exit_with_parent() -> None:
-    """End this process if its parent dies (a killed torchrun agent or ``dlbench`` would
-    otherwise leave the rank running)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                os._exit(1)
-    threading.Thread(target=watch, daemon=True).start()
 
 
 def fail(out_dir: Path, rank: int, exc: BaseException) -> NoReturn:

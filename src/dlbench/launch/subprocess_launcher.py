@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 
+from dlbench.launch import signals
 from dlbench.records.base import ErrorType
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 
@@ -33,19 +34,28 @@ class SubprocessLauncher:
             out_path = os.path.join(tmp, "record.json")
             payload = json.dumps({"config": cfg.to_dict(), "env": env, "out": out_path,
                                   "count_flops": self.count_flops})
-            try:
-                proc = subprocess.run(
-                    [sys.executable, "-m", "dlbench.launch.worker"], input=payload, text=True,
-                    capture_output=True, timeout=self.timeout_s, env=os.environ.copy())
-            except subprocess.TimeoutExpired:
-                return self._failed(cfg, env, ErrorType.TIMEOUT,
-                                    f"the worker ran past {self.timeout_s:.0f} s and was killed")
+            # A session of its own: stopping it reaches everything it started, and a Ctrl-C
+            # at the terminal reaches dlbench alone, which ends the worker itself.
+            with subprocess.Popen(
+                    [sys.executable, "-m", "dlbench.launch.worker"], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                    env=signals.child_env(), start_new_session=True) as proc:
+                try:
+                    _, stderr = proc.communicate(payload, timeout=self.timeout_s)
+                except subprocess.TimeoutExpired:
+                    signals.stop([proc])
+                    return self._failed(cfg, env, ErrorType.TIMEOUT,
+                                        f"the worker ran past {self.timeout_s:.0f} s and was "
+                                        "killed")
+                except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no worker outlives dlbench
+                    signals.stop([proc])
+                    raise
             if os.path.exists(out_path):
                 with open(out_path) as f:
                     return ThroughputRecord.from_dict(json.load(f))
             return self._failed(cfg, env, ErrorType.CRASHED,
                                 f"worker exited with code {proc.returncode} and wrote no result; "
-                                f"its stderr ends:\n{proc.stderr[-2000:]}")
+                                f"its stderr ends:\n{stderr[-2000:]}")
 
     @staticmethod
     def _failed(cfg: ThroughputConfig, env: dict, kind: str, msg: str) -> ThroughputRecord:

@@ -1,8 +1,8 @@
 """Multi-process jobs through torch.distributed's own launcher (torchrun).
 
 The parent (:class:`TorchrunLauncher`) writes a job file, starts
-``python -m torch.distributed.run ... -m dlbench.launch.rank JOB`` as a subprocess and waits
-under a time limit. Every rank (:mod:`dlbench.launch.rank`) initialises the process group with a
+``python -m dlbench.launch.agent ... -m dlbench.launch.rank JOB`` (torch.distributed.run, in a
+wrapper that ends it if dlbench is killed) as a subprocess and waits under a time limit. Every rank (:mod:`dlbench.launch.rank`) initialises the process group with a
 timeout, runs the job's worker (named by a ``"module:function"`` string, so this package imports
 no workload), and writes its raw results, or its error and traceback, to a file in the folder
 the parent named; after a success the ranks exchange their results so that every host has the
@@ -15,14 +15,15 @@ starting a torchrun agent with ``--nnodes N --node-rank R --rdzv-backend c10d
 Failures: a rank that raises writes its traceback and exits; torchrun then stops the other ranks
 (``--max-restarts 0``), and the parent stores the first failure's traceback as the error row.
 The process group's timeout ends a collective that waits on a dead peer; the launcher's timeout
-ends anything else. Ctrl-C stops torchrun, which stops every rank.
+ends anything else. Ctrl-C, SIGTERM and SIGHUP stop torchrun, which stops every rank (what lingers
+is killed, see :func:`dlbench.launch.signals.stop`); SIGKILL to dlbench ends the agent, and the
+agent's end its ranks (:func:`dlbench.launch.signals.exit_with_parent`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from typing import Any, Mapping
 
 import torch
 
+from dlbench.launch import signals
 from dlbench.launch.interconnect import interconnect_env
 from dlbench.records.base import ErrorType
 from dlbench.records.comm import CommConfig, CommRecord
@@ -40,8 +42,8 @@ from dlbench.records.scaling import ScalingConfig, ScalingRecord
 
 # How often torchrun's agent looks at its workers: a failed rank is noticed within this.
 MONITOR_INTERVAL_S = 0.2
-# After asking torchrun to stop, how long before it is killed.
-STOP_GRACE_S = 15.0
+# After asking torchrun to stop, how long before it and its ranks are killed.
+STOP_GRACE_S = 5.0
 # The workers of the jobs this launcher builds itself (a caller may name any other).
 SCALING_WORKER = "dlbench.workloads.scaling_rank:run_rank"
 COMM_WORKER = "dlbench.workloads.comm:run_rank"
@@ -145,10 +147,11 @@ class TorchrunLauncher:
             job = {**job, "out_dir": str(out_dir), "pg_timeout_s": self.pg_timeout_s}
             job_path = out_dir / "job.json"
             job_path.write_text(json.dumps(job))
-            cmd = [sys.executable, "-m", "torch.distributed.run", *self.rdzv.args(nproc_per_node),
+            # torchrun's agent through dlbench.launch.agent: it ends if dlbench is killed
+            cmd = [sys.executable, "-m", "dlbench.launch.agent", *self.rdzv.args(nproc_per_node),
                    "--max-restarts", "0", "--monitor-interval", str(MONITOR_INTERVAL_S),
                    "-m", "dlbench.launch.rank", str(job_path)]
-            env = {**os.environ, **launch_env}
+            env = signals.child_env({**os.environ, **launch_env})
             env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default, said explicitly
             log_path = out_dir / "torchrun.log"
             timed_out = False
@@ -160,7 +163,7 @@ class TorchrunLauncher:
                 except subprocess.TimeoutExpired:
                     timed_out = True
                     _stop(proc)
-                except KeyboardInterrupt:
+                except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no rank outlives dlbench
                     _stop(proc)  # torchrun passes the stop on to every rank
                     raise
             rank_files = {}
@@ -264,14 +267,5 @@ def resolve_backend(backend: str, device: str) -> str:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """Ask torchrun to stop (it stops its ranks), then kill it if it lingers."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        pass
+    """Ask torchrun to stop (it stops its ranks), then kill it and any rank that lingers."""
+    signals.stop([proc], grace_s=STOP_GRACE_S)

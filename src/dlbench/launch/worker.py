@@ -6,10 +6,12 @@ import json
 import sys
 
 from dlbench.launch.inline import InlineLauncher
+from dlbench.launch.signals import exit_with_parent
 from dlbench.records.throughput import ThroughputConfig
 
 
 def main() -> int:
+    exit_with_parent()  # a parent killed with SIGKILL must not leave this probe computing
     job = json.load(sys.stdin)
     cfg = ThroughputConfig.from_dict(job["config"])
     record = InlineLauncher(count_flops=job.get("count_flops", True)).run(cfg, job["env"])

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import dlbench
+from dlbench.launch import signals
 from dlbench.launch.torchrun import JobOutcome
 from dlbench.netemu.shaping import LinkSpec
 from dlbench.netemu.topology import NetEmuError, Topology
@@ -55,7 +56,7 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     path = os.environ.get("PYTHONPATH", "")
     env = {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else "")}
     env.setdefault("OMP_NUM_THREADS", "1")
-    return {**env, **extra}
+    return signals.child_env({**env, **extra})  # ranks watch this process, not a stale name
 
 
 def _stop(procs: Sequence[subprocess.Popen]) -> None:

@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from dlbench.launch.rank import exit_with_parent, fail, write_json
+from dlbench.launch.rank import fail, write_json
+from dlbench.launch.signals import exit_with_parent
 from dlbench.records.net import NetConfig
 from dlbench.workloads.net import measure_host
 
