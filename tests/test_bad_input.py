@@ -2,6 +2,7 @@
 flag, no traceback and nothing written. Also: text is printed as text (never rich markup), and a
 CIFAR batch is read with a restricted unpickler."""
 
+import hashlib
 import io
 import os
 import pickle
@@ -143,6 +144,12 @@ BAD = [
 
 def test_the_table_is_distinct_and_large_enough():
     assert len({tuple(a) for a, _ in BAD}) == len(BAD) >= 40
+    every = {tuple(a) for a, _ in BAD} | {tuple(a) for a, _, _ in BAD_WITH_STORE}
+    assert len(every) == len(BAD) + len(BAD_WITH_STORE) >= 100
+    commands = {a[0] for a, _ in BAD} | {a[0] for a, _, _ in BAD_WITH_STORE}
+    assert commands >= {"results", "report", "compare", "env", "models", "gpus", "roofline",
+                        "telemetry", "monitor", "peak", "comm", "net", "tune", "train", "run",
+                        "throughput", "maxbatch", "scale", "whatif"}, commands
 
 
 @pytest.mark.parametrize("argv,flag", BAD, ids=[" ".join(a) for a, _ in BAD])
@@ -327,3 +334,251 @@ def test_train_help_says_cifar_is_pickles(tmp_path):
     assert p.returncode == 0
     text = " ".join(p.stdout.split())
     assert "pickle" in text and "restricted unpickler" in text
+
+
+# -- bad input beside a store: it stays byte-identical -------------------------------------------
+DB = ["--db", "S.db"]
+TRAIN = ["-m", "tiny_mlp", "--target", "0.5", "--device", "cpu", "--no-mllog", *DB]
+EXIT_CODES = {0, 1, 2, 3, 4, 5, 130}  # dlbench --help's epilog (commands.common.EXIT_CODES)
+
+#: (the command line, run in a folder holding the store S.db, a text file garbage.txt, a
+#: directory adir, an empty directory empty, a bad CSV bad.csv and idx files cut short in
+#: idx/; the exit code; a text its one line of error must hold)
+BAD_WITH_STORE = [
+    (["bogus"], USAGE, "bogus"),
+    (["--bogus", "env"], USAGE, "--bogus"),
+    (["results"], USAGE, "ACTION"),
+    (["results", "bogus", *DB], USAGE, "bogus"),
+    (["results", "ls", *DB, "--limit", "-5"], USAGE, "--limit"),
+    (["results", "ls", *DB, "--limit", "x"], USAGE, "--limit"),
+    (["results", "ls", *DB, "--run", "nosuch"], USAGE, "nosuch"),
+    (["results", "show", "nosuch", *DB], USAGE, "nosuch"),
+    (["results", "show", "%", *DB], USAGE, "%"),
+    (["results", "show", *DB, "--tag", "nosuch"], USAGE, "nosuch"),
+    (["results", "export", *DB, "-o", "S.db"], USAGE, "S.db"),
+    (["results", "export", *DB, "-o", "nodir/x.json"], USAGE, "nodir"),
+    (["results", "export", *DB, "-o", "adir"], USAGE, "adir"),
+    (["results", "export", *DB, "--run", "nosuch"], USAGE, "nosuch"),
+    (["results", "export", *DB, "--format", "xml"], USAGE, "--format"),
+    (["results", "merge", *DB, "S.db"], USAGE, "S.db"),
+    (["results", "merge", *DB, "missing.db"], USAGE, "missing.db"),
+    (["results", "merge", *DB, "garbage.txt"], USAGE, "garbage.txt"),
+    (["results", "ls", "--db", "missing.db"], USAGE, "missing.db"),
+    (["results", "ls", "--db", "garbage.txt"], USAGE, "garbage.txt"),
+    (["results", "ls", "--db", "adir"], USAGE, "adir"),
+    (["results", "check", "--db", "garbage.txt"], USAGE, "garbage.txt"),
+    (["results", "check", "--db", "missing.db"], USAGE, "missing.db"),
+    (["report", *DB, "-o", "S.db"], USAGE, "S.db"),
+    (["report", *DB, "-o", "/dev/full"], USAGE, "/dev/full"),
+    (["report", *DB, "-o", "adir"], USAGE, "adir"),
+    (["report", *DB, "--run", "nosuch"], USAGE, "nosuch"),
+    (["report", "--db", "missing.db"], USAGE, "missing.db"),
+    (["report", *DB, "--tag", "nosuch"], USAGE, "--tag"),
+    (["report", "--db", "garbage.txt"], USAGE, "garbage.txt"),
+    (["compare", "nosuch1", "nosuch2", *DB], USAGE, "nosuch1"),
+    (["compare", "run-a", "nosuch", *DB], USAGE, "nosuch"),
+    (["compare", "run-a", "run-a", *DB, "--db-b", "missing.db"], USAGE, "missing.db"),
+    (["compare", "run-a", "run-a", *DB, "--db-b", "garbage.txt"], USAGE, "garbage.txt"),
+    (["compare", "run-a", *DB], USAGE, "B"),
+    (["env", "--bogus"], USAGE, "--bogus"),
+    (["env", "extra"], USAGE, "extra"),
+    (["models", "--bogus"], USAGE, "--bogus"),
+    (["models", "extra"], USAGE, "extra"),
+    (["gpus", *DB, "-m", "nosuchmodel"], USAGE, "nosuchmodel"),
+    (["gpus", *DB, "--mode", "x"], USAGE, "--mode"),
+    (["gpus", *DB, "--predict", "abc"], USAGE, "--predict"),
+    (["gpus", *DB, "--source", "bogus"], USAGE, "--source"),
+    (["gpus", "--db", "garbage.txt"], USAGE, "garbage.txt"),
+    (["gpus", *DB, "--x", "fp64"], USAGE, "--x"),
+    (["roofline", *DB, "--run", "nosuch"], USAGE, "nosuch"),
+    (["roofline", "--db", "garbage.txt"], USAGE, "garbage.txt"),
+    (["telemetry", *DB, "nosuch"], USAGE, "nosuch"),
+    (["telemetry", *DB, "--run", "nosuch"], USAGE, "nosuch"),
+    (["telemetry", *DB, "--csv", "S.db"], USAGE, "--csv"),
+    (["telemetry", *DB, "--csv", "adir"], USAGE, "--csv"),
+    (["telemetry", "--db", "garbage.txt"], USAGE, "garbage.txt"),
+    (["monitor", "--csv", "nodir/x.csv", "--duration", "1"], USAGE, "--csv"),
+    (["monitor", "--csv", "S.db", "--duration", "1"], USAGE, "--csv"),
+    (["monitor", "--csv", "adir", "--duration", "1"], USAGE, "--csv"),
+    (["peak", "--precision", "bogus", *DB], USAGE, "bogus"),
+    (["peak", "--verbs", "bogus", *DB], USAGE, "bogus"),
+    (["peak", "--device", "bogus", *DB], USAGE, "--device"),
+    (["peak", "--db", "garbage.txt", "--device", "cpu", "--quick"], USAGE, "garbage.txt"),
+    (["comm", "--op", "bogus", "--device", "cpu"], USAGE, "bogus"),
+    (["comm", "--min", "0", "--device", "cpu"], USAGE, "--min"),
+    (["comm", "--min", "10", "--max", "1", "--device", "cpu"], USAGE, "--min"),
+    (["comm", "--dtype", "x", "--device", "cpu"], USAGE, "--dtype"),
+    (["comm", "--interconnect", "bogus", "--device", "cpu"], USAGE, "bogus"),
+    (["comm", "--device", "bogus"], USAGE, "--device"),
+    (["net", "--link", "bogus", "-m", "tiny_mlp"], USAGE, "bogus"),
+    (["net", "--strategy", "bogus", "-m", "tiny_mlp"], USAGE, "bogus"),
+    (["net", "-m", "nosuchmodel"], USAGE, "nosuchmodel"),
+    (["net", "--seed", "-1", "-m", "tiny_mlp"], USAGE, "--seed"),
+    (["tune", "-m", "nosuchmodel", "--device", "cpu", *DB], USAGE, "nosuchmodel"),
+    (["tune", "-m", "tiny_cnn", "--levers", "bogus", "--device", "cpu", *DB], USAGE, "bogus"),
+    (["tune", "-m", "tiny_cnn", "--precision", "bogus", "--device", "cpu", *DB], USAGE, "bogus"),
+    (["tune", "-m", "tiny_cnn", "--device", "bogus", *DB], USAGE, "--device"),
+    (["run", "--suite", "bogus", *DB], USAGE, "--suite"),
+    (["run", "--db", "garbage.txt", "--suite", "smoke"], USAGE, "garbage.txt"),
+    (["run", "--db", "adir", "--suite", "smoke"], USAGE, "adir"),
+    (["throughput", "-m", "nosuchmodel", "--device", "cpu", *DB], USAGE, "nosuchmodel"),
+    (["throughput", "-m", "tiny_cnn", "--precision", "bogus", "--device", "cpu", *DB], USAGE,
+     "bogus"),
+    (["throughput", "-m", "tiny_cnn", "--device", "cpu", "--db", "garbage.txt"], USAGE,
+     "garbage.txt"),
+    (["maxbatch", "-m", "nosuchmodel", "--device", "cpu", *DB], USAGE, "nosuchmodel"),
+    (["scale", "-m", "nosuchmodel", "--device", "cpu", *DB], USAGE, "nosuchmodel"),
+    (["scale", "-m", "tiny_cnn", "--strategy", "bogus", "--device", "cpu", *DB], USAGE, "bogus"),
+    (["whatif", "-m", "nosuchmodel", *DB], USAGE, "nosuchmodel"),
+    (["whatif", "-m", "nosuchmodel", "-b", "64", "--step-ms", "300"], USAGE, "nosuchmodel"),
+    (["train", "--dataset", "bogus", *TRAIN], USAGE, "--dataset"),
+    (["train", "--dataset", "mnist5k", "--data-dir", "garbage.txt", *TRAIN], USAGE,
+     "--data-dir garbage.txt"),
+    (["train", "--dataset", "mnist5k", "--data-dir", "bad.csv", *TRAIN], USAGE,
+     "--data-dir bad.csv"),
+    (["train", "--dataset", "mnist5k", "--data-dir", "empty", *TRAIN], USAGE, "--data-dir empty"),
+    (["train", "--dataset", "mnist5k", "--data-dir", "nodir", *TRAIN], USAGE, "--data-dir nodir"),
+    (["train", "--dataset", "fashion-mnist", "--data-dir", "garbage.txt", *TRAIN], USAGE,
+     "--data-dir garbage.txt"),
+    (["train", "--dataset", "fashion-mnist", "--data-dir", "empty", *TRAIN], USAGE,
+     "--data-dir empty"),
+    (["train", "--dataset", "fashion-mnist", "--data-dir", "idx", *TRAIN], USAGE,
+     "train-images-idx3-ubyte"),
+    (["train", "--dataset", "mnist", "--data-dir", "adir", *TRAIN], USAGE, "--data-dir adir"),
+    (["train", "--dataset", "cifar10", "--data-dir", "garbage.txt", *TRAIN], USAGE,
+     "--data-dir garbage.txt"),
+    (["train", "--dataset", "cifar10", "--data-dir", "empty", *TRAIN], USAGE, "--data-dir empty"),
+    (["train", "--dataset", "imagefolder", "--data-dir", "garbage.txt", *TRAIN], USAGE,
+     "--data-dir garbage.txt"),
+    (["train", "--dataset", "imagefolder", "--data-dir", "empty", *TRAIN], USAGE,
+     "--data-dir empty"),
+]
+
+
+def _fill_store(db: Path) -> None:
+    from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
+    from dlbench.store import Store
+    env = {"accelerator": "cpu", "cpu_model": "Test CPU", "packages": {"torch": "2.9.0"}}
+    with Store(db) as s:
+        s.start_run("run-a", "dlbench throughput", env, "k", "CPU")
+        for b in (16, 32):
+            s.add(ThroughputRecord(config=ThroughputConfig(model="resnet50", batch_size=b,
+                                                           device="cpu"),
+                                   env=env, step_times_s=(0.1, 0.11, 0.09), samples_per_step=b,
+                                   unit="images", run_id="run-a"), "k")
+        s.finish_run("run-a", "done")
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def beside_a_store(tmp_path):
+    _fill_store(tmp_path / "S.db")
+    (tmp_path / "garbage.txt").write_text("hello\n")
+    (tmp_path / "bad.csv").write_text("1,2,3\nx,y\n")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "empty").mkdir()
+    idx = tmp_path / "idx"  # the four files there, but cut short or not idx at all
+    idx.mkdir()
+    (idx / "train-images-idx3-ubyte").write_bytes(b"\x00\x00\x08\x03\x00\x00")  # truncated
+    (idx / "train-labels-idx1-ubyte").write_bytes(b"not an idx file")
+    (idx / "t10k-images-idx3-ubyte.gz").write_bytes(b"not gzip")
+    (idx / "t10k-labels-idx1-ubyte").write_bytes(b"\x00\x00\x08\x01\x00\x00\x00\x09\x01")
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv,code,needle", BAD_WITH_STORE,
+                         ids=[" ".join(a) for a, _, _ in BAD_WITH_STORE])
+def test_bad_input_beside_a_store_is_one_line_and_leaves_it_as_it_was(beside_a_store, argv,
+                                                                       code, needle):
+    before = {p: _digest(beside_a_store / p) for p in ("S.db", "garbage.txt", "bad.csv")}
+    p = dlbench(*argv, cwd=beside_a_store)
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == code and code in EXIT_CODES, (p.returncode, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert needle in lines[0], lines[0]
+    assert {f: _digest(beside_a_store / f) for f in before} == before
+    assert not (beside_a_store / "dlbench.db").exists()
+
+
+# -- one error path: --debug, an unexpected error, results check --------------------------------
+def test_an_unexpected_error_is_one_line_naming_it_and_debug_adds_the_traceback(monkeypatch,
+                                                                                capsys):
+    from dlbench import cli
+    from dlbench.commands.common import EXIT_INTERNAL
+
+    def boom(args):
+        raise ZeroDivisionError("a bug [/x]")
+    monkeypatch.setattr("dlbench.commands.info.cmd_env", boom)  # register() reads it per parser
+    monkeypatch.delenv("DLBENCH_DEBUG", raising=False)
+    assert cli.main(["env"]) == EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "ZeroDivisionError: a bug [/x]" in err and "--debug" in err
+    assert cli.main(["--debug", "env"]) == EXIT_INTERNAL
+    assert "Traceback" in capsys.readouterr().err
+    monkeypatch.setenv("DLBENCH_DEBUG", "1")
+    assert cli.main(["env"]) == EXIT_INTERNAL
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_an_oserror_is_one_usage_line(monkeypatch, capsys):
+    from dlbench import cli
+
+    def full(args):
+        raise OSError(28, "No space left on device", "out.csv")
+    monkeypatch.setattr("dlbench.commands.info.cmd_env", full)
+    monkeypatch.delenv("DLBENCH_DEBUG", raising=False)
+    assert cli.main(["env"]) == USAGE
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["error: out.csv: No space left on device"], err
+
+
+def test_help_documents_every_exit_code_and_debug(tmp_path):
+    p = dlbench("--help", cwd=tmp_path)
+    for text in ("--debug", "DLBENCH_DEBUG", "exit codes", "  1 ", "  2 ", "  3 ", "  4 ",
+                 "  5 ", "  130 "):
+        assert text in p.stdout, text
+
+
+def test_results_check_reads_only_and_names_each_problem(beside_a_store):
+    import json
+    import sqlite3
+    db = beside_a_store / "S.db"
+    p = dlbench("results", "check", "--db", str(db), cwd=beside_a_store)
+    assert p.returncode == 0 and "clean" in p.stdout, p.stdout + p.stderr
+    con = sqlite3.connect(db)  # a test may write the file any way it likes
+    good = con.execute("SELECT * FROM results LIMIT 1").fetchone()
+    for rid, blob in (("bad-json", "{not json"), ("alien-kind", json.dumps({"kind": "alien"}))):
+        con.execute("INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (rid, *good[1:-1], blob))
+    con.execute("INSERT INTO runs (run_id, started_at, status, command, env_json) VALUES "
+                "('run-killed', '2026-01-02T03:04:05', 'running', 'dlbench run', '{}')")
+    con.commit()
+    con.close()
+    before = _digest(db)
+    p = dlbench("results", "check", "--db", str(db), cwd=beside_a_store)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    for text in ("bad-json", "alien-kind", "unknown record kind", "run-killed",
+                 "2026-01-02T03:04:05", "3 problem(s)"):
+        assert text in p.stdout, (text, p.stdout)
+    assert _digest(db) == before
+
+
+def test_truncated_and_foreign_idx_files_are_named(tmp_path):
+    from dlbench.data.idx import IdxFormatError, read_idx
+    for data, says in ((b"\x00\x00\x08\x03\x00\x00", "truncated"), (b"junk", "magic"),
+                       (b"\x00\x00\x0b\x01\x00\x00\x00\x02\x00\x01\x00", "truncated")):
+        path = tmp_path / "f-idx3-ubyte"
+        path.write_bytes(data)
+        with pytest.raises(IdxFormatError, match=says) as e:
+            read_idx(path)
+        assert str(path) in str(e.value)
+    gz = tmp_path / "f-idx3-ubyte.gz"
+    gz.write_bytes(b"not gzip")
+    with pytest.raises(IdxFormatError, match="cannot be read"):
+        read_idx(gz)

@@ -7,16 +7,31 @@ import os
 import shlex
 import sys
 import traceback
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Sequence
 
 from dlbench import commands
-from dlbench.commands.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Parser
+from dlbench.commands.common import (
+    EXIT_CODES,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Parser,
+)
 from dlbench.config import ConfigError
 from dlbench.measure.stopping import StopRuleError
 from dlbench.models.errors import UnknownModelError
+from dlbench.report.outfile import OutputError
 from dlbench.report.terminal import error
 from dlbench.store import StoreError
+
+#: ``DLBENCH_DEBUG=1`` does what ``--debug`` does (for a command started by a script).
+DEBUG_ENV = "DLBENCH_DEBUG"
+
+#: What the user can fix: a usage error, one line, exit 2. ConfigError covers the data readers'
+#: errors (a missing dataset, a file not in its format) and the argparse-time cross-flag rules.
+USER_ERRORS = (ConfigError, StopRuleError, UnknownModelError, StoreError, OutputError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,8 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dlbench",
         description="Deep-learning benchmarks for GPUs and GPU servers: how fast this machine "
                     "trains and runs standard networks, measured with intervals and stored in SQLite.",
-        epilog="start with 'dlbench run' (the default suite for this machine), then "
-               "'dlbench results ls'. Every subcommand has --help.")
+        epilog="start with 'dlbench run' (the default suite for this machine), then\n"
+               "'dlbench results ls'.\nEvery subcommand has --help.\n\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--debug", action="store_true",
+                    help=f"on an error, print the traceback too (also {DEBUG_ENV}=1)")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     for mod in commands.modules():
         mod.register(sub)
@@ -59,19 +77,50 @@ def interrupted_at(tb: TracebackType | None) -> str:
     return text
 
 
+def one_line(text: str) -> str:
+    """A message as one line: a how-to of several lines (a missing dataset's) is joined, so
+    every failure is exactly one line on stderr, whatever raised it."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def debugging(args: argparse.Namespace | None = None) -> bool:
+    return bool(getattr(args, "debug", False)) or \
+        os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "no", "false", "off")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every way it can end is one of the documented exit codes (EXIT_CODES)
+    and, for a failure, one line on stderr: the traceback only with ``--debug``."""
     args = build_parser().parse_args(argv)
     args.command_line = "dlbench " + shlex.join(sys.argv[1:] if argv is None else list(argv))
     try:
         return args.handler(args)
-    except (ConfigError, StopRuleError, UnknownModelError, StoreError) as exc:
-        error(str(exc))
+    except USER_ERRORS as exc:
+        _debug_traceback(args)
+        error(one_line(exc))
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
+        _debug_traceback(args)
         error(f"interrupted {interrupted_at(exc.__traceback__)}")
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `dlbench results export | head`
         return EXIT_OK
+    except OSError as exc:  # an output or input the system refused: a full disk, a permission
+        _debug_traceback(args)
+        what = exc.strerror or str(exc)
+        error(one_line(f"{exc.filename}: {what}" if exc.filename else what))
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, never a traceback by surprise
+        _debug_traceback(args)
+        error(one_line(f"internal error: {type(exc).__name__}: {exc}") +
+              ("" if debugging(args) else "; run with --debug for the traceback"))
+        return EXIT_INTERNAL
+
+
+def _debug_traceback(args: argparse.Namespace) -> None:
+    """With --debug (or DLBENCH_DEBUG=1), the traceback of the exception being handled."""
+    if debugging(args):
+        traceback.print_exc(file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
@@ -24,8 +24,10 @@ from dlbench.commands.common import (
     add_command,
     add_sweep_flags,
     batch_size,
+    check_store,
     compile_mode,
     csv_list,
+    device,
     flatten,
     integer,
     metavar,
@@ -98,7 +100,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: standard, a full training step)")
     p.add_argument("--seq-len", "--input-size", dest="input_size", type=POSITIVE,
                    help="sequence length (text models) or image side in px (default: the model's)")
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+    p.add_argument("--device", default="auto", type=device,
+                   help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--warmup", type=COUNT, default=10, help="warm-up steps after the first (default 10)")
     p.add_argument("--warmup-time", type=SECONDS_OR_ZERO, default=1.0,
                    help="also warm up for at least this many seconds (default 1)")
@@ -233,6 +236,7 @@ def _sweep(args: argparse.Namespace, configs: list, suite: str | None, view: str
            tuned: bool = False, keep: Sequence[str] = ()) -> int:
     from dlbench.jobs import plans, runs  # heavy: torch
     plans.preflight(configs)
+    check_store(args.db)  # a foreign or unreadable --db: one line, before the header line
     env = envmod.capture_environment()
     label = envmod.device_label(env)
     if tuned:

@@ -17,6 +17,7 @@ from dlbench.commands.common import (
     add_dist_flags,
     add_store_flags,
     csv_list,
+    device,
     exit_code,
     flatten,
     integer,
@@ -60,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interconnect", action="append", type=csv_list(),
                    help="default, no-p2p, no-shm, no-p2p+no-shm, no-ib")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
-    p.add_argument("--device", default="auto", help="auto or cpu (gloo)")
+    p.add_argument("--device", default="auto", type=device, help="auto or cpu (gloo)")
     p.add_argument("--timeout", type=SECONDS, default=600.0, help="seconds per job (600)")
     p.add_argument("--pg-timeout", type=SECONDS, default=120.0, help="process-group timeout (120)")
     add_dist_flags(p)

@@ -10,14 +10,17 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from rich.markup import escape
 
 from dlbench.config import ConfigError
 from dlbench.report import tables, terminal
+from dlbench.store import Store
 
 EXIT_OK = 0
+EXIT_INTERNAL = 1       # a bug in dlbench: one line naming the error; --debug for the traceback
 EXIT_USAGE = 2          # bad flags, unknown model, precision the device lacks: nothing ran
 EXIT_FAILED_RESULTS = 3  # the sweep finished but some results are failures (stored as rows)
 EXIT_FATAL = 4          # a fatal device error stopped the sweep (results so far are kept)
@@ -27,6 +30,20 @@ EPILOG = """\
 exit codes: 0 all results ok; 2 usage error (nothing ran); 3 some results are failures (stored
 as rows, e.g. out of memory); 4 a fatal device error stopped the sweep; 130 interrupted.
 Results measured before a failure or Ctrl-C are always kept; add --resume to go on."""
+
+#: The exit codes of every command, as ``dlbench --help`` lists them.
+EXIT_CODES = """\
+exit codes (every command):
+  0    done, every result ok
+  1    internal error: a bug in dlbench; one line names it (--debug for the traceback)
+  2    usage error: a bad flag, input file, data directory, store or output; nothing ran
+       or nothing was written
+  3    some results are failures (stored as rows), or 'results check' found a problem
+  4    a fatal device error stopped the sweep (results so far are kept)
+  5    'compare' found a regression
+  130  interrupted (Ctrl-C, SIGTERM, SIGHUP); results so far are kept
+Every failure is one line on stderr; 'dlbench --debug COMMAND ...' (or DLBENCH_DEBUG=1)
+adds the traceback."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -109,6 +126,19 @@ SECONDS_OR_ZERO = real(0)                      # a minimum time, a weight decay:
 FRACTION = real(0, 1, low_open=True, high_open=True)  # alpha, a target interval: (0, 1)
 
 
+_DEVICE = re.compile(r"(auto|cpu|cuda(:\d+)?|mps|xpu(:\d+)?)")
+
+
+def device(text: str) -> str:
+    """An argparse type for ``--device``: auto, cpu, cuda, cuda:N (mps, xpu[:N]). Checked at the
+    door: torch's own parse of a bad name is a RuntimeError deep inside a run (and a collective
+    on a device that does not exist waited for its timeout)."""
+    t = text.strip().lower()
+    if not _DEVICE.fullmatch(t):
+        raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+    return t
+
+
 def check_below(value: int | None, flag: str, limit: int | None, limit_flag: str) -> None:
     """A cross-flag rule at the door: ``value`` must be < ``limit`` (either may be unset)."""
     if value is not None and limit is not None and value >= limit:
@@ -162,6 +192,14 @@ def compile_mode(text: str) -> str | None:
 def add_store_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", default="dlbench.db", metavar="PATH",
                    help="SQLite result store (default: ./dlbench.db; created if missing)")
+
+
+def check_store(db: str) -> None:
+    """Refuse an unusable ``--db`` (a foreign SQLite file, a directory, a newer store) before a
+    command prints or measures anything; an existing store is only read, a missing one is left
+    for the run to create."""
+    if Path(db).exists():
+        Store(db).close()
 
 
 def add_sweep_flags(p: argparse.ArgumentParser) -> None:

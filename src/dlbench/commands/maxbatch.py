@@ -24,6 +24,7 @@ from dlbench.commands.common import (
     add_sweep_flags,
     compile_mode,
     csv_list,
+    device,
     flatten,
     integer,
     real,
@@ -78,7 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "batches; the setup is then labelled no-autotune")
     p.add_argument("--seq-len", "--input-size", dest="input_size", type=POSITIVE,
                    help="sequence length (text models) or image side in px")
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+    p.add_argument("--device", default="auto", type=device,
+                   help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--start", type=POSITIVE, help="first batch probed (default: the model's default "
                    "batch for this device)")
     p.add_argument("--max", dest="limit", type=POSITIVE, help="never probe above this batch")

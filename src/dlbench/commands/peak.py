@@ -17,11 +17,12 @@ from dlbench.commands.common import (
     add_command,
     add_store_flags,
     csv_list,
+    device,
     flatten,
     metavar,
     one_of,
 )
-from dlbench.config import PRECISIONS
+from dlbench.config import PRECISIONS, ConfigError
 from dlbench.measure.mfu import device_key, measured_peaks
 from dlbench.report import export, tables, terminal
 from dlbench.store import Store, StoreError
@@ -48,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verbs", action="append", type=csv_list(),
                    help="matmul, memory, transfer, p2p (default: all)")
     p.add_argument("--quick", action="store_true", help="small shapes and buffers (seconds)")
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+    p.add_argument("--device", default="auto", type=device,
+                   help="auto (default), cpu, cuda, cuda:N")
     add_store_flags(p)
     p.add_argument("--tag", help="label this run")
     p.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
@@ -192,7 +194,10 @@ def cmd_gpus(args: argparse.Namespace) -> int:
                                            "metric", "value", "setup"), rows,
                                           (f"source: {src['document']}", src["setup"])))
         return EXIT_OK
-    g = fit_gpus(args.model, args.mode, args.x_precision, args.db, flatten(args.predict, []))
+    try:
+        g = fit_gpus(args.model, args.mode, args.x_precision, args.db, flatten(args.predict, []))
+    except KeyError as exc:  # a spec id --predict named that the table lacks
+        raise ConfigError(f"--predict: {exc.args[0]}") from None
     fit = g.fit
     if args.json:
         sys.stdout.write(json.dumps({

@@ -53,6 +53,9 @@ def _report(args: argparse.Namespace, out: Path) -> int:
     if not Path(args.db).exists():
         raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
     with Store(args.db) as store:
+        if args.tag and not store.runs(tag=args.tag):  # a typo must not give an empty report
+            raise StoreError(f"--tag {args.tag!r}: no run has this tag in {args.db}; "
+                             "'dlbench results ls' lists runs and tags")
         run_ids = [store.resolve_run(r) for r in args.run] if args.run else None
         if run_ids:
             records = [r for rid in dict.fromkeys(run_ids) for r in store.results(run_id=rid)]

@@ -1,4 +1,4 @@
-"""``dlbench results ls|show|export|merge``: what the store holds."""
+"""``dlbench results ls|show|export|check|merge``: what the store holds."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
+    COUNT,
+    EXIT_FAILED_RESULTS,
     EXIT_OK,
     EXIT_USAGE,
     add_store_flags,
@@ -34,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--run", help="only this run (id prefix or 'latest')")
     q.add_argument("--tag", help="only runs with this tag")
     q.add_argument("--suite", help="only runs of this suite (e.g. classic-cnn, tune, peak)")
-    q.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
+    q.add_argument("--limit", type=COUNT, default=50,
+                   help="at most this many rows (default 50; 0: all)")
     q.add_argument("--json", action="store_true")
     q = rsub.add_parser("show", help="a run's tables, or one result in full",
                         description="Show a run (id prefix or 'latest') as tables, or one result "
@@ -54,6 +57,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--tag", help="only runs with this tag")
     q.add_argument("--format", choices=("json", "csv"), default="json")
     q.add_argument("-o", "--output", help="file to write (default: stdout)")
+    q = rsub.add_parser("check", help="check the store: integrity, unreadable rows, runs left "
+                                      "running",
+                        description="Check --db without writing to it: SQLite's integrity "
+                                    "check, every result row read back (an unreadable one is "
+                                    "named with its reason), and runs still marked 'running' "
+                                    "(killed, or still going) with their start time. Exit 0 "
+                                    "when clean, 3 when a problem was found.")
+    add_store_flags(q)
     q = rsub.add_parser("merge", help="copy the runs and results of other stores into --db",
                         description="Copy every run and result of the given stores that --db "
                                     "lacks (matched by id): the stores of a multi-node job's "
@@ -87,9 +98,48 @@ def _cmd_results(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not Path(args.db).exists():
         raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
+    if args.rcmd == "check":
+        return _results_check(args)
     with Store(args.db) as store:
         return {"ls": _results_ls, "show": _results_show, "export": _results_export}[args.rcmd](
             args, store)
+
+
+def check_store(store: Store) -> list[str]:
+    """The problems of an open store, one line each (none: clean). Reads only.
+
+    Integrity is SQLite's ``PRAGMA integrity_check`` through ``Store.integrity_check`` (where
+    the store has it); every result row is read back through the record classes, and each one
+    that cannot be is named with its reason (the store's own warning, collected); a run still
+    ``running`` was killed (SIGKILL, a lost host) or is still going, and one marked ``stale``
+    was found killed by a later command."""
+    problems: list[str] = []
+    integrity = getattr(store, "integrity_check", None)
+    if integrity is not None:
+        problems += [f"integrity: {line}" for line in integrity()]
+    said: list[str] = []
+    warn, store.warn = store.warn, said.append
+    try:
+        for _ in store.iter_results():
+            pass
+    finally:
+        store.warn = warn
+    problems += [f"unreadable: {line}" for line in said]
+    problems += [f"{r.status}: run {r.run_id} started {r.started_at} is marked '{r.status}' "
+                 f"({r.command})" for r in store.runs() if r.status in ("running", "stale")]
+    return problems
+
+
+def _results_check(args: argparse.Namespace) -> int:
+    with Store(args.db) as store:
+        problems = check_store(store)
+        rows = store.runs()
+        checked = "integrity, " if hasattr(store, "integrity_check") else ""
+    for p in problems:
+        terminal.line(p)
+    terminal.line(f"{args.db}: {len(rows)} run(s); {checked}rows and run states checked: "
+                  + (f"{len(problems)} problem(s)" if problems else "clean"))
+    return EXIT_FAILED_RESULTS if problems else EXIT_OK
 
 
 def _results_ls(args: argparse.Namespace, store: Store) -> int:
@@ -107,7 +157,10 @@ def _results_ls(args: argparse.Namespace, store: Store) -> int:
         terminal.print_table(tables.Table("Results", ("id", "run", "created", "kind", "config",
                                                       "status", "figure"), tuple(rows)))
         return EXIT_OK
-    if args.suite:  # a store written before the suites' renaming holds their old names
+    if args.run:  # one run: a prefix that matches none (or several) is an error, not a blank
+        run_id = store.resolve_run(args.run)
+        runs = [r for r in store.runs(tag=args.tag) if r.run_id == run_id]
+    elif args.suite:  # a store written before the suites' renaming holds their old names
         runs = [r for r in store.runs(tag=args.tag)
                 if canonical(r.suite) == canonical(args.suite)][:args.limit or None]
     else:

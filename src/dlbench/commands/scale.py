@@ -26,6 +26,7 @@ from dlbench.commands.common import (
     batch_size,
     compile_mode,
     csv_list,
+    device,
     flatten,
     integer,
     on_off,
@@ -83,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bucket-mb", type=POSITIVE_REAL, default=25.0, help="DDP bucket size, MiB (25)")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                    help="auto = nccl on GPUs, gloo on the CPU")
-    p.add_argument("--device", default="auto", help="auto (default) or cpu")
+    p.add_argument("--device", default="auto", type=device, help="auto (default) or cpu")
     p.add_argument("--seq-len", "--input-size", dest="input_size", type=POSITIVE)
     p.add_argument("--warmup", type=COUNT, default=10)
     p.add_argument("--warmup-time", type=SECONDS_OR_ZERO, default=1.0)

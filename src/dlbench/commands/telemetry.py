@@ -7,8 +7,9 @@ import csv
 import io
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from dlbench.commands.common import (
     COUNT,
@@ -18,7 +19,7 @@ from dlbench.commands.common import (
     add_store_flags,
     csv_list,
 )
-from dlbench.report import tables, terminal
+from dlbench.report import outfile, tables, terminal
 from dlbench.store import Store, StoreError
 from dlbench.telemetry.monitor import Monitor, format_line
 from dlbench.telemetry.summary import rows as series_rows
@@ -58,6 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_telemetry(args: argparse.Namespace) -> int:
+    if args.csv and args.csv != "-":  # refused before anything is read or written
+        outfile.check_output(args.csv, args.db, "--csv")
     if not Path(args.db).exists():
         raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
     with Store(args.db) as store:
@@ -79,7 +82,7 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
         if args.csv == "-":
             sys.stdout.write(text)
         else:
-            Path(args.csv).write_text(text)
+            outfile.write_text(args.csv, text, args.db, "--csv")
             terminal.stderr.print(f"wrote {len(rows)} sample rows of {rec.id} to {args.csv}")
         return EXIT_OK
     terminal.print_table(tables.energy_table([rec], f"Result {rec.id}: {rec.config.label}"))
@@ -94,6 +97,10 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
 
 def cmd_monitor(args: argparse.Namespace) -> int:
     gpus = args.gpu or None
+    if args.csv:  # refused before sampling starts: a store, an SQLite file, a directory
+        outfile.check_output(args.csv, "dlbench.db", "--csv")
+        if not Path(args.csv).resolve().parent.is_dir():
+            raise outfile.OutputError(f"--csv {args.csv}: its directory does not exist")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mon = Monitor(gpus)

@@ -19,6 +19,7 @@ from dlbench.commands.common import (
     add_store_flags,
     batch_size,
     csv_list,
+    device,
     flatten,
     real,
 )
@@ -84,7 +85,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "under 'in the order tried')")
     p.add_argument("--margin", type=real(0, 1, high_open=True),
                    help="keep a lever only if it gains more than this fraction (default 0.01)")
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:N")
+    p.add_argument("--device", default="auto", type=device,
+                   help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--warmup", type=COUNT, default=10)
     p.add_argument("--warmup-time", type=SECONDS_OR_ZERO, default=1.0)
     p.add_argument("--min-time", type=SECONDS_OR_ZERO, default=2.0)

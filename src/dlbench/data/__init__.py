@@ -18,11 +18,12 @@ Datasets (``--dataset``):
 
 from dlbench.data.base import (
                                ArrayDataset,
+                               DatasetFormatError,
                                DatasetMissingError,
                                FolderDataset,
                                dataset_names,
                                load_dataset,
 )
 
-__all__ = ["ArrayDataset", "DatasetMissingError", "FolderDataset", "dataset_names",
-           "load_dataset"]
+__all__ = ["ArrayDataset", "DatasetFormatError", "DatasetMissingError", "FolderDataset",
+           "dataset_names", "load_dataset"]

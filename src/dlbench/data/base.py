@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 
@@ -14,6 +14,11 @@ from dlbench.config import ConfigError
 
 class DatasetMissingError(ConfigError):
     """The dataset is not on disk where dlbench looked; the message says how to get it."""
+
+
+class DatasetFormatError(ConfigError):
+    """A dataset file that is not in its format (truncated, garbage, another file); the message
+    names the file."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +118,24 @@ def load_dataset(name: str, data_dir: str | Path | None = None,
            "image-folder": "imagefolder"}.get(key, key)
     if key not in _READERS:
         raise ConfigError(f"--dataset must be one of {', '.join(_READERS)}; got {name!r}")
-    return _READERS[key].read(Path(data_dir).expanduser() if data_dir else None, image_size)
+    if not data_dir:
+        return _READERS[key].read(None, image_size)
+    where = Path(data_dir).expanduser()
+    if where.is_file() and key not in FILE_READERS:
+        raise DatasetMissingError(f"--data-dir {data_dir} is a file; name the directory that "
+                                  f"holds the {key} dataset (see 'dlbench train --help')")
+    try:
+        return _READERS[key].read(where, image_size)
+    except (DatasetMissingError, DatasetFormatError) as exc:
+        # Every data error names the flag the user can change, whichever reader raised it.
+        if str(exc).startswith("--data-dir"):
+            raise
+        missing = "" if where.exists() else " does not exist"
+        raise type(exc)(f"--data-dir {data_dir}{missing}: {exc}") from None
+
+
+#: Readers that take ``--data-dir`` naming the one file they read (mnist5k's CSV).
+FILE_READERS = frozenset({"mnist5k"})
 
 
 def _load_readers() -> None:

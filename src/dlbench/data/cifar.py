@@ -20,8 +20,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dlbench.config import ConfigError
-from dlbench.data.base import ArrayDataset, DatasetMissingError, Reader, channel_stats, register
+from dlbench.data.base import (
+    ArrayDataset,
+    DatasetFormatError,
+    DatasetMissingError,
+    Reader,
+    channel_stats,
+    register,
+)
 
 FOLDER = "cifar-10-batches-py"
 TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
@@ -35,7 +41,7 @@ or download cifar-10-python.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.h
 in DIR; then pass --data-dir DIR (or DIR/{folder})."""
 
 
-class CifarFormatError(ConfigError):
+class CifarFormatError(DatasetFormatError):
     """A CIFAR batch file that is not what the format holds (or asks to run code)."""
 
 

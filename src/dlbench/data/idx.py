@@ -17,6 +17,7 @@ import torch
 
 from dlbench.data.base import (
     ArrayDataset,
+    DatasetFormatError,
     DatasetMissingError,
     Reader,
     channel_stats,
@@ -33,21 +34,28 @@ FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3
 _DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
-class IdxFormatError(ValueError):
-    pass
+class IdxFormatError(DatasetFormatError):
+    """A file that is not an idx file, or a truncated one; the message names it."""
 
 
 def read_idx(path: str | Path) -> np.ndarray:
     """The array stored in one idx file (``.gz`` is decompressed on the fly)."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError) as exc:  # a .gz that is not gzip, or is cut short
+        raise IdxFormatError(f"{path} cannot be read ({type(exc).__name__}: {exc})") from None
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _DTYPES:
         raise IdxFormatError(f"{path} is not an idx file (bad magic number)")
     ndim = data[3]
+    if len(data) < 4 + 4 * ndim:
+        raise IdxFormatError(f"{path}: truncated idx header ({len(data)} bytes)")
     dims = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
     dtype = np.dtype(_DTYPES[data[2]])
+    if (len(data) - 4 - 4 * ndim) % dtype.itemsize:
+        raise IdxFormatError(f"{path}: truncated idx file (a partial value at the end)")
     body = np.frombuffer(data, dtype=dtype, offset=4 + 4 * ndim)
     if body.size != int(np.prod(dims)):
         raise IdxFormatError(f"{path}: header says {dims} but holds {body.size} values")

