@@ -582,3 +582,17 @@ def test_truncated_and_foreign_idx_files_are_named(tmp_path):
     gz.write_bytes(b"not gzip")
     with pytest.raises(IdxFormatError, match="cannot be read"):
         read_idx(gz)
+
+
+def test_sigterm_in_any_command_is_one_line_and_exit_130(tmp_path):
+    code = ("import os, signal, sys, time\n"
+            "import dlbench.commands.info as info\n"
+            "info.cmd_env = lambda args: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(30))\n"
+            "from dlbench.cli import main\n"
+            "sys.exit(main(['env']))\n")
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=env, cwd=tmp_path)
+    assert p.returncode == 130, (p.returncode, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: interrupted"), p.stderr

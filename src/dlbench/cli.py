@@ -20,6 +20,7 @@ from dlbench.commands.common import (
     Parser,
 )
 from dlbench.config import ConfigError
+from dlbench.launch import signals
 from dlbench.measure.stopping import StopRuleError
 from dlbench.models.errors import UnknownModelError
 from dlbench.report.outfile import OutputError
@@ -94,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.command_line = "dlbench " + shlex.join(sys.argv[1:] if argv is None else list(argv))
     try:
-        return args.handler(args)
+        with signals.installed():  # SIGTERM and SIGHUP end every command as Ctrl-C does
+            return args.handler(args)
     except USER_ERRORS as exc:
         _debug_traceback(args)
         error(one_line(exc))
