@@ -259,6 +259,35 @@ class Store:
                     self._db.execute(f"ALTER TABLE runs ADD COLUMN {col} {kind}")
         self._write(alter)
 
+    def integrity_check(self) -> list[str]:
+        """SQLite's ``PRAGMA integrity_check``: one line per problem found, none when the store
+        is sound. Reads only."""
+        try:
+            rows = [r[0] for r in self._db.execute("PRAGMA integrity_check")]
+        except sqlite3.DatabaseError as exc:
+            return [str(exc)]
+        return [] if rows == ["ok"] else rows
+
+    def check(self) -> list[str]:
+        """The problems of an open store, one line each (none: clean). Reads only.
+
+        Integrity is SQLite's ``PRAGMA integrity_check``; every result row is read back through
+        the record classes, and each one that cannot be is named with its reason (the store's own
+        warning, collected); a run still ``running`` was killed (SIGKILL, a lost host) or is
+        still going, and one marked ``stale`` was found killed by a later command."""
+        problems = [f"integrity: {line}" for line in self.integrity_check()]
+        said: list[str] = []
+        warn, self.warn = self.warn, said.append
+        try:
+            for _ in self.iter_results():
+                pass
+        finally:
+            self.warn = warn
+        problems += [f"unreadable: {line}" for line in said]
+        problems += [f"{r.status}: run {r.run_id} started {r.started_at} is marked '{r.status}' "
+                     f"({r.command})" for r in self.runs() if r.status in ("running", "stale")]
+        return problems
+
     def mark_stale(self) -> list[str]:
         """Mark ``stale`` every run still "running" whose process, on this host, is gone (killed
         with SIGKILL, or the machine went down); returns their ids. Runs of other hosts, and runs

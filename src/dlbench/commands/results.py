@@ -105,34 +105,9 @@ def _cmd_results(args: argparse.Namespace) -> int:
             args, store)
 
 
-def check_store(store: Store) -> list[str]:
-    """The problems of an open store, one line each (none: clean). Reads only.
-
-    Integrity is SQLite's ``PRAGMA integrity_check`` through ``Store.integrity_check`` (where
-    the store has it); every result row is read back through the record classes, and each one
-    that cannot be is named with its reason (the store's own warning, collected); a run still
-    ``running`` was killed (SIGKILL, a lost host) or is still going, and one marked ``stale``
-    was found killed by a later command."""
-    problems: list[str] = []
-    integrity = getattr(store, "integrity_check", None)
-    if integrity is not None:
-        problems += [f"integrity: {line}" for line in integrity()]
-    said: list[str] = []
-    warn, store.warn = store.warn, said.append
-    try:
-        for _ in store.iter_results():
-            pass
-    finally:
-        store.warn = warn
-    problems += [f"unreadable: {line}" for line in said]
-    problems += [f"{r.status}: run {r.run_id} started {r.started_at} is marked '{r.status}' "
-                 f"({r.command})" for r in store.runs() if r.status in ("running", "stale")]
-    return problems
-
-
 def _results_check(args: argparse.Namespace) -> int:
     with Store(args.db) as store:
-        problems = check_store(store)
+        problems = store.check()
         rows = store.runs()
         checked = "integrity, " if hasattr(store, "integrity_check") else ""
     for p in problems:
