@@ -321,3 +321,15 @@ def test_cleanup_counts_a_peer_the_kernel_removed_first(monkeypatch):
 
     removed, errors = topo_mod.cleanup_leftovers(runner)
     assert sorted(removed) == sorted([ns, peer]) and errors == []
+
+
+def test_cleanup_finds_a_killed_runs_temporary_folder_and_spares_a_live_one(tmp_path):
+    # A run killed outright (SIGKILL) never removes its ranks' result folder; the pid in its
+    # name tells --cleanup whether the run is still going.
+    dead = tmp_path / f"{topo_mod.TMP_PREFIX}999999999-abc"
+    live = tmp_path / f"{topo_mod.TMP_PREFIX}{os.getpid()}-def"
+    other = tmp_path / "dlbench-something-else"
+    for d in (dead, live, other):
+        d.mkdir()
+    assert topo_mod.stale_tmp_dirs(str(tmp_path)) == [dead]
+    assert sorted(topo_mod.stale_tmp_dirs(str(tmp_path), include_live=True)) == sorted([dead, live])

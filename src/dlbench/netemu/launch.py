@@ -34,7 +34,7 @@ import dlbench
 from dlbench.launch import signals
 from dlbench.launch.torchrun import JobOutcome
 from dlbench.netemu.shaping import LinkSpec
-from dlbench.netemu.topology import NetEmuError, Topology
+from dlbench.netemu.topology import TMP_PREFIX, NetEmuError, Topology
 from dlbench.records.base import ErrorType
 from dlbench.records.net import NetConfig, NetRecord
 
@@ -129,7 +129,9 @@ class NetLauncher:
             raise ValueError(f"the topology has {len(hosts)} hosts; every window needs as many")
         probes: dict[str, dict] = {}
         records: list[NetRecord] = []
-        with tempfile.TemporaryDirectory(prefix="dlbench-net-") as tmp:
+        # The pid in the name lets `dlbench net --cleanup` tell a killed run's folder from a
+        # live one.
+        with tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}{os.getpid()}-") as tmp:
             out_dir = Path(tmp)
             job = {"windows": [w.to_dict() for w in windows], "out_dir": str(out_dir),
                    "pg_timeout_s": self.pg_timeout_s, "compute_steps": self.compute_steps,

@@ -32,8 +32,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 from dlbench.netemu.shaping import LinkSpec, shape_commands, unshape_command
@@ -44,6 +46,8 @@ _NET_PREFIX = "10.231.0."
 #: Names: namespaces ``dlbench-<token>-<owner pid>-h<i>``; root-side links ``dlb<token>...``
 #: (interface names are at most 15 characters, so the pid goes in the link's alias instead).
 NS_PREFIX = "dlbench-"
+# The ranks' result folder of a run, in the temporary directory: dlbench-net-PID-XXXX.
+TMP_PREFIX = "dlbench-net-"
 LINK_PREFIX = "dlb"
 ALIAS_PREFIX = "dlbench-net"
 NS_RE = re.compile(r"^dlbench-([0-9a-f]{5})-(\d+)-h(\d+)$")
@@ -336,11 +340,26 @@ def leftovers(runner: Runner = run_cmd, include_live: bool = False) -> list[str]
     return found
 
 
+def stale_tmp_dirs(root: str | None = None, include_live: bool = False) -> list[Path]:
+    """The ranks' result folders (``dlbench-net-PID-*`` in the temporary directory) whose run's
+    process no longer exists: a run killed outright never reached its own clean-up."""
+    found = []
+    for path in Path(root or tempfile.gettempdir()).glob(f"{TMP_PREFIX}*"):
+        m = re.match(rf"{re.escape(TMP_PREFIX)}(\d+)-", path.name)
+        if path.is_dir() and m and (include_live or not _alive(int(m.group(1)))):
+            found.append(path)
+    return found
+
+
 def cleanup_leftovers(runner: Runner = run_cmd, include_live: bool = False
                       ) -> tuple[list[str], list[str]]:
-    """Remove what :func:`leftovers` finds; returns (removed, errors)."""
+    """Remove what :func:`leftovers` finds, and a killed run's temporary folders; returns
+    (removed, errors)."""
     require_privileges()
     removed, errors = [], []
+    for path in stale_tmp_dirs(include_live=include_live):
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(str(path))
     names = leftovers(runner, include_live)
     for name in [n for n in names if n.startswith(NS_PREFIX)]:
         try:
