@@ -1,4 +1,4 @@
-"""Signals end dlbench the way Ctrl-C does, and leave nothing behind (issue 27, signals).
+"""Signals end dlbench the way Ctrl-C does, and leave nothing behind.
 
 Real subprocesses on the CPU: a throughput sweep with ``--isolate`` workers, a 2-rank gloo
 ``scale`` job through torchrun, and a ``maxbatch --isolate`` search. Each is stopped with
