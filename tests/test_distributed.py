@@ -170,7 +170,7 @@ def test_ranks_agree_on_the_warm_up_when_one_host_is_slower(strategy):
 # A rank of a 2-process gloo group started by hand (not through torchrun), so that the test can
 # give measure_rank slow steps.
 _SLOW_RANK = """
-import json, sys
+import json, os, sys
 import torch, torch.distributed as dist
 torch.set_num_threads(1)
 from dlbench.records.scaling import ScalingConfig
@@ -179,8 +179,11 @@ dist.init_process_group("gloo")
 res = measure_rank(ScalingConfig.from_dict(json.loads(sys.argv[1])), 0, dist.group.WORLD,
                    step_lag_s=float(sys.argv[2]))
 print(json.dumps({k: res[k] for k in ("rank", "step_times_s", "warmup_times_s",
-                                      "window_wall_s", "stop_reason")}))
-dist.destroy_process_group()
+                                      "window_wall_s", "stop_reason")}), flush=True)
+# Both ranks done, then out without tearing gloo down: its teardown at interpreter exit now and
+# then aborts ("terminate called without an active exception"), which is not what is tested.
+dist.barrier()
+os._exit(0)
 """
 
 
