@@ -97,9 +97,9 @@ def summarise(profile: dict[str, Any], step_s: float | None = None,
     total = sum(k[2] for k in kernels) / n
     by_cat: dict[str, list[float]] = {}
     for name, _calls, secs in kernels:
-        slot = by_cat.setdefault(category(name), [0.0, 0])
-        slot[0] += secs / n
-        slot[1] += 1
+        acc = by_cat.setdefault(category(name), [0.0, 0])
+        acc[0] += secs / n
+        acc[1] += 1
     cats = sorted(((c, t, int(k)) for c, (t, k) in by_cat.items()), key=lambda x: -x[1])
     return {
         "steps": n, "activity": profile.get("activity"), "per_step_s": total,

@@ -92,7 +92,7 @@ class _Op:
             count // world if op == "reduce_scatter" else count)
         if inplace:
             # nccl-tests' in-place: the input lives inside the output buffer (all_gather: this
-            # rank's slot of it; reduce_scatter: the output is this rank's slot of the input).
+            # rank's part of it; reduce_scatter: the output is this rank's part of the input).
             big = out_n if op != "reduce_scatter" else count
             self.buf = torch.empty(big, device=device, dtype=dtype)
             if op == "all_gather":
