@@ -34,21 +34,9 @@ set -uo pipefail
 usage="usage: $0 OUTDIR [scaling|strategies|interconnect|comm|whatif ...]"
 out=${1:?$usage}; shift
 parts=${*:-scaling strategies interconnect comm whatif}
-for part in $parts; do  # every part known before anything runs
-  case $part in scaling|strategies|interconnect|comm|whatif) ;; *) echo "$usage" >&2; exit 2 ;; esac
-done
-repo=$(cd "$(dirname "$0")/.." && pwd)
-export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-# NVLink multicast (NVLS, symmetric-memory multicast) off: some hosts' GPUs or drivers do not
-# support it, and a collective that tries it there fails or hangs. dlbench sets these on every
-# rank it starts; they are exported here too for anything else this script runs. Set any of
-# them before calling the script to override.
-export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-export TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}
-export NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS:-1}
-mkdir -p "$out"
-db=$out/dlbench.db
-dl() { python3 -m dlbench "$@"; }
+source "$(dirname "$0")/lib.sh"
+begin scaling strategies interconnect comm whatif
+nvlink_multicast_off
 n=$(python3 -c "import torch; print(torch.cuda.device_count())")
 [ "$n" -ge 2 ] || { echo "needs 2 or more GPUs; this host shows $n" >&2; exit 2; }
 # 1, 2, 4, ... below N, then N
@@ -98,11 +86,5 @@ whatif() {
 }
 
 nvidia-smi topo -m 2>/dev/null | tee "$out/topology.txt"
-for part in $parts; do
-  $part 2>&1 | tee -a "$out/$part.log"
-done
-dl results export --db "$db" --format csv -o "$out/all.csv"
-dl results export --db "$db" --format json -o "$out/all.json"
-dl report --db "$db" --markdown -o "$out/tables.md"
-dl report --db "$db" -o "$out/report.html" || echo "no HTML report: pip install -e '.[report]'"
-echo "results: $db; tables: $out/tables.md"
+run_parts
+export_results

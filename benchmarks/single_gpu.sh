@@ -31,14 +31,8 @@ set -uo pipefail
 usage="usage: $0 OUTDIR [suites|ceilings|energy|memory|fidelity ...]"
 out=${1:?$usage}; shift
 parts=${*:-suites ceilings energy memory fidelity}
-for part in $parts; do  # every part known before anything runs
-  case $part in suites|ceilings|energy|memory|fidelity) ;; *) echo "$usage" >&2; exit 2 ;; esac
-done
-repo=$(cd "$(dirname "$0")/.." && pwd)
-export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-mkdir -p "$out"
-db=$out/dlbench.db
-dl() { python3 -m dlbench "$@"; }
+source "$(dirname "$0")/lib.sh"
+begin suites ceilings energy memory fidelity
 # The newest run of a tag that holds results: newest_run TAG
 newest_run() {
   dl results ls --db "$db" --tag "$1" --json | python3 -c \
@@ -104,11 +98,5 @@ fidelity() {
   python3 "$repo/benchmarks/fidelity.py" --out "$out/fidelity.json"
 }
 
-for part in $parts; do
-  $part 2>&1 | tee -a "$out/$part.log"
-done
-dl results export --db "$db" --format csv -o "$out/all.csv"
-dl results export --db "$db" --format json -o "$out/all.json"
-dl report --db "$db" --markdown -o "$out/tables.md"
-dl report --db "$db" -o "$out/report.html" || echo "no HTML report: pip install -e '.[report]'"
-echo "results: $db; tables: $out/tables.md"
+run_parts
+export_results

@@ -29,15 +29,9 @@
 set -uo pipefail
 usage="usage: $0 OUTDIR [DATADIR] [GPUS]"
 out=${1:?$usage}; data=${2:-}; gpus=${3:-1}
-repo=$(cd "$(dirname "$0")/.." && pwd)
-export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-# NVLink multicast off for the multi-GPU runs (see benchmarks/multi_gpu.sh); override by setting.
-export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-export TORCH_SYMM_MEM_DISABLE_MULTICAST=${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}
-export NVSHMEM_DISABLE_NVLS=${NVSHMEM_DISABLE_NVLS:-1}
-mkdir -p "$out"
-db=$out/dlbench.db
-dl() { python3 -m dlbench "$@"; }
+source "$(dirname "$0")/lib.sh"
+begin
+nvlink_multicast_off
 python3 -c "import mlperf_logging" 2>/dev/null ||
   { echo "mlperf-logging is not installed: pip install -e '.[train]'" >&2; exit 2; }
 common=(--dataset "${DATASET:-fashion-mnist}" ${data:+--data-dir "$data"} -m "${MODEL:-cnn10}"
@@ -49,8 +43,4 @@ common=(--dataset "${DATASET:-fashion-mnist}" ${data:+--data-dir "$data"} -m "${
   echo "== 2. the epoch table: batches 128, 256, 1024, 2048 per GPU, GPUs $gpus"
   dl train "${common[@]}" -b 128,256,1024,2048 --seeds 1 --max-epochs 20 --tag train-batches
 } 2>&1 | tee -a "$out/train.log"
-dl results export --db "$db" --format csv -o "$out/all.csv"
-dl results export --db "$db" --format json -o "$out/all.json"
-dl report --db "$db" --markdown -o "$out/tables.md"
-dl report --db "$db" -o "$out/report.html" || echo "no HTML report: pip install -e '.[report]'"
-echo "results: $db; tables: $out/tables.md"
+export_results

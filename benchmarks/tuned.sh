@@ -33,17 +33,8 @@ set -uo pipefail
 usage="usage: $0 OUTDIR [search|suite|ms|levers|targets|profile|fidelity ...]"
 out=${1:?$usage}; shift
 parts=${*:-search suite ms levers targets profile fidelity}
-for part in $parts; do  # every part known before anything runs
-  case $part in
-    search|suite|ms|levers|targets|profile|fidelity) ;;
-    *) echo "$usage" >&2; exit 2 ;;
-  esac
-done
-repo=$(cd "$(dirname "$0")/.." && pwd)
-export PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-mkdir -p "$out"
-db=$out/dlbench.db
-dl() { python3 -m dlbench "$@"; }
+source "$(dirname "$0")/lib.sh"
+begin search suite ms levers targets profile fidelity
 export TORCHINDUCTOR_CACHE_DIR=${INDUCTOR_CACHE:-$out/inductor-cache}
 mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
 [ -n "${INDUCTOR_RECORDS:-}" ] && tar xzf "$INDUCTOR_RECORDS" -C "$TORCHINDUCTOR_CACHE_DIR"
@@ -112,11 +103,5 @@ fidelity() {
       --out "$out/fidelity-tuned.json"
 }
 
-for part in $parts; do
-  $part 2>&1 | tee -a "$out/$part.log"
-done
-dl results export --db "$db" --format csv -o "$out/all.csv"
-dl results export --db "$db" --format json -o "$out/all.json"
-dl report --db "$db" --markdown -o "$out/tables.md"
-dl report --db "$db" -o "$out/report.html" || echo "no HTML report: pip install -e '.[report]'"
-echo "results: $db; tables: $out/tables.md"
+run_parts
+export_results

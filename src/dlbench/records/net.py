@@ -12,13 +12,13 @@ input), and a probe of the link itself (round-trip time, TCP goodput). Registere
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dlbench.config import ConfigError, choice
 from dlbench.measure.stats import Summary, aggregate, mean
-from dlbench.records.base import Record, config_key
-from dlbench.records.throughput import ThroughputConfig
+from dlbench.records.base import Record
+from dlbench.records.throughput import OnThroughputConfig, ThroughputConfig
 
 NET_STRATEGIES = ("ddp", "ps")
 #: Hosts one run may emulate: each is a process with its own model on this machine's cores.
@@ -26,7 +26,7 @@ MAX_HOSTS = 16
 
 
 @dataclass(frozen=True)
-class NetConfig:
+class NetConfig(OnThroughputConfig):
     """One training measurement over emulated hosts.
 
     Attributes:
@@ -72,29 +72,8 @@ class NetConfig:
             raise ConfigError("dlbench net runs on the CPU: --precision fp32 or bf16")
 
     @property
-    def model(self) -> str:
-        return self.base.model
-
-    def key(self) -> str:
-        d = self.to_dict()
-        d["base"] = self.base.key()
-        return config_key(d)
-
-    @property
     def label(self) -> str:
         return f"{self.base.label} x{self.hosts} hosts {self.strategy} over {self.link}"
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["base"] = self.base.to_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "NetConfig":
-        d = dict(d)
-        d["base"] = ThroughputConfig.from_dict(d["base"])
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,17 +7,17 @@ slowest rank's window time* (never a mean of per-rank rates; :func:`dlbench.meas
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dlbench.config import BACKENDS, INTERCONNECT_PROFILES, STRATEGIES, ConfigError, choice
 from dlbench.measure.stats import Summary, aggregate
-from dlbench.records.base import Record, StepRateMixin, config_key
-from dlbench.records.throughput import ThroughputConfig
+from dlbench.records.base import Record, StepRateMixin
+from dlbench.records.throughput import OnThroughputConfig, ThroughputConfig
 
 
 @dataclass(frozen=True)
-class ScalingConfig:
+class ScalingConfig(OnThroughputConfig):
     """One data-parallel training measurement at one GPU count (weak scaling).
 
     Attributes:
@@ -57,18 +57,9 @@ class ScalingConfig:
             raise ConfigError("dlbench scale measures training (--mode train, --method standard)")
 
     @property
-    def model(self) -> str:
-        return self.base.model
-
-    @property
     def processes(self) -> int:
         """Processes in the job: one per GPU, except dp (one process driving every GPU)."""
         return 1 if self.strategy == "dp" else self.gpus
-
-    def key(self) -> str:
-        d = self.to_dict()
-        d["base"] = self.base.key()
-        return config_key(d)
 
     @property
     def label(self) -> str:
@@ -81,22 +72,10 @@ class ScalingConfig:
             parts.append(f"{self.nnodes} nodes")
         return " ".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["base"] = self.base.to_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ScalingConfig":
-        d = dict(d)
-        d["base"] = ThroughputConfig.from_dict(d["base"])
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
 
 def scaling_factor(throughput: float, baseline: float) -> float:
-    """The factor tf_cnn_benchmarks prints in parentheses: throughput at N GPUs over throughput at 1
-    GPU."""
+    """The factor tf_cnn_benchmarks prints in parentheses: throughput at N GPUs over
+    throughput at 1 GPU."""
     if baseline <= 0:
         raise ValueError("baseline throughput must be > 0")
     return throughput / baseline

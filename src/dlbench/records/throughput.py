@@ -27,7 +27,7 @@ from dlbench.config import (
 )
 from dlbench.measure.stats import Summary, summarize
 from dlbench.measure.stopping import StopRule
-from dlbench.records.base import Record, StepRateMixin
+from dlbench.records.base import Record, StepRateMixin, config_key
 
 # Old public names of methods, still accepted (and read from old stores) under their new name.
 _OLD_METHODS = {"seed002": "fwd-bwd"}
@@ -248,6 +248,32 @@ class ThroughputConfig:
         if not self.autotune:
             parts.append("no-autotune")
         return parts
+
+
+class OnThroughputConfig:
+    """For a config around a per-device :class:`ThroughputConfig` held as ``base`` (scaling,
+    net): its model, identity, and serialisation with the base nested."""
+
+    @property
+    def model(self) -> str:
+        return self.base.model
+
+    def key(self) -> str:
+        d = self.to_dict()
+        d["base"] = self.base.key()
+        return config_key(d)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["base"] = self.base.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]):
+        d = dict(d)
+        d["base"] = ThroughputConfig.from_dict(d["base"])
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 def expand(
