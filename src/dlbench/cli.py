@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Sequence
 from types import TracebackType
 
-from dlbench import commands
+from dlbench import __version__, commands
 from dlbench.commands.common import (
     EXIT_CODES,
     EXIT_INTERNAL,
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="start with 'dlbench run' (the default suite for this machine), then\n"
                "'dlbench results ls'.\nEvery subcommand has --help.\n\n" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"dlbench {__version__}")
     ap.add_argument("--debug", action="store_true",
                     help=f"on an error, print the traceback too (also {DEBUG_ENV}=1)")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
