@@ -15,6 +15,8 @@ OPTIMIZERS = ("sgd", "adamw")
 # "fwd-bwd":  the method of the classic ms-per-batch scripts: forward + out.sum().backward(), no
 #             loss, no optimizer (train), forward under no_grad (eval); reported in ms per batch.
 METHODS = ("standard", "fwd-bwd")
+# Who builds and runs the step: PyTorch (dlbench.workloads) or JAX (dlbench.frameworks.jax).
+FRAMEWORKS = ("torch", "jax")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEVICES = ("auto", "cpu", "cuda")
 # "default": PyTorch's choice (foreach kernels on CUDA); "foreach"; "fused": one kernel per step.

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, ClassVar, Iterable, Sequence
 
 from dlbench.config import (
+    FRAMEWORKS,
     ATTENTION_BACKENDS,
     COMPILE_MODES,
     DEVICES,
@@ -87,6 +88,8 @@ class ThroughputConfig:
         profile_steps: after the measured window, run this many more steps under
             torch.profiler and keep where their time went, kernel by kernel (``--profile``).
             Outside the window, so it changes no figure and is not part of the identity.
+        framework: ``torch`` or ``jax`` (``--framework``): who builds and runs the step
+            (:mod:`dlbench.frameworks`); the window, timer semantics and record are the same.
     """
 
     model: str
@@ -113,6 +116,7 @@ class ThroughputConfig:
     autotune: bool = True
     compile_loss: bool = False
     profile_steps: int = 0
+    framework: str = "torch"
 
     def __post_init__(self) -> None:
         if self.method in _OLD_METHODS:
@@ -150,6 +154,27 @@ class ThroughputConfig:
                               "only that step computes a loss")
         if self.cuda_graph:
             self._check_graph()
+        choice("--framework", self.framework, FRAMEWORKS)
+        if self.framework != "torch":
+            self._check_framework()
+
+    def _check_framework(self) -> None:
+        # PyTorch's levers have no JAX meaning: XLA always compiles the whole step, and its
+        # layout, fusion and kernel choices are its own.
+        levers = {"--compile": self.compile, "--compile-loss": self.compile_loss,
+                  "--cuda-graph": self.cuda_graph, "--channels-last": self.channels_last,
+                  "--checkpointing": self.checkpointing, "--attention": self.attention,
+                  "--pad-vocab": self.pad_vocab, "--profile": self.profile_steps,
+                  "--optimizer-impl": self.optimizer_impl != "default",
+                  "--no-autotune": not self.autotune}
+        used = [flag for flag, value in levers.items() if value]
+        if used:
+            raise ConfigError(f"{', '.join(used)} with --framework {self.framework}: a PyTorch "
+                              "lever; JAX's step is always jit-compiled by XLA, which picks "
+                              "layout and kernels itself; drop the flag or use --framework torch")
+        if self.precision not in ("fp32", "tf32", "bf16"):
+            raise ConfigError(f"--precision {self.precision} with --framework jax: JAX has no "
+                              "loss scaling here; use bf16 (no scaling needed), tf32 or fp32")
 
     def _check_graph(self) -> None:
         # GradScaler hands a fused optimizer its overflow flag as a tensor, and the fused
@@ -176,7 +201,7 @@ class ThroughputConfig:
     _LATER_FIELDS = (("checkpointing", False), ("cuda_graph", False),
                      ("optimizer_impl", "default"), ("attention", None), ("pad_vocab", False),
                      ("tuned_from", None), ("autotune", True),
-                     ("compile_loss", False))
+                     ("compile_loss", False), ("framework", "torch"))
 
     def key(self) -> str:
         ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
@@ -247,6 +272,8 @@ class ThroughputConfig:
             parts.append("tuned")
         if not self.autotune:
             parts.append("no-autotune")
+        if self.framework != "torch":
+            parts.append(self.framework)
         return parts
 
 

@@ -224,6 +224,11 @@ def _eager_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
 def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.perf_counter,
             flops: Callable[[ModelSpec, str, int | None], int | None] | None = None) -> ThroughputRecord:
     """Run one config and return its record. Raises on failure; the launchers turn that into a row."""
+    if cfg.framework == "jax":  # the same window and record, JAX's model and step
+        from dlbench.frameworks.jax import require
+        require()  # one line naming the extra when JAX is missing
+        from dlbench.frameworks.jax.measure import measure as measure_jax  # heavy: jax
+        return measure_jax(cfg, env, clock, flops)
     device = resolve_device(cfg.device)
     spec = get_model(cfg.model)
     check_supported(cfg, spec, device)
