@@ -114,11 +114,14 @@ class PeakRecord(Record):
         return self.median()
 
 def ceilings(records: list[PeakRecord]) -> dict[str, dict[str, Any]]:
-    """Per matmul precision and memory verb: the ceiling (largest median rate), the point that
-    set it, and the best rate (fastest single iteration of any point).
+    """Per matmul precision and memory verb, as mamf-finder reports a sweep: the ceiling (the
+    largest median rate over the points) and the point that set it, and the best rate (the
+    fastest single iteration of any point) and the point that set that.
 
-    Returns ``{"fp32": {"median": ..., "best": ..., "label": ..., "unit": ...}, "copy": {...}}``;
-    transfers are keyed ``h2d pinned``, ``d2h pageable``, ``p2p``.
+    Returns ``{"bf16": {"median": ..., "label": ..., "best": ..., "best_label": ...,
+    "points": ..., "iterations": ..., "unit": ...}, "copy": {...}}``; ``points`` counts the
+    shapes (or buffers) swept, ``iterations`` those of the median's point. Transfers are keyed
+    ``h2d pinned``, ``d2h pageable``, ``p2p``.
     """
     out: dict[str, dict[str, Any]] = {}
     for r in records:
@@ -128,9 +131,12 @@ def ceilings(records: list[PeakRecord]) -> dict[str, dict[str, Any]]:
         key = (c.precision if c.verb == "matmul" else
                f"{c.verb} {'pinned' if c.pinned else 'pageable'}" if c.verb in ("h2d", "d2h") else c.verb)
         med, best = r.median(), r.best()
-        prev_best = out[key]["best"] if key in out else 0.0
-        if key not in out or med > out[key]["median"]:
-            out[key] = {"median": med, "best": best, "label": c.label, "unit": r.unit,
-                        "iterations": len(r.times_s)}
-        out[key]["best"] = max(prev_best, best)  # the fastest iteration of any point
+        prev = out.get(key)
+        entry = dict(prev) if prev else {"best": 0.0, "best_label": None, "points": 0}
+        if prev is None or med > prev["median"]:
+            entry.update(median=med, label=c.label, unit=r.unit, iterations=len(r.times_s))
+        if best > entry["best"]:
+            entry.update(best=best, best_label=c.label)
+        entry["points"] += 1
+        out[key] = entry
     return out

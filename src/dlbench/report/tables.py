@@ -421,15 +421,20 @@ def mfu_table(records: Sequence[ThroughputRecord], peaks: dict | None = None,
 def peak_table(records: Sequence, title: str = "Device ceilings") -> Table:
     """``dlbench peak``: one row per precision or verb, the ceiling and the point that set it,
     then every point (failures with their reason)."""
-    rows = [(key, f"{fmt_num(c['median'])} {c['unit']}", f"{fmt_num(c['best'])} {c['unit']}",
-             c["label"], str(c["iterations"])) for key, c in ceilings(list(records)).items()]
+    rows = [(key, f"{fmt_num(c['median'])} {c['unit']}", c["label"],
+             f"{fmt_num(c['best'])} {c['unit']}", c.get("best_label") or c["label"],
+             str(c.get("points", 1)), str(c["iterations"]))
+            for key, c in ceilings(list(records)).items()]
     for r in records:
         if not r.ok:
-            rows.append((r.config.label, "-", "-", f"{r.error_type}: "
-                         f"{(r.error or '').splitlines()[0][:80]}", "-"))
-    return Table(title, ("ceiling", "median", "best", "set by", "iters"), tuple(rows),
-                 ("median / best = rate of the median / fastest iteration of the best point; "
-                  "copy counts read + write bytes; transfers count the buffer once",))
+            rows.append((r.config.label, "-", f"{r.error_type}: "
+                         f"{(r.error or '').splitlines()[0][:80]}", "-", "-", "-", "-"))
+    return Table(title, ("ceiling", "median", "set by", "best", "best at", "points", "iters"),
+                 tuple(rows),
+                 ("median = the largest per-point median rate (the ceiling, as mamf-finder's "
+                  "'median'); best = the fastest single iteration of any point; points = shapes "
+                  "or buffers swept; copy counts read + write bytes; transfers count the buffer "
+                  "once",))
 
 
 # -- scaling and collectives (tf_cnn_benchmarks' multi-GPU and NVLink layouts; nccl-tests') -----

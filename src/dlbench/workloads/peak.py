@@ -1,9 +1,11 @@
 """Device ceilings: matmul TFLOP/s, memory bandwidth, host<->device and GPU<->GPU transfers.
 
-Learned from ml-engineering's mamf-finder: the operands are random (never zeros: some GPUs draw
-less power and clock higher on zeros), the L2 cache is flushed between iterations by writing a
-buffer larger than it, so every iteration reads its operands from device memory, and a sweep of
-shapes is measured because the best shape is not known in advance. On a GPU each iteration is
+Learned from ml-engineering's mamf-finder (Maximum Achievable Matmul FLOPS): the operands are
+random (never zeros: some GPUs draw less power and clock higher on zeros), the L2 cache is
+flushed between iterations by writing a buffer larger than it, so every iteration reads its
+operands from device memory, and a grid of shapes is swept because the best shape is not known
+in advance (tile and wave quantization); each shape reports its median and its fastest
+iteration, and the ceiling is the best median over the grid, the best iteration beside it. On a GPU each iteration is
 timed by a pair of CUDA events around the operation alone (the flush is outside the pair) and
 the events are read once, after the last iteration; on the CPU ``perf_counter`` brackets each
 iteration. Nothing is printed and nothing is written: each function returns a ``PeakRecord``.
@@ -28,9 +30,31 @@ DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
           "bf16": torch.bfloat16}
 
 
+#: The grid of a GPU's tensor-core precisions, as mamf-finder sweeps one (M, N and K ranges
+#: around large sizes, every shape timed): the best shape depends on how the output tiles fill
+#: the SMs in whole waves, which is not known in advance, so a sweep finds it.
+GRID_MN = (4096, 6144, 8192, 12288, 16384)
+GRID_K = (2048, 4096, 8192)
+#: The best bf16 shape an H100 SXM showed in a published MAMF-style search (792.1 TFLOP/s,
+#: github.com/mag-/gpu_benchmark, after ml-engineering's mamf-finder): swept too.
+PUBLISHED_BEST = ((6144, 17920, 2816),)
+#: Precisions the grid is swept in; fp32 and tf32 keep the five shapes of ``PeakPlan.shapes``
+#: (each of their products takes 10-40 ms: a grid of them would take minutes).
+GRID_PRECISIONS = ("bf16", "fp16", "fp8")
+
+
+def mamf_grid() -> tuple[tuple[int, int, int], ...]:
+    """Every (M, N, K) of the grid, then the published best shape."""
+    return tuple((m, n, k) for m in GRID_MN for n in GRID_MN for k in GRID_K) + PUBLISHED_BEST
+
+
 @dataclass(frozen=True)
 class PeakPlan:
-    """The points of one ``dlbench peak`` run and how long each is measured."""
+    """The points of one ``dlbench peak`` run and how long each is measured.
+
+    ``shapes`` are the matmul shapes of every precision; ``grid`` replaces them for the
+    precisions in ``grid_precisions`` (the tensor-core ones, whose ceiling is the headline).
+    """
 
     shapes: tuple[tuple[int, int, int], ...]
     memory_bytes: int
@@ -39,18 +63,30 @@ class PeakPlan:
     min_iters: int = 5
     max_iters: int = 50
     target_s: float = 0.3           # measured time per point, roughly
+    grid: tuple[tuple[int, int, int], ...] = ()
+    grid_precisions: tuple[str, ...] = ()
+    grid_target_s: float = 0.1      # measured time per grid point: many points, each short
+
+    def shapes_for(self, precision: str) -> tuple[tuple[int, int, int], ...]:
+        return self.grid if self.grid and precision in self.grid_precisions else self.shapes
+
+    def target_for(self, cfg: PeakConfig) -> float:
+        on_grid = cfg.verb == "matmul" and cfg.precision in self.grid_precisions and self.grid
+        return self.grid_target_s if on_grid else self.target_s
 
 
 def default_plan(device: torch.device, quick: bool = False) -> PeakPlan:
-    """Shapes and sizes: square and rectangular matmuls large enough to fill an H100, buffers
-    far larger than any L2 (1 GiB on a GPU). ``quick`` is for tests and smoke runs."""
+    """Shapes and sizes: on a GPU, a MAMF-style grid of large matmuls for the tensor-core
+    precisions (76 shapes, about 10 s each precision on an H100) and five large shapes for fp32
+    and tf32; buffers far larger than any L2 (1 GiB). ``quick`` is for tests and smoke runs."""
     if device.type == "cuda":
         if quick:
             return PeakPlan(shapes=((2048, 2048, 2048), (4096, 4096, 4096)), memory_bytes=256 * MIB,
                             transfer_bytes=64 * MIB, warmup=2, min_iters=5, max_iters=20, target_s=0.1)
         return PeakPlan(shapes=((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 16384),
                                 (16384, 8192, 8192), (6144, 12288, 8192)),
-                        memory_bytes=1024 * MIB, transfer_bytes=256 * MIB)
+                        memory_bytes=1024 * MIB, transfer_bytes=256 * MIB, min_iters=10,
+                        grid=mamf_grid(), grid_precisions=GRID_PRECISIONS)
     if quick:
         return PeakPlan(shapes=((128, 128, 128), (256, 256, 256)), memory_bytes=16 * MIB,
                         transfer_bytes=0, warmup=1, min_iters=3, max_iters=10, target_s=0.05)
@@ -105,13 +141,15 @@ class _L2Flush:
             self.buf.fill_(1.0)
 
 
-def _iterations(plan: PeakPlan, warm_s: float) -> int:
+def _iterations(plan: PeakPlan, warm_s: float, target_s: float | None = None) -> int:
     est = max(warm_s, 1e-6)
-    return max(plan.min_iters, min(plan.max_iters, int(plan.target_s / est)))
+    target = plan.target_s if target_s is None else target_s
+    return max(plan.min_iters, min(plan.max_iters, int(target / est)))
 
 
 def _time(op: Callable[[], object], device: torch.device, plan: PeakPlan,
-          flush: Callable[[], None] = lambda: None) -> tuple[list[float], list[float]]:
+          flush: Callable[[], None] = lambda: None, target_s: float | None = None
+          ) -> tuple[list[float], list[float]]:
     """(warm-up times, measured times) of ``op`` in seconds, flushing before each iteration."""
     if device.type == "cuda":
         def run(n: int) -> list[float]:
@@ -136,7 +174,7 @@ def _time(op: Callable[[], object], device: torch.device, plan: PeakPlan,
                 out.append(time.perf_counter() - t0)
             return out
     warm = run(plan.warmup)
-    times = run(_iterations(plan, min(warm) if warm else 0.0))
+    times = run(_iterations(plan, min(warm) if warm else 0.0, target_s))
     return warm, times
 
 
@@ -175,7 +213,7 @@ def measure_matmul(cfg: PeakConfig, env: dict, plan: PeakPlan) -> PeakRecord:
             def op() -> object:
                 return torch.mm(a, b, out=out)
         with _tf32(cfg.precision == "tf32"):
-            warm, times = _time(op, device, plan, _L2Flush(device))
+            warm, times = _time(op, device, plan, _L2Flush(device), plan.target_for(cfg))
     except Exception as exc:  # an OOM or a kernel the build lacks becomes a row
         return _failed(cfg, env, exc, "TFLOP/s")
     return PeakRecord(config=cfg, env=env, times_s=tuple(times), warmup_times_s=tuple(warm),
@@ -235,7 +273,7 @@ def plan_points(device: torch.device, precisions: list[str], plan: PeakPlan,
     pts: list[PeakConfig] = []
     if "matmul" in verbs:
         pts += [PeakConfig("matmul", precision=p, shape=s, device=dev)
-                for p in precisions for s in plan.shapes]
+                for p in precisions for s in plan.shapes_for(p)]
     if "memory" in verbs:
         pts += [PeakConfig(v, nbytes=plan.memory_bytes, device=dev) for v in ("copy", "read", "write")]
     if device.type == "cuda" and "transfer" in verbs and plan.transfer_bytes:
