@@ -41,12 +41,58 @@ def test_block_means_drop_leading_remainder():
     assert stats.block_means(list(range(40)))[:2] == [0.5, 2.5]
 
 
-def test_mean_interval_known_value():
-    # Five blocks of one value each: the plain t interval of the mean.
+def test_batch_means_interval_known_value():
+    # Five blocks of one value each: the plain t interval of the mean (the old method).
     xs = [1.0, 2.0, 3.0, 4.0, 5.0]
-    h = stats.mean_interval(xs)
+    h = stats.mean_interval_batch_means(xs)
     assert h == pytest.approx(2.7764451 * stats.stdev(xs) / math.sqrt(5), rel=1e-6)
-    assert stats.mean_interval([1.0]) == math.inf
+    assert stats.mean_interval_batch_means([1.0]) == math.inf
+
+
+def test_integrated_time_known_value():
+    # 1..5 around 3: autocovariances 2, 0.8, -0.2, -0.8 (divisor 5); the first pair 2.8 is
+    # kept, the second (-1.0) ends the sum: tau = (-2 + 2 * 2.8) / 2 = 1.8, last lag 1.
+    assert stats.integrated_time([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx((1.8, 1))
+    assert stats.integrated_time([2.0] * 6) == (1.0, 0)
+
+
+def test_ess_interval_known_value():
+    # tau 1.8, bias fraction (2 * 3 + 1) / 5 capped at 1/2: tau 3.6, ESS 5 / 3.6, df 1.
+    xs = [1.0, 2.0, 3.0, 4.0, 5.0]
+    iv = stats.interval(xs)
+    assert iv.method == stats.ESS
+    assert iv.ess == pytest.approx(5 / 3.6) and iv.df == 1.0
+    assert iv.halfwidth == pytest.approx(12.7062047 * stats.stdev(xs) / math.sqrt(5 / 3.6),
+                                         rel=1e-6)
+
+
+def test_ess_interval_of_independent_steps_is_near_the_plain_t():
+    # Alternating steps have negative correlation: ESS is capped at n, never credited above it.
+    xs = [1.0, 1.2] * 50
+    iv = stats.interval(xs)
+    assert iv.method == stats.ESS and iv.ess == 100.0
+
+
+def test_method_by_window_length():
+    assert stats.interval([1.0]).method == stats.NONE
+    assert stats.interval([1.0]).halfwidth == math.inf
+    assert stats.interval([1.0, 2.0] * 99 + [1.5]).method == stats.ESS       # 199 steps
+    long = stats.interval([1.0, 2.0] * 100)                                  # 200 steps
+    assert long.method == stats.BATCH_MEANS and long.ess == 10 and long.df == 9
+    assert stats.interval([1.0, 2.0] * 500).ess == stats.MAX_BLOCKS
+
+
+def test_across_processes_known_value():
+    m, h = stats.across_processes([100.0, 102.0, 104.0])
+    assert m == 102.0
+    assert h == pytest.approx(4.3026527 * 2.0 / math.sqrt(3), rel=1e-6)
+    assert stats.across_processes([5.0]) == (5.0, math.inf)
+
+
+def test_summary_says_which_interval():
+    s = stats.summarize([0.1, 0.11, 0.1, 0.12] * 5, samples_per_step=8)
+    assert s.interval_method == stats.ESS and s.ess is not None and s.df >= 1
+    assert stats.summarize([0.1, 0.11] * 150, 8).interval_method == stats.BATCH_MEANS
 
 
 def test_summarize_throughput_is_total_samples_over_total_time():

@@ -1,10 +1,23 @@
 """Statistics of a series of step times: small pure functions, tested on known numbers.
 
-Throughput is total samples over total time, never a mean of per-step rates. The interval comes
-from *batch means*: consecutive steps on a GPU are not independent (the CPU runs ahead, a slow step
-is followed by a fast one), so a t-interval over raw steps is too narrow. Averaging contiguous
-blocks first removes most of that correlation (the method of Law & Kelton, "Simulation Modeling
-and Analysis", ch. 9; pyperf uses whole processes as its blocks for the same reason).
+Throughput is total samples over total time, never a mean of per-step rates. Consecutive steps on
+a GPU are not independent (the CPU runs ahead, a slow step is followed by a fast one, clocks
+drift), so a t-interval over raw steps is too narrow. The interval of the mean step time
+(:func:`interval`) accounts for that in one of two ways, and says which:
+
+- ``batch-means`` for long windows (at least ``MIN_BATCHES`` batches of at least
+  ``MIN_BATCH_STEPS`` steps): contiguous blocks are averaged first, which removes most of the
+  correlation, and a t-interval is taken over the block means (Law & Kelton, "Simulation
+  Modeling and Analysis", ch. 9, who advise 10 to 30 batches; pyperf uses whole processes as
+  its blocks for the same reason). With fewer steps the blocks would be a step or two long and
+  the interval would be the plain t-interval over correlated steps again.
+- ``ess`` for shorter windows: the effective sample size from the autocovariance, as MCMC
+  diagnostics compute it (Geyer's initial positive sequence, "Practical Markov Chain Monte
+  Carlo", Stat. Sci. 1992), with the bias a short series puts in it corrected and a t quantile
+  whose degrees of freedom are those of the variance estimate (see :func:`ess_interval`).
+
+:func:`mean_interval_batch_means` is the method dlbench used for every window before: batch
+means at any length (a plain t over steps below 40 steps). It stays for comparisons of coverage.
 """
 
 from __future__ import annotations
@@ -17,6 +30,25 @@ from typing import Sequence
 NOISY_CV = 0.10
 # Blocks used for the batch-means interval when there are enough steps.
 MAX_BLOCKS = 20
+# Batch means only with at least this many batches of at least this many steps (200 steps; up to
+# MAX_BLOCKS batches as the window grows). Fewer batches widen the t quantile a lot (df =
+# batches - 1); shorter batches leave the batch means correlated: for AR(1) steps with lag-1
+# correlation 0.6 (integrated autocorrelation time 4 steps), 10-step batches cover 93%, 20-step
+# batches 94-95% (tests/test_coverage.py measures it).
+MIN_BATCHES = 10
+MIN_BATCH_STEPS = 20
+# The effective-sample-size interval's bias correction divides by 1 - (2M + 1) / n, where M is
+# the last lag summed; capped at 1/2 (at most a doubling) so that a window of a few steps gets a
+# wide interval rather than an unbounded one.
+MAX_BIAS_FRACTION = 0.5
+# ... and M is taken as at least this many lags: on a short window Geyer's sum often stops at lag
+# 1 because the estimated pairs are noisy, while a true lag-1 correlation of 0.6 still leaves
+# 0.2 at lag 3. Without this floor 15-step windows of such steps are covered 92%, with it 96%.
+MIN_BIAS_LAG = 3
+
+BATCH_MEANS = "batch-means"
+ESS = "ess"
+NONE = "none"
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -123,10 +155,13 @@ def block_means(xs: Sequence[float], max_blocks: int = MAX_BLOCKS) -> list[float
     return [mean(xs[start + i * size: start + (i + 1) * size]) for i in range(k)]
 
 
-def mean_interval(xs: Sequence[float], confidence: float = 0.95) -> float:
-    """Half-width of the ``confidence`` interval of the mean step time, by batch means.
+def mean_interval_batch_means(xs: Sequence[float], confidence: float = 0.95) -> float:
+    """Half-width of the ``confidence`` interval of the mean step time, by batch means over up to
+    ``MAX_BLOCKS`` blocks at any window length: dlbench's method before :func:`interval`.
 
-    Returns ``inf`` when fewer than two blocks exist: no interval can be claimed.
+    Below ``2 * MAX_BLOCKS`` steps its blocks are one step long, i.e. a plain t-interval over
+    correlated steps, too narrow (tests/test_coverage.py shows by how much). Kept for the
+    coverage comparisons (``benchmarks/coverage.py``). ``inf`` with fewer than two blocks.
     """
     blocks = block_means(xs)
     k = len(blocks)
@@ -134,6 +169,115 @@ def mean_interval(xs: Sequence[float], confidence: float = 0.95) -> float:
         return math.inf
     t = t_quantile(0.5 + confidence / 2.0, k - 1)
     return t * stdev(blocks) / math.sqrt(k)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The half-width of an interval of the mean, and how it was made.
+
+    ``method``: ``batch-means``, ``ess`` or ``none`` (fewer than two steps: no interval).
+    ``ess``: the effective number of independent steps (the batch count for batch means).
+    ``df``: the degrees of freedom of the t quantile used.
+    """
+
+    halfwidth: float
+    method: str
+    ess: float | None = None
+    df: float | None = None
+
+
+def _autocovariance(d: Sequence[float], lag: int) -> float:
+    """Autocovariance at ``lag`` of the centred series ``d`` (divisor n, as is usual: it keeps
+    the estimate positive definite)."""
+    n = len(d)
+    return math.fsum(d[i] * d[i + lag] for i in range(n - lag)) / n
+
+
+def integrated_time(xs: Sequence[float]) -> tuple[float, int]:
+    """Geyer's initial monotone positive sequence estimate of the integrated autocorrelation
+    time tau = 1 + 2 * sum of the autocorrelations, and the last lag M it summed.
+
+    Pairs of autocovariances (lags 2k and 2k+1) are summed while positive and kept
+    non-increasing; the first non-positive pair ends the sum (beyond it is noise). Computed
+    lazily, so a window costs n * M operations, not n squared. Returns (1.0, 0) for a constant
+    series.
+    """
+    n = len(xs)
+    m = mean(xs)
+    d = [x - m for x in xs]
+    g0 = _autocovariance(d, 0)
+    if g0 <= 0:
+        return 1.0, 0
+    total, prev, k = 0.0, math.inf, 0
+    while 2 * k + 1 < n:
+        pair = (g0 if k == 0 else _autocovariance(d, 2 * k)) + _autocovariance(d, 2 * k + 1)
+        if pair <= 0:
+            break
+        pair = min(pair, prev)
+        total += pair
+        prev = pair
+        k += 1
+    return (-g0 + 2.0 * total) / g0, max(2 * k - 1, 1)
+
+
+def ess_interval(xs: Sequence[float], confidence: float = 0.95) -> Interval:
+    """Interval of the mean from the effective sample size ESS = n / tau.
+
+    - tau comes from :func:`integrated_time`. The autocovariances of a series around its own
+      mean are biased low by about Var(mean) each, so their sum over lags -M..M falls short of
+      the long-run variance by a factor 1 - (2M + 1) / n; tau is divided by that (M at least
+      ``MIN_BIAS_LAG``, the fraction capped at ``MAX_BIAS_FRACTION``). tau is at least 1 (ESS
+      at most n): a negatively correlated series is not credited with more information than
+      independent steps.
+    - The t quantile's degrees of freedom are the smaller of ESS - 1 and n / (2M + 1), the
+      equivalent degrees of freedom of a variance estimated from M lags (Priestley, "Spectral
+      Analysis and Time Series", 6.2.3), at least 1.
+    """
+    n = len(xs)
+    if n < 2:
+        return Interval(math.inf, NONE)
+    tau, lag = integrated_time(xs)
+    frac = min((2 * max(lag, MIN_BIAS_LAG) + 1) / n, MAX_BIAS_FRACTION)
+    tau = max(1.0, tau / (1.0 - frac))
+    ess = n / tau
+    df = max(1.0, min(ess - 1.0, n / (2 * lag + 1)))
+    t = t_quantile(0.5 + confidence / 2.0, df)
+    return Interval(t * stdev(xs) / math.sqrt(ess), ESS, ess, df)
+
+
+def interval(xs: Sequence[float], confidence: float = 0.95) -> Interval:
+    """The ``confidence`` interval of the mean step time: batch means when the window has at
+    least ``MIN_BATCHES`` batches of ``MIN_BATCH_STEPS`` steps (up to ``MAX_BLOCKS`` batches),
+    else the effective-sample-size
+    interval; ``none`` (infinite) with fewer than two steps."""
+    n = len(xs)
+    if n < 2:
+        return Interval(math.inf, NONE)
+    if n >= MIN_BATCHES * MIN_BATCH_STEPS:
+        blocks = block_means(xs, min(MAX_BLOCKS, n // MIN_BATCH_STEPS))
+        k = len(blocks)
+        t = t_quantile(0.5 + confidence / 2.0, k - 1)
+        return Interval(t * stdev(blocks) / math.sqrt(k), BATCH_MEANS, float(k), float(k - 1))
+    return ess_interval(xs, confidence)
+
+
+def mean_interval(xs: Sequence[float], confidence: float = 0.95) -> float:
+    """Half-width of the ``confidence`` interval of the mean step time (:func:`interval`);
+    ``inf`` when no interval can be claimed."""
+    return interval(xs, confidence).halfwidth
+
+
+def across_processes(figures: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Mean of independent per-process figures and the half-width of its t-interval (n - 1
+    degrees of freedom); ``inf`` for a single process. Processes are independent runs (fresh
+    autotuning, allocator, clocks), so a plain t-interval is the right one here."""
+    n = len(figures)
+    if n == 0:
+        raise ValueError("no figures")
+    m = mean(figures)
+    if n < 2:
+        return m, math.inf
+    return m, t_quantile(0.5 + confidence / 2.0, n - 1) * stdev(figures) / math.sqrt(n)
 
 
 @dataclass(frozen=True)
@@ -154,6 +298,9 @@ class Summary:
     stdev_s: float
     cv: float                    # stdev over mean of the raw step times
     confidence: float
+    interval_method: str = BATCH_MEANS   # batch-means | ess | none (see :func:`interval`)
+    ess: float | None = None     # effective number of independent steps (batches for batch-means)
+    df: float | None = None      # degrees of freedom of the interval's t quantile
 
     @property
     def noisy(self) -> bool:
@@ -168,7 +315,8 @@ def summarize(step_times: Sequence[float], samples_per_step: int,
         raise ValueError("no step times to summarise")
     total = math.fsum(step_times)
     m = total / n
-    h = mean_interval(step_times, confidence)
+    iv = interval(step_times, confidence)
+    h = iv.halfwidth
     samples = samples_per_step * n
     sd = stdev(step_times)
     return Summary(
@@ -186,6 +334,9 @@ def summarize(step_times: Sequence[float], samples_per_step: int,
         stdev_s=sd,
         cv=sd / m if m > 0 else 0.0,
         confidence=confidence,
+        interval_method=iv.method,
+        ess=iv.ess,
+        df=iv.df,
     )
 
 
