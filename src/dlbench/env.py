@@ -28,11 +28,14 @@ from typing import Any, TypeVar
 SCHEMA_VERSION = 1
 
 # Distributions whose versions change benchmark numbers (kernels, defaults, model code).
-PACKAGES = ("torch", "torchvision", "timm", "transformers", "numpy", "nvidia-ml-py", "dlbench")
+# jax, jaxlib, flax, optax: read from the installed metadata, never imported here (importing
+# JAX would start its backend); a JAX record adds the XLA backend it ran on (env["jax"]).
+PACKAGES = ("torch", "torchvision", "timm", "transformers", "numpy", "nvidia-ml-py", "dlbench",
+            "jax", "jaxlib", "flax", "optax")
 
 # Variables read verbatim, and prefixes of whole families of tuning knobs.
 ENV_VAR_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS", "OMP_NUM_THREADS")
-ENV_VAR_PREFIXES = ("NCCL_", "TORCH_", "TORCHINDUCTOR_", "NVSHMEM_", "PYTORCH_")
+ENV_VAR_PREFIXES = ("NCCL_", "TORCH_", "TORCHINDUCTOR_", "NVSHMEM_", "PYTORCH_", "XLA_", "JAX_")
 
 NVIDIA_SMI_TIMEOUT_S = 10.0
 

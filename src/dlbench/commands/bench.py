@@ -36,7 +36,7 @@ from dlbench.commands.common import (
     say_to_stderr,
     show_tables,
 )
-from dlbench.config import ATTENTION_BACKENDS, METHODS, OPTIMIZER_IMPLS
+from dlbench.config import ATTENTION_BACKENDS, FRAMEWORKS, METHODS, OPTIMIZER_IMPLS, ConfigError
 from dlbench.measure.stopping import StopRule
 from dlbench.records.throughput import expand
 from dlbench.report import export, terminal
@@ -148,6 +148,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "kernels, and how busy the GPU was; kept in the record, the figures "
                         "are not affected (default 0: off; 10 is plenty)")
     p.add_argument("--seed", type=SEED, default=0, help="seed of weights and synthetic data")
+    p.add_argument("--framework", choices=FRAMEWORKS, default="torch",
+                   help="torch (default) or jax: the same model built in Flax, its step "
+                        "jit-compiled by XLA with Optax's optimizer, timed by the same window "
+                        "(needs the jax extra: pip install 'dlbench[jax]'); the PyTorch levers "
+                        "(--compile, --cuda-graph, --channels-last...) do not apply to it; "
+                        "docs/frameworks.md")
     add_sweep_flags(p)
     p.set_defaults(handler=cmd_throughput)
 
@@ -175,7 +181,13 @@ def cmd_throughput(args: argparse.Namespace) -> int:
     from dlbench.jobs import plans  # heavy: torch
     from dlbench.models import get_model  # heavy: torch
 
+    if args.framework == "jax":
+        _check_jax(args)
     models = [get_model(m).name for m in flatten(args.model, [])]
+    if args.framework == "jax":  # a model without a JAX twin: one line now, not a failed row
+        from dlbench.frameworks.jax.models import get_jax_model  # heavy: jax
+        for m in models:
+            get_jax_model(m)
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,
                     max_seconds=args.max_time, max_steps=args.max_steps,
                     target_rel_ci=args.target_ci)
@@ -197,7 +209,8 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         optimizer=args.optimizer, method=args.method, input_size=args.input_size,
         device=args.device, warmup_steps=args.warmup, warmup_seconds=args.warmup_time,
         stop=stop, seed=args.seed, checkpointing=args.checkpointing, autotune=args.autotune,
-        telemetry_interval_s=args.telemetry_interval or None, profile_steps=args.profile)
+        telemetry_interval_s=args.telemetry_interval or None, profile_steps=args.profile,
+        framework=args.framework)
     configs = plans.with_compiled_loss(configs, flatten(args.compile_loss, [False]))
     configs = plans.unique(map(plans.applicable, configs))
     if AUTO in batches:  # size each setup now, before the sweep
@@ -206,6 +219,19 @@ def cmd_throughput(args: argparse.Namespace) -> int:
     keep = [name for name, given in (("precision", args.precision), ("batch_size", args.batch_size))
             if given]
     return _sweep(args, configs, None, view, tuned=args.tuned, keep=keep)
+
+
+def _check_jax(args: argparse.Namespace) -> None:
+    """--framework jax: the extra installed and no flag that only PyTorch has (one line each)."""
+    from dlbench.frameworks import jax as jaxpath
+    if not jaxpath.available():
+        raise ConfigError(jaxpath.INSTALL_HINT)
+    if args.tuned:
+        raise ConfigError("--tuned with --framework jax: tuned mode's levers are PyTorch's; "
+                          "drop --tuned")
+    if AUTO in flatten(args.batch_size, []):
+        raise ConfigError("-b auto with --framework jax: the largest-batch search runs PyTorch; "
+                          "give the batch")
 
 
 def _auto(args: argparse.Namespace, configs: list, keep: bool) -> list:
