@@ -9,10 +9,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from dlbench.models.errors import UnknownModelError
+from dlbench.models.errors import ModelSourceError, UnknownModelError
+from dlbench.models.input_spec import InputSpec
 
 if TYPE_CHECKING:
     from dlbench.models.base import ModelSpec
+    from dlbench.models.sources import SOURCES_HELP
     from dlbench.models.registry import (
         MODERN_MODELS,
         SEED_MODELS,
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "ModelSpec": "dlbench.models.base",
+    "SOURCES_HELP": "dlbench.models.sources",
     "MODERN_MODELS": "dlbench.models.registry",
     "SEED_MODELS": "dlbench.models.registry",
     "TEST_MODELS": "dlbench.models.registry",
@@ -33,6 +36,9 @@ _LAZY = {
 }
 
 __all__ = [
+    "SOURCES_HELP",
+    "InputSpec",
+    "ModelSourceError",
     "MODERN_MODELS",
     "SEED_MODELS",
     "TEST_MODELS",

@@ -9,3 +9,9 @@ class UnknownModelError(KeyError):
 
     def __str__(self) -> str:  # KeyError would print the message in quotes
         return str(self.args[0])
+
+
+class ModelSourceError(UnknownModelError):
+    """A model named by its source (``hf:``, ``FILE.py:FUNC``) that cannot be built as named: a
+    missing file or function, a factory that breaks its contract, a name that would need the
+    network. One line, caught where the registry's own errors are."""

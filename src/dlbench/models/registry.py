@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from functools import partial
 
+from dlbench.models import sources
 from dlbench.models.base import ModelSpec, UnknownModelError
 from dlbench.models.zoo import text, tiny, vision
 
@@ -166,11 +167,15 @@ _LOOKUP.update({alias: _LOOKUP[_normalise(target)] for alias, target in _ALIASES
 
 
 def get_model(name: str) -> ModelSpec:
-    """The spec registered under ``name``: case-insensitive, ``-`` and ``_`` alike, aliases allowed.
+    """The spec registered under ``name``: case-insensitive, ``-`` and ``_`` alike, aliases allowed;
+    or a model named by its source (``timm:NAME``, ``torchvision:NAME``, ``hf:NAME_OR_DIR``,
+    ``path/to/file.py:factory``: :mod:`dlbench.models.sources`), whose spec keeps that name.
 
     Raises:
         UnknownModelError: no such model; the message lists the closest registered names.
     """
+    if sources.is_external(name):
+        return sources.external_model(name)
     spec = _LOOKUP.get(_normalise(name))
     if spec is not None:
         return spec
@@ -178,7 +183,8 @@ def get_model(name: str) -> ModelSpec:
     # Aliases can point to the same model: name each model once, under its registered name.
     suggestions = list(dict.fromkeys(_LOOKUP[c].name for c in close))[:3]
     hint = f"did you mean {', '.join(suggestions)}? " if suggestions else ""
-    raise UnknownModelError(f'unknown model "{name}"; {hint}run "dlbench models" to list them')
+    raise UnknownModelError(f'unknown model "{name}"; {hint}run "dlbench models" to list them '
+                            '(and to see how to name timm:, torchvision:, hf: and your own models)')
 
 
 def list_models(include_test: bool = False) -> list[ModelSpec]:
