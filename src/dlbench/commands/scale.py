@@ -94,6 +94,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=integer(2), default=100_000)
     p.add_argument("--target-ci", type=FRACTION, default=0.01)
     p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--framework", choices=("torch", "jax"), default="torch",
+                   help="torch (default) or jax: with --strategy dp, one process drives the "
+                        "GPUs with the batch sharded over them (jax.sharding); docs/frameworks.md")
     p.add_argument("--timeout", type=SECONDS, default=900.0,
                    help="seconds one config's job may take in all, start-up included (900)")
     p.add_argument("--pg-timeout", type=SECONDS, default=120.0,
@@ -101,6 +104,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dist_flags(p)
     add_sweep_flags(p)
     p.set_defaults(handler=cmd_scale)
+
+
+def _check_jax(args: argparse.Namespace, gpu: bool, nnodes: int) -> None:
+    """--framework jax: one process over the local devices (strategy dp), the extra installed."""
+    import os
+
+    from dlbench.config import ConfigError
+    from dlbench.frameworks import jax as jaxpath
+    if not jaxpath.available():
+        raise ConfigError(jaxpath.INSTALL_HINT)
+    if set(flatten(args.strategy, ["dp"])) != {"dp"} or nnodes > 1:
+        raise ConfigError("--framework jax runs --strategy dp on one host: one process, the batch "
+                          "sharded over its GPUs; add --strategy dp (several hosts: "
+                          "docs/frameworks.md)")
+    args.strategy = [["dp"]]
+    if not gpu:  # CPU devices for JAX to shard over; read when JAX starts, so set it now
+        most = max(flatten(args.gpus, [2]))
+        os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={most}")
 
 
 def cmd_scale(args: argparse.Namespace) -> int:
@@ -125,7 +146,10 @@ def cmd_scale(args: argparse.Namespace) -> int:
                    default_batch=plans.default_batch(facts, gpu),
                    optimizer=args.optimizer, input_size=args.input_size,
                    device="auto" if gpu else "cpu", warmup_steps=args.warmup,
-                   warmup_seconds=args.warmup_time, stop=stop, seed=args.seed)
+                   warmup_seconds=args.warmup_time, stop=stop, seed=args.seed,
+                   framework=args.framework)
+    if args.framework == "jax":
+        _check_jax(args, gpu, rdzv.nnodes)
     plans.preflight(bases)
     visible = torch.cuda.device_count() if gpu else 2
     configs = plans.scaling_configs(bases, flatten(args.gpus, sorted({1, visible})),

@@ -65,6 +65,10 @@ def run_scaling(configs: Sequence, db: str, command: str, env: dict, rendezvous,
     """A scaling sweep: each config a fresh torchrun job (on every host of ``rendezvous``)."""
     launcher = TorchrunLauncher(timeout_s=timeout_s, pg_timeout_s=pg_timeout_s,
                                 rendezvous=rendezvous)
+    if configs and all(c.base.framework == "jax" for c in configs):
+        # One process drives the local devices (jax.sharding): no job to start.
+        from dlbench.frameworks.jax.data_parallel import JaxDataParallelLauncher  # heavy: jax
+        launcher = JaxDataParallelLauncher()
     with Store(db) as store:
         return run_sweep(configs, store, launcher, env, command=command, tag=tag,
                          resume=resume, progress=progress)
