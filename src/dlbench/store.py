@@ -12,6 +12,7 @@ cannot be read is skipped with a warning naming it, and the rest of the store st
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -122,6 +123,7 @@ class Store:
         self._warned: set[str] = set()
         self._run_rows: dict[str, dict[str, Any]] = {}
         self._gave_up = False  # a write already waited its whole budget: later ones wait briefly
+        self.skipped_duplicates = 0  # the last merge_from's copies of a job already here
         complete = self._probe()  # read-only: a foreign file is refused untouched
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -423,7 +425,13 @@ class Store:
     def merge_from(self, other: str | Path) -> tuple[int, int]:
         """Copy every run and result of the store at ``other`` that this one lacks (by id):
         several hosts' stores of one multi-node job, or the stores of several calls on one
-        machine, become one. Returns (runs added, results added); rows already here are kept."""
+        machine, become one. Returns (runs added, results added); rows already here are kept.
+
+        One multi-node job is stored on every host, each copy under its own id: a result whose
+        raw samples of every rank equal those of a result of the same kind and config already
+        here (:func:`job_fingerprint`) is that job again and is not copied;
+        ``skipped_duplicates`` counts them. Each host's run row is kept (its command and
+        environment)."""
         src = Path(other)
         if not src.exists():
             raise StoreError(f"no result store at {src}")
@@ -440,7 +448,13 @@ class Store:
                     cols = ", ".join(_RUN_COLUMNS)
                     self._db.execute(f"INSERT OR IGNORE INTO runs ({cols}) "
                                      f"SELECT {cols} FROM other.runs")
-                    self._db.execute("INSERT OR IGNORE INTO results SELECT * FROM other.results")
+                    skip = self._same_jobs()
+                    self._db.execute("CREATE TEMP TABLE IF NOT EXISTS skip_ids (id TEXT)")
+                    self._db.execute("DELETE FROM skip_ids")
+                    self._db.executemany("INSERT INTO skip_ids VALUES (?)", [(i,) for i in skip])
+                    self._db.execute("INSERT OR IGNORE INTO results SELECT * FROM other.results "
+                                     "WHERE id NOT IN (SELECT id FROM skip_ids)")
+                    self.skipped_duplicates = len(skip)
             self._write(copy)
         except _Locked:
             raise StoreError(f"{self.path} stayed locked by another process for "
@@ -450,6 +464,24 @@ class Store:
         runs = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] - before_runs
         results = self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0] - before
         return runs, results
+
+    def _same_jobs(self) -> list[str]:
+        """Ids of the attached store's (``other``) results that are a multi-rank job already
+        here under another id (see :meth:`merge_from`)."""
+        keys = [k for (k,) in self._db.execute(
+            "SELECT DISTINCT config_key FROM other.results WHERE kind IN ('scaling', 'comm') "
+            "AND config_key IN (SELECT config_key FROM main.results)")]
+        skip = []
+        for key in keys:
+            here = {job_fingerprint(blob) for (blob,) in self._db.execute(
+                "SELECT record_json FROM main.results WHERE config_key = ?", (key,))}
+            here.discard(None)
+            for rid, blob in self._db.execute(
+                    "SELECT id, record_json FROM other.results WHERE config_key = ? AND id NOT IN "
+                    "(SELECT id FROM main.results)", (key,)):
+                if job_fingerprint(blob) in here:
+                    skip.append(rid)
+        return skip
 
     def merge_recovery(self, path: str | Path) -> tuple[int, int]:
         """Add the record (and its run, if this store lacks it) of a recovery file written when
@@ -516,6 +548,27 @@ def _result_row(record: Any, env_key: str | None) -> tuple:
     return (record.id, record.run_id, record.kind, record.created_at, record.config.key(),
             env_key, getattr(record.config, "model", None), record.config.label,
             record.status, record.error_type, record.headline(), json.dumps(record.to_dict()))
+
+
+#: Raw samples every host of a multi-rank job stores alike (each host's record holds every
+#: rank's), per kind.
+_JOB_SAMPLES = {"scaling": "rank_step_times_s", "comm": "rank_times_s"}
+
+
+def job_fingerprint(blob: str) -> str | None:
+    """What identifies one multi-rank job whichever host stored it: its kind, config and every
+    rank's raw samples (float-identical only when they are the same measurement). None for a
+    record of one rank or without samples, which is never taken for another."""
+    try:
+        d = json.loads(blob)
+    except ValueError:
+        return None
+    field = _JOB_SAMPLES.get(d.get("kind", "")) if isinstance(d, dict) else None
+    samples = d.get(field) if field else None
+    if not samples or len(samples) < 2:
+        return None
+    ident = json.dumps([d["kind"], d.get("config"), samples], sort_keys=True)
+    return hashlib.sha256(ident.encode()).hexdigest()
 
 
 def _parse(blob: str) -> Any:

@@ -51,10 +51,25 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(eval and train ms per batch, as the classic per-model scripts) "
                         "(default: the run's suite's)")
     q.add_argument("--json", action="store_true")
-    q = rsub.add_parser("export", help="write results as JSON (full records) or CSV (one row each)")
+    q = rsub.add_parser(
+        "export", help="write results as JSON (full records) or CSV (one table per kind)",
+        description="Write the selected results as JSON (every record in full: config, raw "
+                    "samples, environment, and its figures) or as CSV, one table per record "
+                    "kind with that kind's config, result and environment columns "
+                    "(docs/schema.md lists them). A CSV holds one kind: pick it with --kind; "
+                    "without --kind, -o FILE.csv writes FILE-KIND.csv for each kind present "
+                    "(FILE.csv itself when there is only one).",
+        epilog="examples:\n"
+               "  dlbench results export --format csv --kind scaling -o scaling.csv\n"
+               "  dlbench results export --format csv -o all.csv   # all-throughput.csv, ...\n"
+               "  dlbench results export --run latest --format json -o run.json\n\n"
+               "exit codes: 0 written; 2 usage error (unknown run, several kinds to stdout, an "
+               "output that would overwrite the store).",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_store_flags(q)
     q.add_argument("--run", default="all", help="run id prefix, 'latest' or 'all' (default)")
     q.add_argument("--tag", help="only runs with this tag")
+    q.add_argument("--kind", choices=export.KINDS, help="only results of this kind")
     q.add_argument("--format", choices=("json", "csv"), default="json")
     q.add_argument("-o", "--output", help="file to write (default: stdout)")
     q = rsub.add_parser("check", help="check the store: integrity, unreadable rows, runs left "
@@ -93,8 +108,12 @@ def _cmd_results(args: argparse.Namespace) -> int:
             for src in args.sources:
                 runs, results = (store.merge_recovery(src) if is_recovery_file(src)
                                  else store.merge_from(src))
+                dup = 0 if is_recovery_file(src) else store.skipped_duplicates
                 terminal.stderr.print(f"{src}: {runs} run(s), {results} result(s) added to "
-                                      f"{args.db}", markup=False, highlight=False)
+                                      f"{args.db}" + (f"; {dup} result(s) left out: the same "
+                                                      "multi-node job, stored by another host"
+                                                      if dup else ""),
+                                      markup=False, highlight=False)
         return EXIT_OK
     if not Path(args.db).exists():
         raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
@@ -212,11 +231,29 @@ def _print_record(r) -> None:
 
 def _results_export(args: argparse.Namespace, store: Store) -> int:
     run_id = None if args.run == "all" else store.resolve_run(args.run)
-    recs = store.results(run_id=run_id, tag=args.tag)
-    text = export.to_csv(recs) if args.format == "csv" else export.to_json(recs) + "\n"
-    if args.output:
-        outfile.write_text(args.output, text, args.db)
-        terminal.stderr.print(f"wrote {len(recs)} result(s) to {args.output}", markup=False,
+    recs = store.results(run_id=run_id, tag=args.tag, kind=args.kind)
+    if args.format == "json":
+        return _write(args, args.output, export.to_json(recs) + "\n", len(recs))
+    kinds = [args.kind] if args.kind else export.kinds_of(recs) or ["throughput"]
+    if len(kinds) == 1:
+        return _write(args, args.output, export.to_csv(recs, kinds[0]),
+                      sum(r.kind == kinds[0] for r in recs))
+    if not args.output:
+        raise StoreError(f"the selection holds {len(kinds)} kinds ({', '.join(kinds)}) and a CSV "
+                         "holds one: add --kind KIND, or -o FILE.csv for FILE-KIND.csv each")
+    out = Path(args.output)
+    paths = {k: out.with_name(f"{out.stem}-{k}{out.suffix or '.csv'}") for k in kinds}
+    for p in paths.values():  # every path checked before the first is written
+        outfile.check_output(p, args.db)
+    for k, p in paths.items():
+        _write(args, str(p), export.to_csv(recs, k), sum(r.kind == k for r in recs))
+    return EXIT_OK
+
+
+def _write(args: argparse.Namespace, output: str | None, text: str, count: int) -> int:
+    if output:
+        outfile.write_text(output, text, args.db)
+        terminal.stderr.print(f"wrote {count} result(s) to {output}", markup=False,
                               highlight=False)
     else:
         sys.stdout.write(text)

@@ -1,4 +1,13 @@
-"""Records to flat rows (CSV) and to JSON documents. Pure: the caller writes the text."""
+"""Records to flat rows (CSV, one table per record kind) and to JSON documents. Pure: the
+caller writes the text.
+
+Each kind has its own CSV columns (:func:`columns`), so a column that does not apply to a kind
+(a collective's bus bandwidth in a throughput table, a model in a collective's) does not exist
+in that kind's file rather than standing empty. Every kind's columns come in five groups, in
+this order: the identity of the row, the config (what was measured), the result (the figures,
+empty on a failed row), the environment, and the error (empty on an ok row). docs/schema.md
+documents every column; a test checks that an export of a store holding every kind fills them.
+"""
 
 from __future__ import annotations
 
@@ -6,74 +15,506 @@ import csv
 import io
 import json
 import math
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from dlbench.measure.stats import Summary
-from dlbench.records.throughput import ThroughputRecord
+from dlbench.records import RECORD_TYPES, SCHEMA_VERSION
+from dlbench.report.cards import card_uuids
 
-CSV_COLUMNS = (
-    "id", "run_id", "created_at", "model", "mode", "method", "batch_size", "precision", "compile",
-    "channels_last", "optimizer", "input_size", "status", "error_type", "samples_per_s",
-    "samples_per_s_low", "samples_per_s_high", "units_per_s", "unit", "rel_halfwidth",
-    "mean_ms", "median_ms", "p5_ms", "p95_ms", "cv", "steps", "stop_reason", "converged",
-    "first_step_s", "build_s", "flops_per_sample", "tflops", "allocated_peak_bytes",
-    "reserved_peak_bytes", "device", "gpu", "driver", "cuda", "torch", "host", "error",
+#: Version of the export layouts (CSV columns and the JSON document). It changes when a column
+#: is renamed or removed, or a JSON key changes meaning; adding a column does not change it.
+EXPORT_VERSION = 2
+
+#: The kinds in the order an export writes them.
+KINDS = ("throughput", "scaling", "comm", "peak", "maxbatch", "train", "net")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    group: str                              # identity | config | result | env | error
+    get: Callable[[Any, Summary | None], Any]
+    doc: str
+    #: For a config column that applies to some rows of its kind only (a matmul's shape in the
+    #: peak table): which. Elsewhere the cell is empty.
+    only: Callable[[Any], bool] | None = None
+
+    def applies(self, r: Any) -> bool:
+        return self.only is None or self.only(r)
+
+
+def _c(group: str, name: str, get: Callable[[Any, Summary | None], Any], doc: str,
+       only: Callable[[Any], bool] | None = None) -> Column:
+    return Column(name, group, get, doc, only)
+
+
+def _first_line(text: str | None) -> str:
+    return text.splitlines()[0] if text else ""
+
+
+def _telemetry_total(r: Any) -> dict[str, Any]:
+    return ((getattr(r, "telemetry", None) or {}).get("summary") or {}).get("total") or {}
+
+
+def _throttled(r: Any) -> str | None:
+    summ = (getattr(r, "telemetry", None) or {}).get("summary")
+    if not summ or not summ.get("gpus"):
+        return None  # no GPU telemetry: unknown, not "no"
+    return ";".join(summ.get("throttled") or []) or "no"
+
+
+def step_flags(r: Any, s: Summary | None) -> str | None:
+    """Why a step-timed figure deserves care, ``;``-joined: ``noisy`` (the interval missed its
+    target), ``time_cap`` / ``step_cap`` (the window was cut by its limit), ``cv`` (spread >=
+    10%), ``throttled``, ``one_process`` (no repeat group: run-to-run variance unmeasured);
+    ``none`` when there is nothing to flag."""
+    if s is None:
+        return None
+    out = []
+    if not r.converged():
+        out.append("noisy")
+        if r.stop_reason in ("time_cap", "step_cap"):
+            out.append(r.stop_reason)
+    if s.noisy:
+        out.append("cv")
+    throttled = _throttled(r)
+    if throttled and throttled != "no":
+        out.append("throttled")
+    if not getattr(r, "repeat_group", None):
+        out.append("one_process")
+    return ";".join(out) or "none"
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else x * 1e3
+
+
+def _fin(x: float | None) -> float | None:
+    return x if x is None or math.isfinite(x) else None
+
+
+# -- column groups shared by several kinds -----------------------------------------------------
+IDENTITY = (
+    _c("identity", "kind", lambda r, s: r.kind, "record kind"),
+    _c("identity", "id", lambda r, s: r.id, "result id (12 hex digits)"),
+    _c("identity", "run_id", lambda r, s: r.run_id, "the run (one command) that stored it"),
+    _c("identity", "created_at", lambda r, s: r.created_at, "UTC, ISO 8601"),
+    _c("identity", "status", lambda r, s: r.status, "ok or error"),
+    _c("identity", "config_key", lambda r, s: r.config.key(),
+       "the config's identity: equal keys measured the same thing (compare matches on it)"),
+    _c("identity", "schema_version", lambda r, s: r.schema_version, "the record layout version"),
+)
+
+ERROR = (
+    _c("error", "error_type", lambda r, s: r.error_type or "",
+       "oom, nan, unsupported, fatal, crashed, timeout, exception, interrupted, not_converged"),
+    _c("error", "error", lambda r, s: _first_line(r.error), "first line of the error message"),
 )
 
 
-def flat_row(r: ThroughputRecord) -> dict[str, Any]:
-    """One CSV row; a record of another kind fills the columns every kind has."""
-    if r.kind != "throughput":
-        return {k: "" for k in CSV_COLUMNS} | {
-            "id": r.id, "run_id": r.run_id, "created_at": r.created_at,
-            "model": getattr(r.config, "model", ""), "status": r.status,
-            "error_type": r.error_type or "", "unit": r.kind, "units_per_s": r.headline(),
-            "error": (r.error or "").splitlines()[0] if r.error else ""}
-    c, s, env = r.config, r.summary(), r.env
-    gpus = env.get("gpus") or []
-    row: dict[str, Any] = {
-        "id": r.id, "run_id": r.run_id, "created_at": r.created_at, "model": c.model,
-        "mode": c.mode, "method": c.method, "batch_size": c.batch_size, "precision": c.precision,
-        "compile": c.compiled_as if c.compile else "", "channels_last": c.channels_last,
-        "optimizer": c.optimizer,
-        "input_size": c.input_size or "", "status": r.status, "error_type": r.error_type or "",
-        "unit": r.unit, "stop_reason": r.stop_reason or "", "first_step_s": r.first_step_s,
-        "build_s": r.build_s, "flops_per_sample": r.flops_per_sample,
-        "tflops": r.achieved_tflops(),
-        "allocated_peak_bytes": r.memory.get("allocated_peak_bytes"),
-        "reserved_peak_bytes": r.memory.get("reserved_peak_bytes"),
-        "device": env.get("accelerator"), "gpu": gpus[0].get("name") if gpus else "",
-        "driver": env.get("driver"), "cuda": env.get("cuda_runtime"),
-        "torch": (env.get("packages") or {}).get("torch"), "host": env.get("hostname"),
-        "error": (r.error or "").splitlines()[0] if r.error else "",
-    }
-    if s is not None:
-        row.update({
-            "samples_per_s": s.throughput, "samples_per_s_low": s.throughput_low,
-            "samples_per_s_high": s.throughput_high,
-            "units_per_s": s.throughput * r.units_per_sample, "rel_halfwidth": s.rel_halfwidth,
-            "mean_ms": s.mean_s * 1e3, "median_ms": s.median_s * 1e3, "p5_ms": s.p5_s * 1e3,
-            "p95_ms": s.p95_s * 1e3, "cv": s.cv, "steps": s.steps, "converged": r.converged(),
-        })
-    return {k: row.get(k, "") for k in CSV_COLUMNS}
+def _env(r: Any) -> dict[str, Any]:
+    return getattr(r, "env", None) or {}
 
 
-def to_csv(records: Sequence[ThroughputRecord]) -> str:
+def _gpus(r: Any) -> list[dict[str, Any]]:
+    return _env(r).get("gpus") or []
+
+
+GPU_ENV = (
+    _c("env", "accelerator", lambda r, s: _env(r).get("accelerator"), "cuda or cpu"),
+    _c("env", "gpu", lambda r, s: _gpus(r)[0].get("name") if _gpus(r) else None,
+       "GPU model (the first visible GPU's)"),
+    _c("env", "gpu_uuid", lambda r, s: " ".join(card_uuids(r)) or None,
+       "UUID of each card the result ran on (space-separated): which physical card, so two "
+       "results of one GPU model can be told apart"),
+    _c("env", "gpu_count", lambda r, s: _env(r).get("gpu_count"), "GPUs visible on the host"),
+    _c("env", "driver", lambda r, s: _env(r).get("driver"), "NVIDIA driver"),
+    _c("env", "cuda", lambda r, s: _env(r).get("cuda_runtime"), "CUDA runtime torch was built with"),
+    _c("env", "torch", lambda r, s: (_env(r).get("packages") or {}).get("torch"), "torch version"),
+    _c("env", "cpu_model", lambda r, s: _env(r).get("cpu_model"), "host CPU"),
+    _c("env", "host", lambda r, s: _env(r).get("hostname"), "host name"),
+)
+
+CPU_ENV = tuple(c for c in GPU_ENV if c.name in ("accelerator", "torch", "cpu_model", "host"))
+
+
+def _base_config(get_base: Callable[[Any], Any]) -> tuple[Column, ...]:
+    """The per-device setup (a ThroughputConfig) that scaling, maxbatch and net wrap."""
+    b = get_base
+    return (
+        _c("config", "model", lambda r, s: b(r).model, "model name or source"),
+        _c("config", "mode", lambda r, s: b(r).mode, "train or eval"),
+        _c("config", "precision", lambda r, s: b(r).precision, "fp32 (no TF32), tf32, fp16, bf16"),
+        _c("config", "compile", lambda r, s: b(r).compiled_as,
+           "eager, or the torch.compile mode (+loss: the loss compiled with the model)"),
+        _c("config", "channels_last", lambda r, s: b(r).channels_last, "NHWC memory format"),
+        _c("config", "optimizer", lambda r, s: b(r).optimizer, "sgd or adamw"),
+        _c("config", "input_size", lambda r, s: b(r).input_size or "default",
+           "image side or sequence length; default: the model's own"),
+    )
+
+
+def _stop_config(get_base: Callable[[Any], Any]) -> tuple[Column, ...]:
+    b = get_base
+    return (
+        _c("config", "confidence", lambda r, s: b(r).stop.confidence, "interval confidence level"),
+        _c("config", "target_ci", lambda r, s: b(r).stop.target_rel_ci,
+           "the window ran until the interval's relative half-width reached this"),
+        _c("config", "max_time_s", lambda r, s: b(r).stop.max_seconds, "the window's time cap"),
+    )
+
+
+def _window_result(energy: bool = True) -> tuple[Column, ...]:
+    """Figures of a window of timed steps (throughput, scaling)."""
+    cols = [
+        _c("result", "samples_per_s", lambda r, s: s and s.throughput,
+           "samples over the window's time (all ranks' samples over the slowest rank's time)"),
+        _c("result", "samples_per_s_low", lambda r, s: s and s.throughput_low,
+           "lower end of the interval"),
+        _c("result", "samples_per_s_high", lambda r, s: s and _fin(s.throughput_high),
+           "upper end of the interval (empty: unbounded)"),
+        _c("result", "rel_halfwidth", lambda r, s: s and _fin(s.rel_halfwidth),
+           "interval half-width over the mean step time"),
+        _c("result", "interval_method", lambda r, s: s and getattr(s, "interval_method", None),
+           "how the interval was computed (batch-means, ess, none)"),
+        _c("result", "unit", lambda r, s: r.unit, "what a unit is: samples, images, tokens"),
+        _c("result", "units_per_s", lambda r, s: s and s.throughput * r.units_per_sample,
+           "units (e.g. tokens) per second"),
+        _c("result", "mean_ms", lambda r, s: s and _ms(s.mean_s), "mean step time"),
+        _c("result", "median_ms", lambda r, s: s and _ms(s.median_s), "median step time"),
+        _c("result", "p5_ms", lambda r, s: s and _ms(s.p5_s), "5th percentile step time"),
+        _c("result", "p95_ms", lambda r, s: s and _ms(s.p95_s), "95th percentile step time"),
+        _c("result", "cv", lambda r, s: s and s.cv, "step-time stdev over mean"),
+        _c("result", "steps", lambda r, s: s and s.steps, "measured steps"),
+        _c("result", "window_s", lambda r, s: s and s.total_s, "measured window (device clock)"),
+        _c("result", "stop_reason", lambda r, s: r.stop_reason, "what ended the window"),
+        _c("result", "converged", lambda r, s: s and r.converged(),
+           "the interval reached its target"),
+        _c("result", "flags", step_flags,
+           "noisy, time_cap, step_cap, cv, throttled, one_process (;-joined), or none"),
+        _c("result", "first_step_s", lambda r, s: r.first_step_s,
+           "first step (compilation, autotuning), kept out of the figure"),
+        _c("result", "build_s", lambda r, s: r.build_s, "model build and move to the device"),
+        _c("result", "flops_per_sample", lambda r, s: r.flops_per_sample,
+           "counted model FLOPs per sample (empty: not countable)"),
+        _c("result", "tflops", lambda r, s: s and r.achieved_tflops(),
+           "counted FLOPs x samples/s, TFLOP/s"),
+        _c("result", "allocated_peak_bytes", lambda r, s: r.memory.get("allocated_peak_bytes"),
+           "peak memory held by tensors"),
+        _c("result", "reserved_peak_bytes", lambda r, s: r.memory.get("reserved_peak_bytes"),
+           "peak memory reserved by the caching allocator"),
+        _c("result", "final_loss", lambda r, s: r.final_loss, "loss of the last step"),
+    ]
+    if energy:
+        cols += [
+            _c("result", "energy_j", lambda r, s: _telemetry_total(r).get("energy_j"),
+               "GPU energy over the window, all sampled GPUs (empty: telemetry off or no NVML)"),
+            _c("result", "mean_power_w", lambda r, s: _telemetry_total(r).get("mean_power_w"),
+               "energy over window time"),
+            _c("result", "j_per_sample", lambda r, s: _telemetry_total(r).get("j_per_sample"),
+               "energy per sample"),
+            _c("result", "throttled", lambda r, s: _throttled(r),
+               "throttle reasons seen in the window (;-joined), no, or empty: unknown"),
+        ]
+    return tuple(cols)
+
+
+# -- the kinds ---------------------------------------------------------------------------------
+def _tp(r: Any) -> Any:
+    return r.config
+
+
+def _wrapped(r: Any) -> Any:
+    return r.config.base
+
+
+THROUGHPUT = (
+    *_base_config(_tp),
+    _c("config", "batch_size", lambda r, s: r.config.batch_size, "samples per step"),
+    _c("config", "method", lambda r, s: r.config.method, "standard or fwd-bwd"),
+    _c("config", "optimizer_impl", lambda r, s: r.config.optimizer_impl,
+       "default, foreach or fused"),
+    _c("config", "cuda_graph", lambda r, s: r.config.cuda_graph, "whole step in one CUDA graph"),
+    _c("config", "checkpointing", lambda r, s: r.config.checkpointing, "activation checkpointing"),
+    _c("config", "attention", lambda r, s: r.config.attention or "auto", "SDPA backend"),
+    _c("config", "autotune", lambda r, s: r.config.autotune, "cuDNN autotuning"),
+    _c("config", "tuned", lambda r, s: r.config.tuned, "tuned mode's pick"),
+    _c("config", "device", lambda r, s: r.config.device, "device asked for"),
+    *_stop_config(_tp),
+    *_window_result(),
+)
+
+SCALING = (
+    *_base_config(_wrapped),
+    _c("config", "batch_size", lambda r, s: r.config.base.batch_size, "samples per step per GPU"),
+    _c("config", "gpus", lambda r, s: r.config.gpus, "GPUs in all"),
+    _c("config", "nodes", lambda r, s: r.config.nnodes, "hosts the GPUs are spread over"),
+    _c("config", "strategy", lambda r, s: r.config.strategy, "ddp, dp or ps"),
+    _c("config", "interconnect", lambda r, s: r.config.interconnect, "interconnect profile"),
+    _c("config", "bucket_mb", lambda r, s: r.config.bucket_mb, "DDP bucket size, MiB"),
+    _c("config", "backend", lambda r, s: r.backend or r.config.backend,
+       "collective backend used (nccl, gloo)"),
+    _c("config", "global_batch", lambda r, s: r.config.base.batch_size * r.config.gpus,
+       "samples per step, all GPUs"),
+    *_stop_config(_wrapped),
+    _c("result", "ranks", lambda r, s: len(r.rank_step_times_s) or None,
+       "ranks whose step times the figure holds"),
+    *_window_result(),
+)
+
+COMM = (
+    _c("config", "op", lambda r, s: r.config.op, "collective"),
+    _c("config", "bytes", lambda r, s: r.config.size_bytes, "nccl-tests' size column"),
+    _c("config", "count", lambda r, s: r.count, "elements per rank's input buffer"),
+    _c("config", "dtype", lambda r, s: r.config.dtype, "element type"),
+    _c("config", "inplace", lambda r, s: r.config.inplace, "in-place buffers"),
+    _c("config", "ranks", lambda r, s: r.config.ranks, "processes in all"),
+    _c("config", "backend", lambda r, s: r.config.backend, "nccl or gloo"),
+    _c("config", "interconnect", lambda r, s: r.config.interconnect, "interconnect profile"),
+    _c("config", "iters", lambda r, s: r.config.iters, "timed iterations"),
+    _c("config", "warmup", lambda r, s: r.config.warmup, "untimed iterations"),
+    _c("result", "time_us", lambda r, s: _us(r.time_s), "mean iteration time, averaged over ranks"),
+    _c("result", "max_time_us", lambda r, s: _us(r.max_time_s), "the slowest rank's mean"),
+    _c("result", "algbw_gbps", lambda r, s: _gb(r.algbw()), "algorithm bandwidth, GB/s (1e9)"),
+    _c("result", "busbw_gbps", lambda r, s: _gb(r.busbw()), "bus bandwidth, GB/s (nccl-tests)"),
+    _c("result", "wrong", lambda r, s: r.wrong, "elements that differ from the expected result"),
+)
+
+
+def _us(t: float | None) -> float | None:
+    return None if t is None else t * 1e6
+
+
+def _gb(b: float | None) -> float | None:
+    return None if b is None else b / 1e9
+
+
+def _matmul(r: Any) -> bool:
+    return r.config.verb == "matmul"
+
+
+PEAK = (
+    _c("config", "verb", lambda r, s: r.config.verb, "matmul, copy, read, write, h2d, d2h, p2p"),
+    _c("config", "precision", lambda r, s: r.config.precision, "matmul element type (matmul)",
+       only=_matmul),
+    _c("config", "shape", lambda r, s: "x".join(map(str, r.config.shape)) or None,
+       "m x n x k (matmul)", only=_matmul),
+    _c("config", "bytes", lambda r, s: r.config.nbytes or None,
+       "buffer size (memory and transfer verbs)", only=lambda r: not _matmul(r)),
+    _c("config", "pinned", lambda r, s: r.config.pinned, "page-locked host memory (h2d, d2h)",
+       only=lambda r: r.config.verb in ("h2d", "d2h")),
+    _c("config", "device", lambda r, s: r.config.device + (f"->{r.config.peer}" if r.config.peer
+                                                           else ""),
+       "device measured (p2p: source->destination)"),
+    _c("result", "unit", lambda r, s: r.unit, "TFLOP/s or GB/s"),
+    _c("result", "median", lambda r, s: r.median(), "rate of the median iteration"),
+    _c("result", "best", lambda r, s: r.best(), "rate of the fastest iteration"),
+    _c("result", "iterations", lambda r, s: len(r.times_s) or None, "timed iterations"),
+    _c("result", "work", lambda r, s: r.work or None, "FLOPs or bytes per iteration"),
+)
+
+
+def _probe(r: Any, key: str) -> Any:
+    p = r.best_probe()
+    return None if p is None else getattr(p, key)
+
+
+MAXBATCH = (
+    *_base_config(_wrapped),
+    _c("config", "checkpointing", lambda r, s: r.config.base.checkpointing,
+       "activation checkpointing"),
+    _c("config", "autotune", lambda r, s: r.config.base.autotune, "cuDNN autotuning"),
+    _c("config", "start", lambda r, s: r.config.start or "default", "first batch probed"),
+    _c("config", "limit", lambda r, s: r.config.limit or "none", "largest batch probed"),
+    _c("config", "tolerance", lambda r, s: r.config.tolerance, "bisection stopping width"),
+    _c("result", "best_batch", lambda r, s: r.best_batch, "largest batch that fits"),
+    _c("result", "first_oom_batch", lambda r, s: r.first_oom_batch,
+       "smallest batch seen not to fit"),
+    _c("result", "probes", lambda r, s: len(r.probes), "batch sizes probed"),
+    _c("result", "search_s", lambda r, s: r.search_wall_s, "wall time of the search"),
+    _c("result", "allocated_peak_bytes", lambda r, s: _probe(r, "allocated_peak_bytes"),
+       "peak tensor memory at the best batch"),
+    _c("result", "device_total_bytes", lambda r, s: _probe(r, "device_total_bytes"),
+       "device memory"),
+)
+
+
+def _best_acc(r: Any) -> float | None:
+    return max(r.eval_accuracy) if r.eval_accuracy else None
+
+
+TRAIN = (
+    _c("config", "dataset", lambda r, s: r.config.dataset, "dataset"),
+    _c("config", "model", lambda r, s: r.config.model, "model"),
+    _c("config", "batch_size", lambda r, s: r.config.batch_size, "samples per step per GPU"),
+    _c("config", "gpus", lambda r, s: r.config.gpus, "data-parallel processes"),
+    _c("config", "global_batch", lambda r, s: r.config.global_batch, "samples per step, all GPUs"),
+    _c("config", "precision", lambda r, s: r.config.precision, "fp32, tf32, bf16, fp16"),
+    _c("config", "loader", lambda r, s: r.config.loader, "gpu or dataloader"),
+    _c("config", "workers", lambda r, s: r.config.workers, "DataLoader workers per GPU"),
+    _c("config", "optimizer", lambda r, s: r.config.optimizer, "sgd or adamw"),
+    _c("config", "augment", lambda r, s: r.config.augment, "random crop and flip"),
+    _c("config", "target", lambda r, s: r.config.target, "accuracy that ends the run"),
+    _c("config", "seed", lambda r, s: r.config.seed, "seed"),
+    _c("config", "max_epochs", lambda r, s: r.config.max_epochs, "epoch cap"),
+    _c("result", "lr", lambda r, s: r.lr, "peak learning rate used"),
+    _c("result", "converged", lambda r, s: r.converged, "reached the target"),
+    _c("result", "time_to_train_s", lambda r, s: r.time_to_train_s,
+       "run start to the end of the evaluation that reached the target"),
+    _c("result", "epochs_to_converge", lambda r, s: r.epochs_to_converge, "epochs to the target"),
+    _c("result", "epochs", lambda r, s: r.epochs, "epochs trained"),
+    _c("result", "run_s", lambda r, s: r.run_s, "run_start to run_stop"),
+    _c("result", "init_s", lambda r, s: r.init_s, "init_start to init_stop"),
+    _c("result", "first_epoch_s", lambda r, s: r.first_epoch_s, "first epoch's training time"),
+    _c("result", "median_epoch_s", lambda r, s: r.median_epoch_s, "median of epochs 2+"),
+    _c("result", "final_accuracy", lambda r, s: r.final_accuracy, "last evaluation"),
+    _c("result", "best_accuracy", lambda r, s: _best_acc(r), "best evaluation"),
+    _c("result", "train_samples_per_s",
+       lambda r, s: r.train_samples_per_s() if r.epoch_times_s else None,
+       "real-data training throughput, epochs 2+"),
+    _c("result", "pipeline_samples_per_s", lambda r, s: r.pipeline_samples_per_s(),
+       "the input pipeline alone"),
+    _c("result", "synthetic_samples_per_s", lambda r, s: r.synthetic_samples_per_s(),
+       "the model on synthetic data"),
+    _c("result", "mlperf_log_passes",
+       lambda r, s: None if r.compliance is None else r.compliance.get("passed"),
+       "the MLPerf compliance checker's verdict on the run's log"),
+    _c("result", "device", lambda r, s: r.device, "device used (cuda, cpu)"),
+)
+
+
+def _probe_get(r: Any, key: str) -> Any:
+    return (r.probe or {}).get(key)
+
+
+def _busiest(r: Any, i: int) -> float | None:
+    b = r.busiest_bps()
+    return None if b is None else b[i]
+
+
+NET = (
+    _c("config", "model", lambda r, s: r.config.base.model, "model"),
+    _c("config", "batch_size", lambda r, s: r.config.base.batch_size, "samples per step per host"),
+    _c("config", "precision", lambda r, s: r.config.base.precision, "fp32 or bf16"),
+    _c("config", "optimizer", lambda r, s: r.config.base.optimizer, "sgd or adamw"),
+    _c("config", "hosts", lambda r, s: r.config.hosts, "emulated hosts, one rank each"),
+    _c("config", "strategy", lambda r, s: r.config.strategy, "ddp or ps"),
+    _c("config", "link", lambda r, s: r.config.link, "the link as named"),
+    _c("config", "rate_bps", lambda r, s: r.config.rate_bps or "unshaped", "bits/s per host"),
+    _c("config", "delay_s", lambda r, s: r.config.delay_s, "one-way delay"),
+    _c("config", "steps", lambda r, s: r.config.steps, "measured steps"),
+    _c("config", "bucket_mb", lambda r, s: r.config.bucket_mb, "DDP bucket size, MiB"),
+    _c("result", "samples_per_s", lambda r, s: s and s.throughput, "all hosts' samples per second"),
+    _c("result", "samples_per_s_low", lambda r, s: s and s.throughput_low, "interval, low"),
+    _c("result", "samples_per_s_high", lambda r, s: s and _fin(s.throughput_high),
+       "interval, high"),
+    _c("result", "interval_method", lambda r, s: s and getattr(s, "interval_method", None),
+       "how the interval was computed"),
+    _c("result", "step_ms", lambda r, s: _ms(r.step_s), "mean step time, slowest rank"),
+    _c("result", "compute_ms", lambda r, s: _ms(r.compute_s), "compute-only step time"),
+    _c("result", "busiest_host", lambda r, s: r.busiest_host(), "host that carried the most"),
+    _c("result", "busiest_tx_bps", lambda r, s: _busiest(r, 0), "its sent bits/s"),
+    _c("result", "busiest_rx_bps", lambda r, s: _busiest(r, 1), "its received bits/s"),
+    _c("result", "rtt_s", lambda r, s: _probe_get(r, "rtt_s"), "link round-trip time"),
+    _c("result", "goodput_bps", lambda r, s: _probe_get(r, "goodput_bps"), "TCP goodput"),
+    _c("result", "param_count", lambda r, s: r.param_count, "model parameters"),
+)
+
+_KIND_COLUMNS: dict[str, tuple[Column, ...]] = {
+    "throughput": IDENTITY + THROUGHPUT + GPU_ENV + ERROR,
+    "scaling": IDENTITY + SCALING + GPU_ENV + ERROR,
+    "comm": IDENTITY + COMM + GPU_ENV + ERROR,
+    "peak": IDENTITY + PEAK + GPU_ENV + ERROR,
+    "maxbatch": IDENTITY + MAXBATCH + GPU_ENV + ERROR,
+    "train": IDENTITY + TRAIN + GPU_ENV + ERROR,
+    # dlbench net trains on the CPU only: no GPU columns.
+    "net": IDENTITY + NET + CPU_ENV + ERROR,
+}
+assert set(_KIND_COLUMNS) == set(KINDS) == set(RECORD_TYPES), "a kind without export columns"
+
+
+def columns(kind: str) -> tuple[Column, ...]:
+    """The CSV columns of one kind, in order."""
+    if kind not in _KIND_COLUMNS:
+        raise ValueError(f"unknown record kind {kind!r}; choose from {', '.join(KINDS)}")
+    return _KIND_COLUMNS[kind]
+
+
+#: The throughput CSV's column names (the kind most exports hold).
+CSV_COLUMNS = tuple(c.name for c in columns("throughput"))
+
+
+def _summary(r: Any) -> Summary | None:
+    s = r.summary()
+    return s if isinstance(s, Summary) else None
+
+
+def flat_row(r: Any) -> dict[str, Any]:
+    """One CSV row of the record's kind: column name -> value (None where there is none)."""
+    s = _summary(r)
+    row = {}
+    for col in columns(r.kind):
+        if col.group == "result" and not r.ok and col.name not in ("unit",):
+            row[col.name] = None  # a failure has no figures, whatever its partial samples say
+            continue
+        try:
+            row[col.name] = col.get(r, s)
+        except (AttributeError, KeyError, TypeError, ValueError, ZeroDivisionError):
+            row[col.name] = None  # a record from an older writer lacking what this needs
+    return row
+
+
+def kinds_of(records: Sequence[Any]) -> list[str]:
+    """The kinds present, in export order."""
+    present = {r.kind for r in records}
+    return [k for k in KINDS if k in present]
+
+
+def _cell(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, float) and not math.isfinite(v):
+        return ""
+    return v
+
+
+def to_csv(records: Sequence[Any], kind: str | None = None) -> str:
+    """The CSV of one kind: ``kind``, or the one kind ``records`` hold (others are left out).
+
+    With ``kind`` None and records of several kinds, the throughput records are written (the
+    layout this function always had); callers that export everything use :func:`csv_by_kind`.
+    """
+    if kind is None:
+        present = kinds_of(records)
+        kind = present[0] if len(present) == 1 else "throughput"
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    names = [c.name for c in columns(kind)]
+    w = csv.DictWriter(buf, fieldnames=names, lineterminator="\n")
     w.writeheader()
     for r in records:
-        w.writerow({k: "" if v is None else v for k, v in flat_row(r).items()})
+        if r.kind == kind:
+            w.writerow({k: _cell(v) for k, v in flat_row(r).items()})
     return buf.getvalue()
 
 
-def to_json(records: Sequence[ThroughputRecord]) -> str:
-    """Full records (raw step times, config, environment) plus their summaries."""
+def csv_by_kind(records: Sequence[Any]) -> dict[str, str]:
+    """kind -> its CSV text, for every kind present."""
+    return {k: to_csv(records, k) for k in kinds_of(records)}
+
+
+def to_json(records: Sequence[Any]) -> str:
+    """Full records (raw samples, config, environment), each with its figures.
+
+    A JSON array of records; each is the record's own ``to_dict()`` (``kind``, ``schema_version``,
+    ``config``, raw samples, ``env``...) plus ``figures``: the result columns of its kind's CSV
+    (and ``summary``, for kinds timed in steps, as before).
+    """
     docs = []
     for r in records:
         d = r.to_dict()
-        s = r.summary() if hasattr(r, "summary") else None
-        if isinstance(s, Summary):  # throughput and scaling records: figures from raw step times
+        s = _summary(r)
+        if s is not None:  # throughput, scaling, net: figures from raw step times
             per_sample = getattr(r, "units_per_sample", 1)
             tflops = r.achieved_tflops() if hasattr(r, "achieved_tflops") else None
             d["summary"] = {
@@ -81,15 +522,41 @@ def to_json(records: Sequence[ThroughputRecord]) -> str:
                 "interval": [s.throughput_low, _finite(s.throughput_high)],
                 "rel_halfwidth": _finite(s.rel_halfwidth), "median_s": s.median_s, "p5_s": s.p5_s,
                 "p95_s": s.p95_s, "steps": s.steps, "cv": s.cv, "confidence": s.confidence,
+                "interval_method": getattr(s, "interval_method", None),
                 "units_per_s": s.throughput * per_sample, "tflops": tflops,
                 "converged": r.converged() if hasattr(r, "converged") else None,
             }
-        elif s is None and r.kind == "throughput":
+        elif r.kind == "throughput":
             d["summary"] = None
+        row = flat_row(r)
+        d["figures"] = {c.name: _json_value(row[c.name]) for c in columns(r.kind)
+                        if c.group == "result"}
+        d["export_version"] = EXPORT_VERSION
         docs.append(d)
     return json.dumps(docs, indent=1)
+
+
+def _json_value(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def _finite(x: float) -> float | None:
     """JSON has no infinity: an unbounded interval end is written as null."""
     return x if math.isfinite(x) else None
+
+
+def schema_markdown() -> str:
+    """The CSV columns of every kind as Markdown tables (docs/schema.md holds this text; a test
+    checks that the two agree)."""
+    out = []
+    for kind in KINDS:
+        out.append(f"### `{kind}`\n\n| column | group | meaning |\n|---|---|---|")
+        for c in columns(kind):
+            out.append(f"| `{c.name}` | {c.group} | {c.doc} |")
+        out.append("")
+    return "\n".join(out)
+
+
+__all__ = ["CSV_COLUMNS", "Column", "EXPORT_VERSION", "KINDS", "SCHEMA_VERSION", "columns",
+           "csv_by_kind", "flat_row", "kinds_of", "schema_markdown", "step_flags", "to_csv",
+           "to_json"]

@@ -1,0 +1,134 @@
+"""Which physical card a result ran on, and the spread of one config across cards of one model.
+
+Two H100s are not one card: the same GPT-2 config measured on five H100s spread over about 2%,
+while each record's own interval was 0.05-0.7% wide. A comparison of figures from two cards of
+one model must therefore allow for the card-to-card spread measured across cards
+(:mod:`dlbench.reference` ``card_spread.json``, each entry with the records it was derived
+from), not only for the two within-process intervals. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from typing import Any, Sequence
+
+
+@functools.cache
+def card_spreads() -> dict[str, Any]:
+    """The shipped spreads (``dlbench/reference/card_spread.json``, written by
+    ``benchmarks/card_spread.py`` from the committed stores)."""
+    text = resources.files("dlbench.reference").joinpath("card_spread.json").read_text()
+    return json.loads(text)
+
+
+
+def _device_index(device: str | None) -> int:
+    """``cuda:3`` -> 3; ``auto``/``cuda`` -> 0 (the first visible GPU, which env lists first)."""
+    if device and device.startswith("cuda:"):
+        try:
+            return int(device.split(":", 1)[1])
+        except ValueError:
+            return 0
+    return 0
+
+
+def card_uuids(r: Any) -> tuple[str, ...]:
+    """UUIDs of the GPUs the record ran on (its first host's), from its environment; () on the
+    CPU or where the environment has no UUIDs (records older than their capture)."""
+    env = getattr(r, "env", None) or {}
+    gpus = env.get("gpus") or []
+    if env.get("accelerator") != "cuda" or not gpus:
+        return ()
+    c = r.config
+    if r.kind == "throughput":
+        used = [_device_index(c.device)]
+    elif r.kind == "maxbatch":
+        used = [_device_index(c.base.device)]
+    elif r.kind == "peak":
+        used = [_device_index(c.device)] + ([_device_index(c.peer)] if c.peer else [])
+    elif r.kind == "scaling":
+        used = list(range(max(1, c.gpus // max(1, c.nnodes))))
+    elif r.kind == "comm":
+        used = list(range(min(c.ranks, len(gpus))))
+    elif r.kind == "train":
+        used = list(range(min(c.gpus, len(gpus))))
+    else:
+        return ()
+    return tuple(str(gpus[i].get("uuid")) for i in used if i < len(gpus) and gpus[i].get("uuid"))
+
+
+def card_model(r: Any) -> str | None:
+    env = getattr(r, "env", None) or {}
+    gpus = env.get("gpus") or []
+    return gpus[0].get("name") if env.get("accelerator") == "cuda" and gpus else None
+
+
+def different_cards(a: Any, b: Any) -> bool:
+    """Whether two records ran on different physical cards of the same GPU model (both known)."""
+    ua, ub = card_uuids(a), card_uuids(b)
+    return bool(ua and ub) and card_model(a) == card_model(b) and set(ua) != set(ub)
+
+
+def spread_for(gpu_model: str | None, kind: str = "throughput") -> dict[str, Any] | None:
+    """The card-to-card spread measured for this GPU model (and kind): ``rel_halfwidth`` (half
+    the relative range across cards, the largest over the configs measured), with the source
+    entries; None where none was measured (then the comparison says so)."""
+    if not gpu_model:
+        return None
+    return card_spreads().get(kind, {}).get(gpu_model)
+
+
+def spread_summary(values_by_card: dict[str, float]) -> dict[str, float] | None:
+    """Figures of one config on several cards: min, max, mean and the relative half-range
+    ``(max - min) / 2 / mean`` (a half-width comparable with an interval's)."""
+    vals = list(values_by_card.values())
+    if len(vals) < 2:
+        return None
+    lo, hi = min(vals), max(vals)
+    m = sum(vals) / len(vals)
+    return {"min": lo, "max": hi, "mean": m, "cards": len(vals), "rel_halfwidth": (hi - lo) / 2 / m}
+
+
+def by_card(records: Sequence[Any], figure) -> dict[str, float]:
+    """The figure of each card (the last ok record per card UUID)."""
+    out: dict[str, float] = {}
+    for r in records:
+        u = card_uuids(r)
+        v = figure(r) if r.ok else None
+        if u and v is not None:
+            out[" ".join(u)] = v
+    return out
+
+
+def derive_spreads(records: Sequence[Any], max_rel_halfwidth: float = 0.01,
+                   min_cards: int = 3) -> dict[str, Any]:
+    """Card-to-card spread per GPU model, from throughput records of one config measured on
+    several cards: for each config measured on at least ``min_cards`` cards (records whose own
+    interval is at most ``max_rel_halfwidth``, so the spread is the cards', not the noise's),
+    its range across cards; the model's figure is the widest config's half-range.
+
+    Returns ``{"throughput": {gpu_model: {"rel_halfwidth": h, "configs": [...]}}}``, each config
+    entry naming the record ids it came from (the shipped ``card_spread.json``)."""
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for r in records:
+        if r.kind != "throughput" or not r.ok or card_model(r) is None or not card_uuids(r):
+            continue
+        s = r.summary()
+        if s is None or not s.rel_halfwidth <= max_rel_halfwidth:
+            continue
+        groups.setdefault((card_model(r), r.config.key()), []).append(r)
+    out: dict[str, Any] = {}
+    for (model, _key), recs in sorted(groups.items()):
+        per_card = by_card(recs, lambda r: r.units_per_s())
+        if len(per_card) < min_cards:
+            continue
+        summ = spread_summary(per_card)
+        last = {" ".join(card_uuids(r)): r for r in recs}
+        entry = {"config": recs[0].config.label, "unit": f"{recs[0].unit}/s", **summ,
+                 "records": sorted(r.id for r in last.values())}
+        m = out.setdefault(model, {"rel_halfwidth": 0.0, "configs": []})
+        m["configs"].append(entry)
+        m["rel_halfwidth"] = max(m["rel_halfwidth"], summ["rel_halfwidth"])
+    return {"throughput": out}
