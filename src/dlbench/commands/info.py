@@ -66,4 +66,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         "Models (FLOPs counted per sample at the default input; train = forward + loss + backward)",
         ("model", "source", "input", "unit", "GPU batch", "eval GFLOP", "train GFLOP",
          "description"), tuple(rows)))
+    from dlbench.models import SOURCES_HELP  # heavy: torch (loaded above already)
+    terminal.print_table(tables.Table(
+        "Any other model, by its source (wherever -m is taken; built with random weights, "
+        "nothing downloaded)", ("-m", "what it builds"), SOURCES_HELP))
     return EXIT_OK

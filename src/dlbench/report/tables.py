@@ -96,6 +96,10 @@ def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughp
     notes = ("throughput = samples over the measured window's time; ±95% is the batch-means "
              "interval; TFLOP/s counts model FLOPs (optimizer excluded); MFU is against the "
              "datasheet dense peak of that precision ('dlbench roofline' adds the measured one)",)
+    uncounted = sorted({r.config.model for r in records if r.ok and r.flops_per_sample is None})
+    if uncounted:  # measured all the same: a FLOP count is an annotation of the figure
+        notes += (f"FLOPs unknown for {', '.join(uncounted)} (a step callable, or a forward the "
+                  "FLOP counter could not trace): TFLOP/s and MFU are '-'",)
     return Table(title, cols, tuple(rows), notes)
 
 
