@@ -24,6 +24,8 @@ EXIT_INTERNAL = 1       # a bug in dlbench: one line naming the error; --debug f
 EXIT_USAGE = 2          # bad flags, unknown model, precision the device lacks: nothing ran
 EXIT_FAILED_RESULTS = 3  # the sweep finished but some results are failures (stored as rows)
 EXIT_FATAL = 4          # a fatal device error stopped the sweep (results so far are kept)
+EXIT_REGRESSION = 5     # compare: B is significantly worse than A
+EXIT_NO_MATCH = 6       # compare: no config has a result on both sides
 EXIT_INTERRUPTED = 130  # Ctrl-C (results so far are kept)
 
 EPILOG = """\
@@ -41,6 +43,7 @@ exit codes (every command):
   3    some results are failures (stored as rows), or 'results check' found a problem
   4    a fatal device error stopped the sweep (results so far are kept)
   5    'compare' found a regression
+  6    'compare' found nothing to compare (no config with a result on both sides)
   130  interrupted (Ctrl-C, SIGTERM, SIGHUP); results so far are kept
 Every failure is one line on stderr; 'dlbench --debug COMMAND ...' (or DLBENCH_DEBUG=1)
 adds the traceback."""

@@ -8,28 +8,44 @@ import json
 import sys
 from pathlib import Path
 
-from dlbench.commands.common import EXIT_OK, FRACTION, add_command, real
+from dlbench.commands.common import (
+    EXIT_NO_MATCH,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    FRACTION,
+    add_command,
+    real,
+)
 from dlbench.report import compare as cmp
+from dlbench.report.export import KINDS
 from dlbench.report import terminal
 from dlbench.store import Store, StoreError
 
 ORDER = 25
-EXIT_REGRESSION = 5
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
-        sub, "compare", help="compare two runs or tags config by config; exit 5 on a regression",
-        description="Match the throughput results of A and B by config and print, for each, the "
-                    "ratio B/A, its 95%% interval, Welch's t-test on the raw step times and a "
-                    "verdict. A and B are run ids (a prefix, or 'latest') or 'tag:NAME' (every "
-                    "run with that tag).",
+        sub, "compare", help="compare two runs or tags config by config, every kind; exit 5 on "
+                             "a regression",
+        description="Match the results of A and B by kind and config (throughput, scaling, "
+                    "comm, peak, maxbatch, train, net) and print, for each, the ratio B/A of "
+                    "the kind's figure, its 95% interval, a test and a verdict. Where raw "
+                    "samples exist the test is Welch's t on them (step times, iteration "
+                    "times, the seeds' times to train, or the process figures of a --repeat "
+                    "group); where they do not, the pair is significant when its interval "
+                    "excludes 1 (largest batch: when the two searches' brackets are disjoint). "
+                    "Figures from two different cards of one GPU model get the card-to-card "
+                    "spread measured across cards added to their interval. A and B are run ids "
+                    "(a prefix, or 'latest') or 'tag:NAME' (every run with that tag).",
         epilog="examples:\n"
                "  dlbench compare tag:baseline tag:candidate --threshold 0.03\n"
-               "  dlbench compare 3f2a latest\n"
+               "  dlbench compare 3f2a latest --kind scaling\n"
                "  dlbench compare latest latest --db old.db --db-b new.db\n\n"
-               "exit codes: 0 no regression; 5 at least one regression (B significantly slower "
-               "than A by more than --threshold); 2 usage error (unknown run or tag).",
+               "exit codes: 0 no regression; 5 at least one regression (B significantly worse "
+               "than A by more than --threshold); 6 no config has a result on both sides "
+               "(nothing was compared: a gate must not pass on that); 2 usage error (unknown "
+               "run or tag, missing store); 1 internal error; 130 interrupted.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a", metavar="A", help="baseline: run id prefix, 'latest' or tag:NAME")
     p.add_argument("b", metavar="B", help="candidate: run id prefix, 'latest' or tag:NAME")
@@ -41,20 +57,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "regression, in [0, 1) (default 0.05)")
     p.add_argument("--alpha", type=FRACTION, default=cmp.DEFAULT_ALPHA,
                    help="significance level of the test, in (0, 1) (default 0.05)")
+    p.add_argument("--kind", choices=KINDS, help="only results of this kind (default: all)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print only the verdict line (and regressions); the exit code gates")
     p.set_defaults(handler=cmd_compare)
 
 
-def select(store: Store, ref: str) -> tuple[str, list]:
+def select(store: Store, ref: str, kind: str | None = None) -> tuple[str, list]:
     """Records for ``tag:NAME`` or a run reference; with a description of what was selected."""
     if ref.startswith("tag:"):
         tag = ref[4:]
-        recs = store.results(tag=tag, kind="throughput")
+        recs = store.results(tag=tag, kind=kind)
         if not store.runs(tag=tag):
             raise StoreError(f"no run is tagged {tag!r} in {store.path}")
         return f"tag {tag}", recs
     run_id = store.resolve_run(ref)
-    return f"run {run_id}", store.results(run_id=run_id, kind="throughput")
+    return f"run {run_id}", store.results(run_id=run_id, kind=kind)
 
 
 def _open(path: str) -> Store:
@@ -65,12 +84,12 @@ def _open(path: str) -> Store:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     with _open(args.db) as sa:
-        name_a, recs_a = select(sa, args.a)
+        name_a, recs_a = select(sa, args.a, args.kind)
         if args.db_b and Path(args.db_b).resolve() != Path(args.db).resolve():
             with _open(args.db_b) as sb:
-                name_b, recs_b = select(sb, args.b)
+                name_b, recs_b = select(sb, args.b, args.kind)
         else:
-            name_b, recs_b = select(sa, args.b)
+            name_b, recs_b = select(sa, args.b, args.kind)
     c = cmp.compare(recs_a, recs_b, threshold=args.threshold, alpha=args.alpha)
     if c.env_differences:
         terminal.warn("THE ENVIRONMENTS DIFFER; the ratios mix hardware or software changes "
@@ -78,16 +97,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         d = cmp.to_dict(c) | {"a": name_a, "b": name_b}
         sys.stdout.write(json.dumps(d, indent=1) + "\n")
-    else:
+    elif not args.quiet:
         terminal.print_table(cmp.comparison_table(c, f"B ({name_b}) against A ({name_a})"))
         if c.only_a:
             terminal.stdout.print(f"only in A: {', '.join(c.only_a)}", highlight=False)
         if c.only_b:
             terminal.stdout.print(f"only in B: {', '.join(c.only_b)}", highlight=False)
-        if not c.pairs:
-            terminal.warn("no config has an ok throughput result on both sides")
+    if not c.pairs:
+        terminal.error(f"nothing to compare: no {args.kind or ''}{' ' if args.kind else ''}"
+                       f"config has an ok result in both {name_a} and {name_b}")
+        return EXIT_NO_MATCH
     if c.regressions:
         terminal.error(f"{len(c.regressions)} regression(s): "
                        + ", ".join(f"{p.label} ({p.ratio:.3f}x)" for p in c.regressions))
         return EXIT_REGRESSION
+    if args.quiet:
+        terminal.stdout.print(f"{len(c.pairs)} config(s) compared: no regression",
+                              highlight=False)
     return EXIT_OK

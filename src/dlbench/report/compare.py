@@ -1,26 +1,45 @@
-"""Comparing two sets of throughput results: pure functions, no I/O.
+"""Comparing two sets of results of any kind: pure functions, no I/O.
 
-Records are matched by config key (same model, batch, precision, mode, ...). For each pair:
+Records are matched by kind and config key (same model, batch, precision, GPUs, op, size, ...).
+Each pair is judged on the kind's figure, in the direction where larger is better:
 
-- **ratio** = throughput B / throughput A. Both are samples over window time at the same batch,
-  so the ratio is mean step time A over mean step time B.
-- **its interval**: from the two batch-means intervals (the ones the tables show), combined on the
-  log scale: ``ratio * exp(+-sqrt(ln(1+rA)^2 + ln(1+rB)^2))`` where ``r`` is each side's relative
-  half-width. Batch means account for the correlation of consecutive steps, so this interval is
-  the honest one; it is unbounded when either side has no interval.
-- **significance**: Welch's t-test on the raw step times (unequal variances, Welch-Satterthwaite
-  degrees of freedom), two-sided. Consecutive steps are correlated, which makes this test somewhat
-  eager; a pair is called a regression only when it is both significant and past the threshold.
+=========== ==================== ========================================== =================
+kind        figure               test where raw samples exist               else
+=========== ==================== ========================================== =================
+throughput  samples/s            Welch's t on the step times (a repeat      the intervals
+                                 group: on its process figures)
+scaling     samples/s            Welch's t on the slowest rank's step times the intervals
+net         samples/s            Welch's t on the slowest rank's step times the intervals
+comm        bus bandwidth        Welch's t on the iteration times (mean
+                                 over ranks per iteration)
+peak        median rate          Welch's t on the iteration times
+train       1 / time to train    Welch's t on the seeds' times to train     one run a side:
+                                 (two or more converged seeds a side)       no test
+train       samples/s, epochs 2+ Welch's t on the epoch times, seeds pooled
+maxbatch    largest batch        none: the search brackets the boundary     the brackets
+=========== ==================== ========================================== =================
+
+- **ratio** = figure B / figure A (for time to train, time A / time B): below 1 is worse.
+- **its interval**: from the two sides' relative half-widths, combined on the log scale:
+  ``ratio * exp(+-sqrt(ln(1+rA)^2 + ln(1+rB)^2))``; unbounded when a side has none. When the two
+  figures come from different physical cards of one GPU model, the card-to-card spread measured
+  across cards (:mod:`dlbench.report.cards`) is added in quadrature: within-process samples
+  cannot see how much one card differs from another.
+- **significance**: Welch's t-test (unequal variances, Welch-Satterthwaite df), two-sided; across
+  cards, the pair is significant only if its widened interval also excludes 1. Without raw
+  samples: significant when the interval excludes 1 (maxbatch: when the brackets are disjoint).
+- A **regression** is significant and worse than ``1 - threshold``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from dlbench import env as envmod
-from dlbench.measure.stats import mean, t_cdf
+from dlbench.measure.stats import across_processes, interval, mean, t_cdf
+from dlbench.report import cards
 from dlbench.report.table import Table, fmt_num
 
 DEFAULT_THRESHOLD = 0.05
@@ -61,17 +80,162 @@ def welch_t(a: Sequence[float], b: Sequence[float]) -> Welch:
     return Welch(t, df, min(1.0, max(0.0, p)))
 
 
-def ratio_interval(ratio: float, rel_a: float, rel_b: float) -> tuple[float, float]:
-    """Interval of a ratio from the two sides' relative half-widths (log scale, in quadrature)."""
+def ratio_interval(ratio: float, rel_a: float, rel_b: float,
+                   rel_cards: float = 0.0) -> tuple[float, float]:
+    """Interval of a ratio from the two sides' relative half-widths (log scale, in quadrature),
+    plus ``rel_cards``, the relative spread between two cards, where they differ."""
     if not (math.isfinite(rel_a) and math.isfinite(rel_b)):
         return 0.0, math.inf
-    w = math.hypot(math.log1p(rel_a), math.log1p(rel_b))
+    w = math.sqrt(math.log1p(rel_a) ** 2 + math.log1p(rel_b) ** 2 + math.log1p(rel_cards) ** 2)
     return ratio * math.exp(-w), ratio * math.exp(w)
+
+
+# -- what each kind offers a comparison ---------------------------------------------------------
+@dataclass(frozen=True)
+class Side:
+    """One side of a pair: its figure, relative half-width, and raw samples (times, where smaller
+    is better; None where there are none), with what the figure is."""
+
+    figure: float
+    rel_halfwidth: float
+    samples: tuple[float, ...] | None
+    unit: str
+    ids: tuple[str, ...]
+    records: tuple[Any, ...]
+    low: float | None = None     # maxbatch: the bracket [best batch, first OOM batch)
+    high: float | None = None
+
+
+def _step_side(r: Any) -> Side | None:
+    s = r.summary()
+    if s is None or len(r.step_times_s if r.kind != "net" else _slowest(r)) < 2:
+        return None
+    times = tuple(r.step_times_s) if r.kind != "net" else _slowest(r)
+    return Side(s.throughput, s.rel_halfwidth, times, "samples/s", (r.id,), (r,))
+
+
+def _slowest(r: Any) -> tuple[float, ...]:
+    return tuple(max(r.rank_step_times_s, key=math.fsum)) if r.rank_step_times_s else ()
+
+
+def _comm_side(r: Any) -> Side | None:
+    b = r.busbw()
+    if b is None or not r.ok or not r.rank_times_s:
+        return None
+    per_iter = tuple(mean(col) for col in zip(*r.rank_times_s))
+    if len(per_iter) < 2:
+        return None
+    rel = _rel_halfwidth(per_iter)
+    return Side(b / 1e9, rel, per_iter, "GB/s busbw", (r.id,), (r,))
+
+
+def _peak_side(r: Any) -> Side | None:
+    m = r.median()
+    if m is None or len(r.times_s) < 2:
+        return None
+    return Side(m, _rel_halfwidth(r.times_s), tuple(r.times_s), r.unit, (r.id,), (r,))
+
+
+def _rel_halfwidth(times: Sequence[float], confidence: float = 0.95) -> float:
+    """The interval of the mean time over the mean (the same interval as a step window's, which
+    allows for correlated iterations)."""
+    m = mean(times)
+    return interval(times, confidence).halfwidth / m if m > 0 else math.inf
+
+
+def _group_side(recs: Sequence[Any]) -> Side | None:
+    """The processes of one repeat group (``--repeat N``): the mean of the process figures, its
+    interval across processes, and the process figures as the samples (Welch's t on them: the
+    run-to-run variance one process cannot show)."""
+    per = [s for s in (_ONE[r.kind](r) for r in recs if r.ok) if s is not None]
+    if len(per) < 2:
+        return _ONE[recs[-1].kind](recs[-1]) if recs[-1].ok else None
+    figures = tuple(s.figure for s in per)
+    m, h = across_processes(figures)
+    return Side(m, h / m, figures, per[0].unit, tuple(s.ids[0] for s in per),
+                tuple(s.records[0] for s in per))
+
+
+def _maxbatch_side(r: Any) -> Side | None:
+    if not r.ok or r.best_batch is None:
+        return None
+    high = float(r.first_oom_batch) if r.first_oom_batch else math.inf
+    return Side(float(r.best_batch), math.nan, None, "batch", (r.id,), (r,),
+                low=float(r.best_batch), high=high)
+
+
+def _train_side(recs: Sequence[Any]) -> Side | None:
+    """The seeds of one training setup: time to train of each converged run (smaller is better;
+    the figure is its inverse, runs per hour... kept as 1/mean time so larger is better)."""
+    times = tuple(r.time_to_train_s for r in recs if r.ok and r.time_to_train_s)
+    if not times:
+        return None
+    rel = _rel_halfwidth(times) if len(times) >= 2 else math.inf
+    return Side(1.0 / mean(times), rel, times if len(times) >= 2 else None, "1/time to train",
+                tuple(r.id for r in recs), tuple(recs))
+
+
+#: kind -> how a record (or, for train, a setup's seeds) becomes a side.
+_ONE: dict[str, Callable[[Any], Side | None]] = {
+    "throughput": _step_side, "scaling": _step_side, "net": _step_side, "comm": _comm_side,
+    "peak": _peak_side, "maxbatch": _maxbatch_side}
+
+
+def _match_key(r: Any) -> str:
+    # Training: every seed of a setup is one side (the seeds are the samples).
+    return r.config.setup_key() if r.kind == "train" else r.config.key()
+
+
+def sides(records: Sequence[Any]) -> dict[tuple[str, str], Side]:
+    """(kind, match key) -> side; a later record of the same key wins (a rerun), except for
+    training, whose records of one setup are its seeds, and the processes of one repeat group
+    (``--repeat``), which are one side together."""
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for r in records:
+        if r.kind == "train" or r.kind in _ONE:
+            k = (r.kind, _match_key(r))
+            prev = groups.get(k)
+            if r.kind == "train" or (prev and getattr(r, "repeat_group", None) and
+                                     getattr(prev[-1], "repeat_group", None) == r.repeat_group):
+                groups.setdefault(k, []).append(r)  # seeds, or processes of one repeat group
+            else:
+                groups[k] = [r]
+    out = {}
+    for k, recs in groups.items():
+        if k[0] == "train":
+            # Two figures: time to train (the seeds' times, which convergence makes vary
+            # widely) and the speed of training (the epochs' times, which a slower step shows
+            # at once, pooled over the seeds).
+            for key, side in ((k, _train_side(recs)), ((k[0], k[1] + EPOCH), _epoch_side(recs))):
+                if side is not None:
+                    out[key] = side
+            continue
+        side = _group_side(recs) if len(recs) > 1 else _ONE[k[0]](recs[0])
+        if side is not None:
+            out[k] = side
+    return out
+
+
+#: The match-key suffix of a training setup's epoch-speed figure.
+EPOCH = ":epoch"
+
+
+def _epoch_side(recs: Sequence[Any]) -> Side | None:
+    """Training speed of a setup's runs: samples per second over epochs 2 onward (the first holds
+    start-up), the epochs of every seed pooled; a failed run's epochs count (its speed is real)."""
+    runs = [r for r in recs if len(r.epoch_times_s) >= 2 and r.samples_per_epoch]
+    times = tuple(t for r in runs for t in r.epoch_times_s[1:])
+    if len(times) < 2:
+        return None
+    per_epoch = runs[0].samples_per_epoch
+    return Side(per_epoch / mean(times), _rel_halfwidth(times), times, "samples/s (epochs 2+)",
+                tuple(r.id for r in runs), tuple(runs))
 
 
 @dataclass(frozen=True)
 class Pair:
-    """One config measured on both sides; figures in samples/s, ``ratio`` = B over A."""
+    """One config measured on both sides. ``a_per_s``/``b_per_s`` are the figures (samples/s
+    for the step-timed kinds; see ``unit``); ``ratio`` = B over A, below 1 is worse."""
 
     key: str
     label: str
@@ -89,6 +253,10 @@ class Pair:
     regression: bool
     improvement: bool
     env_differences: tuple[str, ...]
+    kind: str = "throughput"
+    unit: str = "samples/s"
+    test: str = "welch"          # welch | interval | bracket | none
+    cards: str | None = None      # set when A and B ran on different cards of one GPU model
 
 
 @dataclass(frozen=True)
@@ -105,42 +273,78 @@ class Comparison:
         return tuple(p for p in self.pairs if p.regression)
 
 
-def _latest_ok(records: Sequence[Any]) -> dict[str, Any]:
-    """Ok throughput records by config key; a later record of the same key wins (a rerun)."""
-    out: dict[str, Any] = {}
-    for r in records:
-        if getattr(r, "kind", None) == "throughput" and r.ok and len(r.step_times_s) >= 2:
-            out[r.config.key()] = r
-    return out
+def _card_spread(a: Side, b: Side, kind: str) -> tuple[float, str | None]:
+    """The relative spread to allow when A and B ran on different cards of one model, and the
+    note that says so (with the spread, or that none was measured)."""
+    ra, rb = a.records[-1], b.records[-1]
+    if not cards.different_cards(ra, rb):
+        return 0.0, None
+    model = cards.card_model(ra)
+    spread = cards.spread_for(model, "throughput")
+    if spread is None:
+        return 0.0, (f"different {model} cards; no card-to-card spread measured for it: the "
+                     "interval holds the within-process spread only")
+    h = spread["rel_halfwidth"]
+    # Two cards can differ by the whole range across cards: twice its half-width.
+    return 2 * h, (f"different {model} cards: interval widened by the card-to-card spread "
+                   f"(+-{h:.2%} across {len(spread['configs'])} configs measured on several cards)")
 
 
 def compare_pair(a: Any, b: Any, threshold: float = DEFAULT_THRESHOLD,
-                 alpha: float = DEFAULT_ALPHA) -> Pair:
-    """Compare two throughput records of the same config."""
-    sa, sb = a.summary(), b.summary()
-    ratio = sb.throughput / sa.throughput
-    low, high = ratio_interval(ratio, sa.rel_halfwidth, sb.rel_halfwidth)
-    w = welch_t(a.step_times_s, b.step_times_s)
-    significant = w.p < alpha
-    return Pair(key=a.config.key(), label=a.config.label, a_id=a.id, b_id=b.id,
-                a_per_s=sa.throughput, b_per_s=sb.throughput, ratio=ratio, ratio_low=low,
-                ratio_high=high, t=w.t, df=w.df, p=w.p, significant=significant,
-                regression=significant and ratio < 1.0 - threshold,
+                 alpha: float = DEFAULT_ALPHA, kind: str | None = None) -> Pair:
+    """Compare the two sides of one config (records, or :class:`Side` objects)."""
+    sa = a if isinstance(a, Side) else sides([a])[next(iter(sides([a])))]
+    sb = b if isinstance(b, Side) else sides([b])[next(iter(sides([b])))]
+    ra, rb = sa.records[-1], sb.records[-1]
+    kind = kind or ra.kind
+    ratio = sb.figure / sa.figure
+    extra, card_note = _card_spread(sa, sb, kind)
+    if kind == "maxbatch":
+        low, high = sb.low / sa.high, (sb.high / sa.low if math.isfinite(sb.high) else math.inf)
+        disjoint = sb.high <= sa.low or sb.low >= sa.high
+        test, t, df, p, significant = "bracket", math.nan, math.nan, math.nan, disjoint
+    else:
+        low, high = ratio_interval(ratio, sa.rel_halfwidth, sb.rel_halfwidth, extra)
+        if sa.samples and sb.samples:
+            w = welch_t(sa.samples, sb.samples)
+            test, t, df, p = "welch", w.t, w.df, w.p
+            significant = w.p < alpha and (not card_note or not low <= 1.0 <= high)
+        else:
+            test, t, df, p = ("interval" if math.isfinite(high) else "none"), math.nan, math.nan, \
+                math.nan
+            significant = math.isfinite(high) and not low <= 1.0 <= high
+    return Pair(key=ra.config.key() if kind != "train" else ra.config.setup_key(),
+                label=(ra.config.label if kind != "train" else
+                       _setup_label(ra) + (" epoch speed" if "2+" in sa.unit else "")),
+                a_id=",".join(sa.ids), b_id=",".join(sb.ids), a_per_s=sa.figure,
+                b_per_s=sb.figure, ratio=ratio, ratio_low=low, ratio_high=high, t=t, df=df, p=p,
+                significant=significant, regression=significant and ratio < 1.0 - threshold,
                 improvement=significant and ratio > 1.0 + threshold,
-                env_differences=tuple(envmod.differences(a.env or {}, b.env or {})))
+                env_differences=tuple(envmod.differences(ra.env or {}, rb.env or {})),
+                kind=kind, unit=sa.unit, test=test, cards=card_note)
+
+
+def _setup_label(r: Any) -> str:
+    return " ".join(p for p in r.config.label.split() if not p.startswith("seed="))
 
 
 def compare(a_records: Sequence[Any], b_records: Sequence[Any],
             threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA) -> Comparison:
-    """Match the ok throughput records of A and B by config key and compare each pair."""
+    """Match the ok records of A and B by kind and config key and compare each pair."""
     if threshold < 0:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
-    ra, rb = _latest_ok(a_records), _latest_ok(b_records)
-    pairs = tuple(compare_pair(ra[k], rb[k], threshold, alpha) for k in ra if k in rb)
+    ra, rb = sides(a_records), sides(b_records)
+    pairs = tuple(compare_pair(ra[k], rb[k], threshold, alpha, kind=k[0]) for k in ra if k in rb)
+    ra = {k: v for k, v in ra.items() if not k[1].endswith(EPOCH)}  # one line per setup
+    rb = {k: v for k, v in rb.items() if not k[1].endswith(EPOCH)}
     diffs = tuple(dict.fromkeys(d for p in pairs for d in p.env_differences))
+
+    def label(s: Side) -> str:
+        r = s.records[-1]
+        return _setup_label(r) if r.kind == "train" else r.config.label
     return Comparison(pairs=pairs,
-                      only_a=tuple(r.config.label for k, r in ra.items() if k not in rb),
-                      only_b=tuple(r.config.label for k, r in rb.items() if k not in ra),
+                      only_a=tuple(label(s) for k, s in ra.items() if k not in rb),
+                      only_b=tuple(label(s) for k, s in rb.items() if k not in ra),
                       env_differences=diffs, threshold=threshold, alpha=alpha)
 
 
@@ -148,38 +352,55 @@ def _verdict(p: Pair) -> str:
     if p.regression:
         return "REGRESSION"
     if p.improvement:
-        return "faster"
+        return "better"
     if p.significant:
         return "within threshold"
     return "no change"
 
 
+def _p(p: Pair) -> str:
+    return f"{p.p:.2g}" if p.test == "welch" else p.test
+
+
+def _fig(p: Pair, x: float) -> str:
+    if p.unit == "1/time to train":
+        return f"{1 / x:.1f} s"
+    return fmt_num(x)
+
+
 def comparison_table(c: Comparison, title: str = "B against A") -> Table:
     """One row per matched config: both figures, the ratio and its interval, the test."""
     rows = tuple((
-        p.label, fmt_num(p.a_per_s), fmt_num(p.b_per_s), f"{p.ratio:.4f}",
+        p.kind, p.label, _fig(p, p.a_per_s), _fig(p, p.b_per_s), p.unit if p.unit != "1/time to train"
+        else "time to train", f"{p.ratio:.4f}",
         f"{p.ratio_low:.4f}-{p.ratio_high:.4f}" if math.isfinite(p.ratio_high) else "unbounded",
-        f"{p.p:.2g}", "yes" if p.significant else "no", _verdict(p),
+        _p(p), "yes" if p.significant else "no", _verdict(p) + (" (cards differ)" if p.cards
+                                                             else ""),
     ) for p in c.pairs)
-    notes = (f"ratio = throughput B / A (samples/s); interval 95% from the two batch-means "
-             f"intervals; p: Welch's t-test on the raw step times, significant when p < "
-             f"{c.alpha:g}; regression: significant and B slower than A by more than "
-             f"{c.threshold:.1%}",)
-    return Table(title, ("config", "A samples/s", "B samples/s", "B/A", "95% interval", "p",
+    notes = (f"ratio = B / A of the figure (time to train: A / B), below 1 is worse; interval "
+             f"95% from the two sides' intervals; p: Welch's t-test on the raw samples (step, "
+             f"iteration or seed times), significant when p < {c.alpha:g}; 'interval': no raw "
+             f"samples, significant when the interval excludes 1; 'bracket': largest batch, "
+             f"significant when the two searches' brackets are disjoint; regression: "
+             f"significant and worse than A by more than {c.threshold:.1%}",
+             *dict.fromkeys(p.cards for p in c.pairs if p.cards))
+    return Table(title, ("kind", "config", "A", "B", "figure", "B/A", "95% interval", "p / test",
                          "significant", "verdict"), rows, notes)
 
 
 def to_dict(c: Comparison) -> dict[str, Any]:
-    """A JSON-ready form (infinite interval ends as None)."""
+    """A JSON-ready form (infinite interval ends and absent statistics as None)."""
     def fin(x: float) -> float | None:
         return x if math.isfinite(x) else None
     return {
         "threshold": c.threshold, "alpha": c.alpha, "regressions": len(c.regressions),
         "env_differences": list(c.env_differences), "only_a": list(c.only_a),
         "only_b": list(c.only_b),
-        "pairs": [{"config": p.label, "key": p.key, "a": p.a_id, "b": p.b_id,
+        "pairs": [{"kind": p.kind, "config": p.label, "key": p.key, "a": p.a_id, "b": p.b_id,
+                   "unit": p.unit, "a_figure": p.a_per_s, "b_figure": p.b_per_s,
                    "a_samples_per_s": p.a_per_s, "b_samples_per_s": p.b_per_s, "ratio": p.ratio,
-                   "interval": [p.ratio_low, fin(p.ratio_high)], "t": fin(p.t), "df": p.df,
-                   "p": p.p, "significant": p.significant, "regression": p.regression,
-                   "verdict": _verdict(p)} for p in c.pairs],
+                   "interval": [p.ratio_low, fin(p.ratio_high)], "test": p.test, "t": fin(p.t),
+                   "df": fin(p.df), "p": fin(p.p), "significant": p.significant,
+                   "regression": p.regression, "cards": p.cards, "verdict": _verdict(p)}
+                  for p in c.pairs],
     }

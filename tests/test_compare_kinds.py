@@ -1,0 +1,134 @@
+"""``dlbench compare`` for every record kind, on real records: a record against itself is no
+change; against a copy whose raw samples are 25% slower it is a regression (exit 5); nothing
+matched exits 6; two different H100 cards get the measured card-to-card spread."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlbench.records.base import new_id
+from dlbench.report import cards
+from dlbench.report import compare as cmp
+from dlbench.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+OLD_STORE = ROOT / "tests" / "data" / "store-before-records.db"
+
+
+def _slower(r, f: float = 1.25):
+    """The same measurement with every raw time ``f`` times longer (batches ``1/f`` for a
+    largest-batch search): what a regression of the change under test looks like."""
+    def scale(x):
+        return tuple(scale(v) for v in x) if isinstance(x, tuple) else x * f
+    kw = {"id": new_id(), "run_id": "b"}
+    names = {f.name for f in dataclasses.fields(r)}
+    for name in ("step_times_s", "rank_step_times_s", "rank_times_s", "times_s", "epoch_times_s"):
+        if name in names and getattr(r, name):
+            kw[name] = scale(getattr(r, name))
+    if r.kind == "train" and r.time_to_train_s:
+        kw["time_to_train_s"] = r.time_to_train_s * f
+    if r.kind == "maxbatch":
+        kw["best_batch"] = int(r.best_batch / 2)
+        kw["first_oom_batch"] = int(r.best_batch / 2) + 1
+    return dataclasses.replace(r, **kw)
+
+
+def _plain(name: str, tmp: Path) -> Path:
+    out = tmp / f"{name}.db"
+    with gzip.open(ROOT / "results" / name / "dlbench.db.gz") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """Every kind's ok records of the old store; net from the CPU campaign (the old store's net
+    record is a short test fixture)."""
+    with Store(OLD_STORE) as s:
+        recs = [r for r in s.results() if r.ok and r.kind != "net"]
+    with Store(_plain("pt2.14-cpu", tmp_path_factory.mktemp("cpu"))) as s:
+        return recs + [r for r in s.results(kind="net") if r.ok]
+
+
+@pytest.mark.parametrize("kind", ["throughput", "scaling", "comm", "peak", "maxbatch", "net"])
+def test_every_kind_gates_a_regression_and_passes_itself(real, kind):
+    a = [r for r in real if r.kind == kind]
+    if kind == "net":  # the steadiest link: a 25% slowdown of a 60%-cv CPU run is not a signal
+        a = sorted(a, key=lambda r: r.summary().rel_halfwidth)
+    a = a[:1]
+    assert a, kind
+    same = cmp.compare(a, [dataclasses.replace(a[0], id=new_id())])
+    assert len(same.pairs) == 1 and not same.regressions, kind
+    slow = cmp.compare(a, [_slower(a[0])])
+    p = slow.pairs[0]
+    assert p.kind == kind and p.ratio < 0.85 and p.regression, (kind, p)
+    assert p.test == ("bracket" if kind == "maxbatch" else "welch")
+
+
+def test_training_seeds_gate_on_time_to_train_and_epoch_speed(tmp_path_factory):
+    with Store(_plain("pt2.11-cu130-4x-h200", tmp_path_factory.mktemp("c"))) as s:
+        seeds = [r for r in s.results(kind="train")
+                 if r.config.setup_key() == "7085171aed7ef4ea"]  # b512 x1, five seeds
+    assert len(seeds) == 5
+    c = cmp.compare(seeds, [_slower(r, 3.0) for r in seeds])
+    by = {p.unit: p for p in c.pairs}
+    assert by["1/time to train"].test == "welch" and by["1/time to train"].regression
+    epoch = by["samples/s (epochs 2+)"]
+    assert epoch.ratio == pytest.approx(1 / 3, rel=1e-6) and epoch.regression
+    assert not cmp.compare(seeds, seeds).regressions
+
+
+def test_different_cards_of_one_model_widen_the_interval(real):
+    a = next(r for r in real if r.kind == "throughput" and "H100" in cards.card_model(r))
+    other = dict(a.env, gpus=[dict(a.env["gpus"][0], uuid="GPU-another-card")])
+    b = dataclasses.replace(a, id=new_id(), env=other)
+    assert cards.different_cards(a, b)
+    p = cmp.compare([a], [b]).pairs[0]
+    same = cmp.compare([a], [dataclasses.replace(a, id=new_id())]).pairs[0]
+    assert p.cards and "card-to-card spread" in p.cards and same.cards is None
+    h = cards.spread_for(cards.card_model(a))["rel_halfwidth"]
+    assert p.ratio_high / p.ratio > same.ratio_high / same.ratio
+    assert p.ratio_high >= 1 + h  # at least the spread measured across cards
+
+
+def test_card_spread_is_derived_from_the_committed_records():
+    spread = cards.card_spreads()
+    h100 = spread["throughput"]["NVIDIA H100 80GB HBM3"]
+    gpt2 = [c for c in h100["configs"] if c["config"].startswith("gpt2 b64")]
+    assert gpt2 and gpt2[0]["min"] == pytest.approx(455027, abs=1) and gpt2[0]["cards"] == 4
+    assert h100["rel_halfwidth"] == max(c["rel_halfwidth"] for c in h100["configs"])
+    assert all(len(c["records"]) == c["cards"] for c in h100["configs"])
+
+
+def _cli(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+def test_cli_exit_codes_gate_scaling_and_nothing_matched(real, tmp_path):
+    a = next(r for r in real if r.kind == "scaling")
+    for name, recs in (("a.db", [a]), ("b.db", [_slower(a)])):
+        with Store(tmp_path / name) as s:
+            s.start_run(recs[0].run_id or "a", "test", recs[0].env, "k", "dev")
+            for r in recs:
+                s.add(dataclasses.replace(r, run_id=recs[0].run_id or "a"))
+            s.finish_run(recs[0].run_id or "a", "done")
+    p = _cli("compare", "latest", "latest", "--db", str(tmp_path / "a.db"), "--db-b",
+             str(tmp_path / "b.db"), "--json")
+    assert p.returncode == 5, p.stderr
+    assert json.loads(p.stdout)["pairs"][0]["kind"] == "scaling"
+    p = _cli("compare", "latest", "latest", "--db", str(tmp_path / "a.db"), "--db-b",
+             str(tmp_path / "b.db"), "--kind", "comm")
+    assert p.returncode == 6 and "nothing to compare" in p.stderr
+    p = _cli("compare", "latest", "latest", "--db", str(tmp_path / "a.db"), "-q")
+    assert p.returncode == 0 and "no regression" in p.stdout
