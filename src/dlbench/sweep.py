@@ -2,13 +2,19 @@
 
 Each record is stored the moment it exists, so an interrupted sweep keeps everything measured
 before the interruption, and ``--resume`` picks up where it stopped.
+
+With ``repeat`` N > 1 (``--repeat``) each config runs in N fresh processes, one after another: a
+process's cuDNN autotuning picks, allocator state and clocks differ from the next one's, and
+the spread of their figures is the run-to-run variance one process cannot show (pyperf's
+lesson). Every process's record is stored as it comes, tagged with its group, index and N; an
+interrupted group keeps the processes it finished and ``--resume`` completes it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, Sequence
 
 from dlbench import env as envmod
@@ -46,6 +52,43 @@ def env_key(env: dict) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+#: Failures that would recur in every process (the batch does not fit, the device cannot run
+#: it): the rest of a repeat group is not run after one, and --resume does not retry them.
+DETERMINISTIC = (ErrorType.OOM, ErrorType.UNSUPPORTED)
+
+
+@dataclass
+class _Group:
+    """A config's repeat group as the store holds it: its id and its processes that ended ok."""
+
+    id: str
+    ok: set[int] = field(default_factory=set)
+
+
+def open_groups(store: Store, key: str, repeat: int) -> tuple[dict[str, _Group], set[str]]:
+    """For ``--resume --repeat N``: per config key measured in this environment, the group to
+    go on with (the latest group of N processes, with the indices that ended ok), and the keys
+    that failed deterministically. A config whose latest group has N ok processes is done; a
+    record measured in one process does not count as a group."""
+    groups: dict[str, _Group] = {}
+    failed: set[str] = set()
+    for r in store.iter_results():
+        ck = r.config.key()
+        if env_key(r.env) != key:
+            continue
+        if r.error_type in DETERMINISTIC:
+            failed.add(ck)
+            continue
+        if r.repeat_group is None or r.repeat_count != repeat:
+            continue
+        g = groups.get(ck)
+        if g is None or g.id != r.repeat_group:
+            g = groups[ck] = _Group(r.repeat_group)
+        if r.ok:
+            g.ok.add(r.repeat_index)
+    return groups, failed
+
+
 @dataclass
 class SweepOutcome:
     run_id: str
@@ -57,19 +100,34 @@ class SweepOutcome:
 
 def run_sweep(configs: Sequence[ThroughputConfig], store: Store, launcher: Launcher, env: dict,
               command: str, suite: str | None = None, tag: str | None = None,
-              resume: bool = False, progress: Progress | None = None) -> SweepOutcome:
-    """Measure ``configs`` in order, storing each record as it comes.
+              resume: bool = False, progress: Progress | None = None,
+              repeat: int = 1) -> SweepOutcome:
+    """Measure ``configs`` in order, storing each record as it comes; with ``repeat`` N > 1,
+    each config in N processes of ``launcher`` (which must start a fresh one per run).
 
     On Ctrl-C the run is marked interrupted, the outcome says so, and nothing stored is lost.
     """
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    if repeat > 1 and not launcher.survives_fatal:
+        raise ValueError("repeat > 1 needs a launcher that starts a fresh process per run")
     progress = progress or NullProgress()
     key = env_key(env)
     outcome = SweepOutcome(run_id=new_id())
     store.start_run(outcome.run_id, command, env, key, envmod.device_label(env), suite, tag)
-    done = store.measured_keys(key) if resume else set()
-    progress.begin(len(configs))
+    if repeat == 1:
+        done = store.measured_keys(key) if resume else set()
+        groups, failed = {}, set()
+    else:
+        done = set()
+        groups, failed = open_groups(store, key, repeat) if resume else ({}, set())
+    progress.begin(len(configs) * repeat)
     try:
         for cfg in configs:
+            if repeat > 1:
+                _measure_group(cfg, store, launcher, env, key, outcome, progress, repeat, done,
+                               groups, failed)
+                continue
             if cfg.key() in done:
                 outcome.skipped += 1
                 progress.skipped(cfg)
@@ -90,8 +148,49 @@ def run_sweep(configs: Sequence[ThroughputConfig], store: Store, launcher: Launc
     except KeyboardInterrupt:
         outcome.status = "interrupted"
         outcome.message = (f"interrupted: {len(outcome.records)} result(s) of this run are kept in "
-                           f"{store.path}; rerun the same command with --resume to go on")
+                           f"{store.path}; rerun the same command with --resume to go on"
+                           + (" (an unfinished group of processes is completed)"
+                              if repeat > 1 else ""))
     finally:
         progress.end()
         store.finish_run(outcome.run_id, outcome.status)
     return outcome
+
+
+def _measure_group(cfg: ThroughputConfig, store: Store, launcher: Launcher, env: dict, key: str,
+                   outcome: SweepOutcome, progress: Progress, repeat: int, done: set[str],
+                   groups: dict[str, _Group], failed: set[str]) -> None:
+    """One config in ``repeat`` fresh processes: those of its group still missing. A process
+    that fails is a record of the group like the others (failures are data)."""
+    ck = cfg.key()
+    group = groups.get(ck)
+    if ck in done or ck in failed or (group is not None and len(group.ok) >= repeat):
+        for _ in range(repeat):
+            outcome.skipped += 1
+            progress.skipped(cfg)
+        return
+    done.add(ck)  # a config listed twice is measured once
+    group = group or _Group(new_id())
+    # FLOPs per sample are counted once per model and mode (tracing it takes seconds): the
+    # group's first process counts them and the rest take its count.
+    quick = getattr(launcher, "without_flops", lambda: launcher)()
+    flops = None
+    for i in range(repeat):
+        if i in group.ok:
+            outcome.skipped += 1
+            progress.skipped(cfg)
+            continue
+        progress.start(cfg)
+        record = (launcher if flops is None else quick).run(cfg, env)
+        if flops is not None and record.ok and getattr(record, "flops_per_sample", 0) is None:
+            record = replace(record, flops_per_sample=flops)
+        elif record.ok:
+            flops = getattr(record, "flops_per_sample", None)
+        record = record.in_group(group.id, i, repeat).with_run(outcome.run_id)
+        store.add(record, key)
+        outcome.records.append(record)
+        progress.done(record)
+        if record.error_type in DETERMINISTIC:  # every other process would fail the same way
+            for _ in range(i + 1, repeat):
+                progress.skipped(cfg)
+            break

@@ -63,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    metavar=metavar(SUITES), help="suite name; --list-suites says what each runs")
     p.add_argument("--list-suites", action="store_true", help="list the suites and exit")
     p.add_argument("--tuned", action="store_true", help=TUNED_HELP)
+    _add_repeat_flag(p, suite=True)
     add_sweep_flags(p)
     p.set_defaults(handler=cmd_run)
 
@@ -154,8 +155,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(needs the jax extra: pip install 'dlbench[jax]'); the PyTorch levers "
                         "(--compile, --cuda-graph, --channels-last...) do not apply to it; "
                         "docs/frameworks.md")
+    _add_repeat_flag(p, suite=False)
     add_sweep_flags(p)
     p.set_defaults(handler=cmd_throughput)
+
+
+REPEAT_HELP = ("run each config in N fresh processes, one after another (each with its own "
+               "cuDNN autotuning, allocator and clocks), store every process's record, and show "
+               "the mean of their figures with a 95%% interval across processes beside the "
+               "one within a process; implies --isolate. With --resume an unfinished group is "
+               "completed")
+
+
+def _add_repeat_flag(p: argparse.ArgumentParser, suite: bool) -> None:
+    p.add_argument("--repeat", type=POSITIVE, default=None if suite else 1, metavar="N",
+                   help=REPEAT_HELP + (" (default: the suite's: 3 for 'default', 1 for the "
+                                       "others)" if suite else " (default 1)"))
 
 
 # -- run / throughput -------------------------------------------------------------------------
@@ -173,6 +188,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_OK
     from dlbench.jobs import plans  # heavy: torch
     suite, configs = suite_for(args.suite, plans.device_facts())
+    if args.repeat is None:
+        args.repeat = suite.repeat
     return _sweep(args, configs, suite.name, suite.view, tuned=args.tuned,
                   keep=("precision", "batch_size"))
 
@@ -261,6 +278,7 @@ def _batch_or_auto(text: str) -> int | str | None:
 def _sweep(args: argparse.Namespace, configs: list, suite: str | None, view: str,
            tuned: bool = False, keep: Sequence[str] = ()) -> int:
     from dlbench.jobs import plans, runs  # heavy: torch
+    repeat = getattr(args, "repeat", None) or 1
     plans.preflight(configs)
     check_store(args.db)  # a foreign or unreadable --db: one line, before the header line
     env = envmod.capture_environment()
@@ -276,11 +294,14 @@ def _sweep(args: argparse.Namespace, configs: list, suite: str | None, view: str
     if not args.quiet:
         terminal.stderr.print(
             f"[bold]dlbench[/bold] {len(configs)} benchmark(s)"
-            + (f" (suite {suite})" if suite else "") + f" on {label}; torch "
+            + (f" (suite {suite})" if suite else "")
+            + (f", each in {repeat} fresh processes" if repeat > 1 else "")
+            + f" on {label}; torch "
             f"{(env.get('packages') or {}).get('torch')}; results -> {args.db}")
     t0 = time.perf_counter()
     outcome = runs.run_throughput(
         configs, args.db, args.command_line, env, isolate=args.isolate, suite=suite,
+        repeat=repeat,
         tag=args.tag, resume=args.resume,
         progress=NullProgress() if args.quiet else terminal.RichProgress())
     _print_outcome(args, outcome, view, label, time.perf_counter() - t0)

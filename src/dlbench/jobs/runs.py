@@ -51,11 +51,14 @@ def tuned_configs(configs: Sequence[ThroughputConfig], env: dict, db: str,
 
 def run_throughput(configs: Sequence[ThroughputConfig], db: str, command: str, env: dict, *,
                    isolate: bool = False, suite: str | None = None, tag: str | None = None,
-                   resume: bool = False, progress: Progress | None = None) -> SweepOutcome:
-    """A throughput sweep into ``db``, in this process or (``isolate``) one process each."""
+                   resume: bool = False, progress: Progress | None = None,
+                   repeat: int = 1) -> SweepOutcome:
+    """A throughput sweep into ``db``, in this process or (``isolate``) one process each;
+    ``repeat`` N > 1 runs each config in N fresh processes (``--repeat``), so it isolates."""
     with Store(db) as store:
-        return run_sweep(configs, store, launcher_for(isolate), env, command=command,
-                         suite=suite, tag=tag, resume=resume, progress=progress)
+        return run_sweep(configs, store, launcher_for(isolate or repeat > 1), env,
+                         command=command, suite=suite, tag=tag, resume=resume,
+                         progress=progress, repeat=repeat)
 
 
 # -- scaling ------------------------------------------------------------------------------------

@@ -29,6 +29,11 @@ class SubprocessLauncher:
         self.timeout_s = timeout_s
         self.count_flops = count_flops
 
+    def without_flops(self) -> "SubprocessLauncher":
+        """The same launcher, counting no FLOPs: for the later processes of a repeat group,
+        which take the count of the first (one model, one count)."""
+        return SubprocessLauncher(self.timeout_s, count_flops=False)
+
     def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
         with tempfile.TemporaryDirectory(prefix="dlbench-") as tmp:
             out_path = os.path.join(tmp, "record.json")

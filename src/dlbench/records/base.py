@@ -19,7 +19,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterable
 
 from dlbench.measure.stats import Summary
 
@@ -77,6 +77,12 @@ class Record:
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)
     schema_version: int = SCHEMA_VERSION
+    # --repeat N: the config ran in N fresh processes, one record each, sharing ``repeat_group``
+    # (an id), numbered by ``repeat_index`` (0..N-1) of ``repeat_count``. None for a record
+    # measured in one process (and in every store written before --repeat existed).
+    repeat_group: str | None = None
+    repeat_index: int | None = None
+    repeat_count: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -98,6 +104,10 @@ class Record:
 
     def with_run(self, run_id: str):
         return replace(self, run_id=run_id)
+
+    def in_group(self, group: str, index: int, count: int):
+        """This record as process ``index`` of the ``count`` of repeat group ``group``."""
+        return replace(self, repeat_group=group, repeat_index=index, repeat_count=count)
 
     @classmethod
     def _decode(cls, name: str, value: Any) -> Any:
@@ -140,3 +150,20 @@ class StepRateMixin:
         """Whether the interval reached its target (a capped window is flagged noisy)."""
         s = self.summary()
         return s is not None and s.rel_halfwidth <= self.stop_rule().target_rel_ci
+
+
+def repeat_groups(records: Iterable[Any]) -> list[list[Any]]:
+    """Records in groups: the processes of one repeat group together (in the place of its first
+    record), every other record alone; order kept. A group's list holds failures too."""
+    out: list[list[Any]] = []
+    where: dict[str, list[Any]] = {}
+    for r in records:
+        group = getattr(r, "repeat_group", None)
+        if group is None:
+            out.append([r])
+        elif group in where:
+            where[group].append(r)
+        else:
+            where[group] = [r]
+            out.append(where[group])
+    return out

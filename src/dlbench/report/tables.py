@@ -13,11 +13,14 @@ module.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
 from dlbench.measure.mfu import mfu
+from dlbench.measure.stats import across_processes, percentile
 from dlbench.models import UnknownModelError
+from dlbench.records.base import repeat_groups
 from dlbench.records.peak import ceilings
 from dlbench.records.scaling import scaling_efficiency, scaling_factor
 from dlbench.records.throughput import ThroughputRecord
@@ -64,27 +67,31 @@ def flags(r: ThroughputRecord) -> list[str]:
 
 
 def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughput") -> Table:
-    """One row per result, successes and failures alike."""
+    """One row per result, successes and failures alike; the processes of a ``--repeat`` group
+    make one row (:func:`group_row`)."""
     cols = ("model", "mode", "batch", "prec", "layout", "compile", "throughput", "±95%",
-            "ms/step p50 (p5-p95)", "steps", "TFLOP/s", "MFU", "1st s", "GiB", "note")
+            "±95% processes", "ms/step p50 (p5-p95)", "steps", "TFLOP/s", "MFU", "1st s", "GiB",
+            "note")
     rows = []
-    for r in records:
+    for group in repeat_groups(records):
+        if len(group) > 1 or group[0].repeat_group is not None:
+            rows.append(group_row(group))
+            continue
+        r = group[0]
         c = r.config
         s = r.summary()
-        head = (c.model, c.mode + ("/" + c.method if c.method != "standard" else ""),
-                str(c.batch_size), c.precision, _layout(r), _compile(r))
+        head = _head(r)
         # What the columns miss (fused optimizer kernels, a padded vocabulary), so two rows
         # that differ only there cannot be mistaken for each other.
         setup = c.setup_parts()
         if s is None:
-            rows.append(head + ("-",) * 8 + ("; ".join(setup + [_short_error(r)]),))
+            rows.append(head + ("-",) * 9 + ("; ".join(setup + [_short_error(r)]),))
             continue
-        per_s = s.throughput * r.units_per_sample
-        unit = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}.get(r.unit, "/s")
         mem = r.memory.get("allocated_peak_bytes")
         rows.append(head + (
-            f"{fmt_num(per_s)} {unit}",
+            f"{fmt_num(s.throughput * r.units_per_sample)} {_unit(r)}",
             fmt_pct(s.rel_halfwidth),
+            ONE_PROCESS,
             f"{fmt_ms(s.median_s)} ({fmt_ms(s.p5_s)}-{fmt_ms(s.p95_s)})",
             str(s.steps),
             fmt_num(r.achieved_tflops(), 3),
@@ -93,14 +100,112 @@ def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughp
             f"{mem / GIB:.1f}" if mem else "-",
             "; ".join(setup + flags(r)),
         ))
-    notes = ("throughput = samples over the measured window's time; ±95% is the batch-means "
-             "interval; TFLOP/s counts model FLOPs (optimizer excluded); MFU is against the "
+    notes = ("throughput = samples over the measured window's time; ±95% is the interval within "
+             "one process (batch means over 200+ steps, else from the effective sample size; "
+             "a group's is its processes' median); '±95% processes' is the t-interval across "
+             "the fresh processes of a --repeat group, whose row shows their mean figure "
+             "(steps per process; step times pooled; '1 process': run-to-run variance not "
+             "measured); TFLOP/s counts model FLOPs (optimizer excluded); MFU is against the "
              "datasheet dense peak of that precision ('dlbench roofline' adds the measured one)",)
     uncounted = sorted({r.config.model for r in records if r.ok and r.flops_per_sample is None})
     if uncounted:  # measured all the same: a FLOP count is an annotation of the figure
         notes += (f"FLOPs unknown for {', '.join(uncounted)} (a step callable, or a forward the "
                   "FLOP counter could not trace): TFLOP/s and MFU are '-'",)
     return Table(title, cols, tuple(rows), notes)
+
+
+#: The across-process cell of a figure measured in one process.
+ONE_PROCESS = "1 process"
+
+
+def _unit(r: ThroughputRecord) -> str:
+    return {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}.get(r.unit, "/s")
+
+
+def _head(r: ThroughputRecord) -> tuple:
+    c = r.config
+    return (c.model, c.mode + ("/" + c.method if c.method != "standard" else ""),
+            str(c.batch_size), c.precision, _layout(r), _compile(r))
+
+
+@dataclass(frozen=True)
+class GroupFigure:
+    """The figure of a ``--repeat`` group: the mean of its ok processes' figures (units per
+    second), the half-width of the t-interval across them (``inf`` for fewer than two), and
+    how many processes ran and ended ok."""
+
+    mean: float
+    halfwidth: float
+    ok: int
+    ran: int
+
+    @property
+    def rel_halfwidth(self) -> float:
+        return self.halfwidth / self.mean if self.mean else math.inf
+
+    @property
+    def cell(self) -> str:
+        """``±1.2% (3)``, ``±1.2% (2 of 3 ok)``, ``1 process (2 of 3 failed)``."""
+        if self.ok < 2:
+            return ONE_PROCESS + (f" ({self.ran - self.ok} of {self.ran} failed)"
+                                  if self.ran > self.ok else "")
+        count = str(self.ok) if self.ok == self.ran else f"{self.ok} of {self.ran} ok"
+        return f"±{fmt_pct(self.rel_halfwidth)} ({count})"
+
+
+def group_figure(group: Sequence[ThroughputRecord], confidence: float = 0.95
+                 ) -> GroupFigure | None:
+    """The across-process figure of a group's records; None when no process ended ok."""
+    figs = [r.summary().throughput * r.units_per_sample for r in group if r.summary()]
+    if not figs:
+        return None
+    m, h = across_processes(figs, confidence)
+    return GroupFigure(m, h, len(figs), len(group))
+
+
+def group_row(group: Sequence[ThroughputRecord]) -> tuple:
+    """A ``--repeat`` group's row: the mean figure, the median within-process interval, the
+    across-process interval, pooled step-time percentiles, steps per process."""
+    ok = [r for r in group if r.summary() is not None]
+    first = (ok or list(group))[0]
+    head = _head(first)
+    setup = first.config.setup_parts()
+    fig = group_figure(group)
+    if fig is None:
+        errors = sorted({r.error_type or "error" for r in group})
+        return head + ("-",) * 9 + ("; ".join(setup + [f"all {len(group)} processes failed: "
+                                                       + ", ".join(errors)]),)
+    sums = [r.summary() for r in ok]
+    pooled = [t for r in ok for t in r.step_times_s]
+    tflops = first.achieved_tflops()
+    scale = fig.mean / (sums[0].throughput * first.units_per_sample)
+    mfu_cell = _mfu_cell(first)
+    if mfu_cell != "-":
+        mfu_cell = f"{mfu(first).datasheet * scale:.1%}"
+    firsts = [r.first_step_s for r in ok if r.first_step_s is not None]
+    mems = [r.memory.get("allocated_peak_bytes") or 0 for r in ok]
+    notes = list(setup)
+    for r in ok:
+        for f in flags(r):
+            if f not in notes:
+                notes.append(f)
+    failed = [r for r in group if r.summary() is None]
+    if failed:
+        notes.append(f"{len(failed)} process(es) failed: "
+                     + ", ".join(sorted({r.error_type or "error" for r in failed})))
+    return head + (
+        f"{fmt_num(fig.mean)} {_unit(first)}",
+        fmt_pct(percentile([x.rel_halfwidth for x in sums], 50)),
+        fig.cell,
+        f"{fmt_ms(percentile(pooled, 50))} ({fmt_ms(percentile(pooled, 5))}-"
+        f"{fmt_ms(percentile(pooled, 95))})",
+        "/".join(str(x.steps) for x in sums),
+        fmt_num(tflops * scale if tflops is not None else None, 3),
+        mfu_cell,
+        f"{percentile(firsts, 50):.2f}" if firsts else "-",
+        f"{max(mems) / GIB:.1f}" if any(mems) else "-",
+        "; ".join(notes),
+    )
 
 
 def records_table(records: Sequence, title: str = "Results") -> Table:

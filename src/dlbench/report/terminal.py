@@ -77,13 +77,15 @@ class RichProgress:
 
     def done(self, record: ThroughputRecord) -> None:
         s = record.summary()
+        label = record.config.label
+        if getattr(record, "repeat_group", None) is not None:
+            label += f" (process {record.repeat_index + 1} of {record.repeat_count})"
         if s is None:
             first = (record.error or "").splitlines()[0][:120] if record.error else ""
-            text = "[red]✗[/red] " + escape(f"{record.config.label}: {record.error_type}: "
-                                             f"{first}")
+            text = "[red]✗[/red] " + escape(f"{label}: {record.error_type}: {first}")
         else:
             unit = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}.get(record.unit, "/s")
-            text = (f"[green]✓[/green] {escape(record.config.label)}: "
+            text = (f"[green]✓[/green] {escape(label)}: "
                     f"{fmt_num(s.throughput * record.units_per_sample)} {unit} "
                     f"±{fmt_pct(s.rel_halfwidth)} ({s.steps} steps)")
         self._progress.console.print(text, highlight=False)
