@@ -191,7 +191,7 @@ def test_models_and_learning_rate_rule():
     base = TrainConfig(dataset="d", model="m", batch_size=128, target=0.9)
     assert default_lr(base) == pytest.approx(0.05)
     assert default_lr(TrainConfig(dataset="d", model="m", batch_size=256, gpus=2, target=0.9)
-                      ) == pytest.approx(0.1)                          # sqrt(512 / 128) = 2
+                      ) == pytest.approx(0.2)                # linear: 0.1 x 512 / 256 (Goyal)
     assert default_lr(TrainConfig(dataset="d", model="m", batch_size=128, target=0.9,
                                   lr=0.01)) == 0.01
 
@@ -261,7 +261,7 @@ def test_help_teaches_datasets_rules_and_examples(capsys):
     out = capsys.readouterr().out
     for text in ("examples:", "apt-get install dataset-fashion-mnist", "olympic mean",
                  "cifar-10-batches-py", "compliance_checker", "--seeds", "exit codes",
-                 "sqrt(global batch / 128)"):
+                 "sqrt(global batch / 128)", "Goyal", "--decay-epochs", "the rules' target"):
         assert text in out, text
 
 

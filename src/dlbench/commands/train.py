@@ -51,9 +51,9 @@ Nothing is downloaded: datasets are read from disk (see 'datasets' below)."""
 
 EPILOG = """\
 examples:
-  dlbench train --dataset fashion-mnist --model cnn10 --target 0.90 --seeds 5
-  dlbench train --dataset fashion-mnist --model cnn10 --target 0.90 -b 128,256,512,1024,2048
-  dlbench train --dataset fashion-mnist --model cnn10 --target 0.90 --gpus 1,2,4 --seeds 5
+  dlbench train --dataset fashion-mnist --model cnn10 --seeds 5      (the rules' target, 0.90)
+  dlbench train --dataset fashion-mnist --model cnn10 -b 128,256,512,1024,2048 --seeds 5
+  dlbench train --dataset fashion-mnist --model cnn10 -b 512 --gpus 1,2,4 --seeds 5
   dlbench train --dataset cifar10 --data-dir ~/data --model wrn28_10 --target 0.85 --augment on
   dlbench train --dataset mnist5k --model tiny_mlp --target 0.85 --device cpu   (seconds)
 
@@ -69,12 +69,18 @@ datasets (--dataset; read from --data-dir, never downloaded):
   imagefolder    DIR/train/<class>/* and DIR/val/<class>/* (ImageNet-style)
 models (--model): cnn10 (the CIFAR-10 comparison's 10-layer CNN), cnn10_small, wrn28_10 (Wide ResNet 28-10),
   resnet18 (small-input stem), or any image model of 'dlbench models'.
-learning rate: SGD with Nesterov momentum 0.9 (or AdamW), linear warm-up over --warmup-epochs,
-  then constant; the peak is --lr, or 0.05 (SGD) / 0.001 (AdamW) x sqrt(global batch / 128).
+learning rate: defined per global batch by dlbench's rules (src/dlbench/training/rules/
+  benchmarks.json), as MLPerf does: SGD with Nesterov momentum 0.9, a peak of 0.1 x global
+  batch / 256 (linear scaling, Goyal et al. 2017), a linear warm-up from 0, then a cosine decay
+  to 0 at an epoch set per global batch (fashion-mnist cnn10: warm-up 0.5-2, decay 5-10).
+  --lr, --warmup-epochs, --decay-epochs, --weight-decay override them; the log then fails the
+  rules. AdamW (a benchmark the rules do not define): 0.001 x sqrt(global batch / 128).
 batch: -b is per GPU; the global batch is -b x GPUs. --gpus N > 1 runs a torchrun job of N
   processes (DDP; gloo processes on a machine without CUDA).
-MLPerf logs: one file per run in --log-dir (default: next to --db), checked with
-  python -m mlperf_logging.compliance_checker --config <dlbench's rules> (--no-check skips it).
+MLPerf logs: one file per run in --log-dir (default: next to --db), checked against dlbench's
+  rules: the benchmark's target, epoch cap and hyperparameters, every epoch evaluated, the last
+  evaluation at the target; with mlperf-logging installed MLPerf's compliance checker
+  (python -m mlperf_logging.compliance_checker) runs too (--no-check skips both). Without mlperf-logging the logs are written in the same format.
 
 exit codes: 0 every run reached the target; 2 usage error or dataset missing (nothing ran);
 3 some runs failed (stored, counted as MLPerf counts them); 130 interrupted (finished runs are
@@ -90,8 +96,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", metavar="DIR", help="where the dataset's files are")
     p.add_argument("-m", "--model", required=True, help="cnn10, cnn10_small, wrn28_10, "
                    "resnet18, or an image model of 'dlbench models'")
-    p.add_argument("--target", type=real(0, 1, low_open=True), required=True,
-                   help="evaluation accuracy (0..1) that ends a run, e.g. 0.90")
+    p.add_argument("--target", type=real(0, 1, low_open=True),
+                   help="evaluation accuracy (0..1) that ends a run (default: the benchmark's, "
+                        "from dlbench's rules, e.g. 0.90 for cnn10 on fashion-mnist; required "
+                        "for a benchmark the rules do not define)")
     p.add_argument("-b", "--batch-size", action="append", type=csv_list(POSITIVE),
                    help="batch size(s) per GPU (default 128)")
     p.add_argument("--gpus", action="append", type=csv_list(POSITIVE),
@@ -99,8 +107,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=POSITIVE, default=1,
                    help="runs per setup, each with its own seed (MLPerf vision: 5)")
     p.add_argument("--seed", type=SEED, default=0, help="first seed (runs use seed, seed+1, ...)")
-    p.add_argument("--max-epochs", type=POSITIVE, default=30,
-                   help="epoch cap: a run below the target then has failed (30)")
+    p.add_argument("--max-epochs", type=POSITIVE,
+                   help="epoch cap: a run below the target then has failed (default: the "
+                        "benchmark's rules, 15 for cnn10 on fashion-mnist; else 30)")
     p.add_argument("--full-epochs", action="store_true",
                    help="train all --max-epochs even after reaching the target (fixed-length "
                         "runs, as the CIFAR-10 framework comparison's; time to train is still "
@@ -111,14 +120,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "imagefolder)")
     p.add_argument("--workers", type=COUNT, default=4, help="DataLoader workers per GPU (4)")
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
-    p.add_argument("--lr", type=POSITIVE_REAL, help="peak learning rate (default: see below)")
-    p.add_argument("--weight-decay", type=SECONDS_OR_ZERO, default=5e-4)
-    p.add_argument("--warmup-epochs", type=SECONDS_OR_ZERO, default=1.0)
+    p.add_argument("--lr", type=POSITIVE_REAL,
+                   help="peak learning rate (default: the rules' for the global batch; "
+                        "see 'learning rate' below)")
+    p.add_argument("--weight-decay", type=SECONDS_OR_ZERO,
+                   help="weight decay (default: the rules', 5e-4)")
+    p.add_argument("--warmup-epochs", type=SECONDS_OR_ZERO,
+                   help="linear warm-up from 0 over this many epochs (default: the rules' for "
+                        "the global batch)")
+    p.add_argument("--decay-epochs", type=SECONDS_OR_ZERO,
+                   help="the cosine decay reaches 0 at this epoch; 0 keeps the peak after the "
+                        "warm-up (default: the rules' for the global batch)")
     p.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16"), default="fp32")
     p.add_argument("--augment", type=on_off, default=False,
                    help="on: random crop (4 px) and horizontal flip, on the device (off)")
     p.add_argument("--image-size", type=POSITIVE, help="imagefolder: image side (224)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--framework", choices=("torch", "jax"), default="torch",
+                   help="torch (default) or jax: the same model (cnn10, cnn10_small), data "
+                        "order, schedule, target and MLPerf log, trained by JAX on one device "
+                        "(needs the jax extra: pip install 'dlbench[jax]'); docs/frameworks.md")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     p.add_argument("--throughput-steps", type=COUNT, default=50,
                    help="steps of the pipeline-alone and synthetic-data measurements, taken "
@@ -143,15 +164,24 @@ def cmd_train(args: argparse.Namespace) -> int:
     from dlbench.training.runner import InlineRunner  # heavy: torch
 
     inline = InlineRunner(mllog=not args.no_mllog)
+    if args.framework == "jax":
+        from dlbench.config import ConfigError
+        from dlbench.frameworks import jax as jaxpath
+        if not jaxpath.available():
+            raise ConfigError(jaxpath.INSTALL_HINT)
+        from dlbench.jobs.jax_train import JaxTrainRunner  # heavy: jax
+        inline = JaxTrainRunner(mllog=not args.no_mllog)
     setups, data = train_runs.plan_with_data(
         inline, gpus=flatten(args.gpus, [1]), batches=flatten(args.batch_size, [128]),
         seeds=args.seeds, seed=args.seed, model=args.model, loader=args.loader,
         dataset=args.dataset, target=args.target, max_epochs=args.max_epochs,
         workers=args.workers, optimizer=args.optimizer, lr=args.lr,
         weight_decay=args.weight_decay, warmup_epochs=args.warmup_epochs,
+        decay_epochs=args.decay_epochs,
         precision=args.precision, augment=args.augment, full_epochs=args.full_epochs,
         device=args.device, data_dir=args.data_dir, image_size=args.image_size,
-        backend=args.backend, throughput_steps=args.throughput_steps)
+        backend=args.backend, throughput_steps=args.throughput_steps,
+        framework=args.framework)
     train_runs.preflight(setups, args.device, mllog=not args.no_mllog)
     log_dir = train_runs.log_dir_for(args.db, args.log_dir)
     env = envmod.capture_environment()

@@ -18,9 +18,13 @@ from dlbench.data import FolderDataset
 from dlbench.jobs.stored_run import StoredRun
 from dlbench.records.train import TrainConfig
 from dlbench.store import Store
-from dlbench.training import mlperf
+from dlbench.training import mlperf, recipe
+from dlbench.training.loop import run_hyperparameters
 from dlbench.training.models import canonical_name
 from dlbench.training.runner import TorchrunRunner
+
+#: The epoch cap of a benchmark the rules do not define.
+DEFAULT_MAX_EPOCHS = 30
 
 
 def train_setups(*, gpus: Sequence[int], batches: Sequence[int], seeds: int, seed: int,
@@ -37,18 +41,38 @@ def train_setups(*, gpus: Sequence[int], batches: Sequence[int], seeds: int, see
             for g in gpus for b in batches]
 
 
-def plan_with_data(runner, **kw: Any) -> tuple[list[list[TrainConfig]], Any]:
+def plan_with_data(runner, *, target: float | None = None, max_epochs: int | None = None,
+                   **kw: Any) -> tuple[list[list[TrainConfig]], Any]:
     """(setups, dataset): the dataset is read first, so a missing one stops here with its
-    instructions, and whether it is held in memory picks the default loader."""
-    probe = train_setups(in_memory=True, **kw)[0][0]
+    instructions, and whether it is held in memory picks the default loader.
+
+    ``target`` and ``max_epochs`` default to the benchmark's rules (``training/rules``); a
+    benchmark the rules do not define needs ``target`` (its epoch cap is then 30)."""
+    probe = train_setups(in_memory=True, target=target or 1.0, max_epochs=max_epochs or 1,
+                         **kw)[0][0]
     data = runner.dataset(probe)
-    return train_setups(in_memory=not isinstance(data, FolderDataset), **kw), data
+    bench = recipe.find(data.name, probe.model)
+    if target is None:
+        if bench is None:
+            raise ConfigError(f"--target: the rules define no benchmark "
+                              f"{recipe.benchmark_name(data.name, probe.model)} (they define "
+                              f"{', '.join(sorted(recipe.benchmarks()))}); give --target")
+        target = bench.target_accuracy
+    if max_epochs is None:
+        max_epochs = bench.max_epochs if bench is not None else DEFAULT_MAX_EPOCHS
+    setups = train_setups(in_memory=not isinstance(data, FolderDataset), target=target,
+                          max_epochs=max_epochs, **kw)
+    for cfgs in setups:  # a schedule the rules cannot give stops here, not in a worker
+        try:
+            run_hyperparameters(cfgs[0], data.name)
+        except recipe.RulesError as exc:
+            raise ConfigError(str(exc)) from None
+    return setups, data
 
 
 def preflight(setups: Sequence[Sequence[TrainConfig]], device: str, mllog: bool) -> None:
-    """What must hold before anything trains: GPUs to spare, precisions the device has,
-    mlperf-logging importable when logs are wanted."""
-
+    """What must hold before anything trains: GPUs to spare, precisions the device has.
+    (Logs need no package: without mlperf-logging dlbench writes them and checks them itself.)"""
 
     cuda = device != "cpu" and torch.cuda.is_available()
     visible = torch.cuda.device_count() if cuda else None
@@ -59,8 +83,6 @@ def preflight(setups: Sequence[Sequence[TrainConfig]], device: str, mllog: bool)
         if not cuda and c.precision in ("tf32", "fp16"):
             raise ConfigError(f"--precision {c.precision} needs a CUDA GPU; on the CPU use "
                               "fp32 or bf16")
-    if mllog and not mlperf.available():
-        raise ConfigError(mlperf.INSTALL_HINT)
 
 
 def log_dir_for(db: str | Path, log_dir: str | Path | None = None) -> Path:

@@ -49,9 +49,12 @@ class TrainConfig:
             (``--loader``).
         workers: DataLoader worker processes per GPU (``--workers``).
         optimizer: ``sgd`` (Nesterov momentum 0.9) or ``adamw`` (``--optimizer``).
-        lr: peak learning rate; None for the default rule (see ``training.loop.default_lr``).
+        lr: peak learning rate; None for the benchmark's rules at this global batch
+            (``dlbench.training.recipe``), as are the next three when None.
         weight_decay: L2 penalty (SGD) or decoupled decay (AdamW) (``--weight-decay``).
         warmup_epochs: linear warm-up of the learning rate from 0 (``--warmup-epochs``).
+        decay_epochs: the cosine decay reaches 0 at this epoch; 0 keeps the peak after the
+            warm-up (``--decay-epochs``).
         precision: fp32 (no TF32), tf32, bf16 (autocast), fp16 (autocast + GradScaler).
         augment: random crop (4 px padding) and horizontal flip on the device (``--augment``).
         full_epochs: train all ``max_epochs`` even after the target (fixed-length runs, as the
@@ -63,6 +66,8 @@ class TrainConfig:
         backend: ``auto`` (nccl on GPUs, gloo on the CPU), ``nccl`` or ``gloo``.
         throughput_steps: steps of the synthetic-data and input-pipeline measurements taken after
             the run (first seed of a setup only); 0 skips them.
+        framework: ``torch`` or ``jax`` (``--framework``): the same model, data order,
+            schedule and MLPerf log, trained by PyTorch or by JAX (one device).
     """
 
     dataset: str
@@ -76,8 +81,9 @@ class TrainConfig:
     workers: int = 4
     optimizer: str = "sgd"
     lr: float | None = None
-    weight_decay: float = 5e-4
-    warmup_epochs: float = 1.0
+    weight_decay: float | None = None
+    warmup_epochs: float | None = None
+    decay_epochs: float | None = None
     precision: str = "fp32"
     augment: bool = False
     full_epochs: bool = False
@@ -86,6 +92,7 @@ class TrainConfig:
     image_size: int | None = None
     backend: str = "auto"
     throughput_steps: int = 50
+    framework: str = "torch"
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -104,18 +111,37 @@ class TrainConfig:
             raise ConfigError(f"--workers must be >= 0, got {self.workers}")
         if self.lr is not None and not self.lr > 0:
             raise ConfigError(f"--lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0 or self.warmup_epochs < 0:
-            raise ConfigError("--weight-decay and --warmup-epochs must be >= 0")
+        for flag, v in (("--weight-decay", self.weight_decay),
+                        ("--warmup-epochs", self.warmup_epochs),
+                        ("--decay-epochs", self.decay_epochs)):
+            if v is not None and not (v >= 0 and math.isfinite(v)):
+                raise ConfigError(f"{flag} must be a finite number >= 0, got {v}")
         if self.throughput_steps < 0:
             raise ConfigError("--throughput-steps must be >= 0")
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             raise ConfigError(f"--device must be auto, cpu or cuda, got {self.device!r}")
+        if self.framework not in ("torch", "jax"):
+            raise ConfigError(f"--framework must be torch or jax, got {self.framework!r}")
+        if self.framework == "jax":
+            self._check_jax()
+
+    def _check_jax(self) -> None:
+        # The JAX loop is one device with the dataset staged on it, no augmentation written.
+        for flag, bad in (("--gpus > 1", self.gpus > 1), ("--loader dataloader",
+                          self.loader != "gpu"), ("--augment", self.augment),
+                          (f"--precision {self.precision}", self.precision == "fp16")):
+            if bad:
+                raise ConfigError(f"{flag} with --framework jax: the JAX run is one device, the "
+                                  "dataset held on it (--loader gpu), no augmentation, fp32/"
+                                  "tf32/bf16; drop the flag or use --framework torch")
 
     # Not identity: where the files were, which device name was typed, and the side measurements.
     _NOT_IDENTITY = ("data_dir", "device", "throughput_steps")
 
     def key(self) -> str:
         ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
+        if ident.get("framework") == "torch":  # the key of a run stored before the field
+            del ident["framework"]
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     def setup_key(self) -> str:
@@ -136,6 +162,8 @@ class TrainConfig:
             parts.append(self.optimizer)
         if self.augment:
             parts.append("aug")
+        if self.framework != "torch":
+            parts.append(self.framework)
         return " ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -144,6 +172,10 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
         known = {f.name for f in fields(cls)}
+        d = dict(d)
+        if "decay_epochs" not in d:
+            # Stored before the rules: those runs kept the peak rate after the warm-up.
+            d["decay_epochs"] = 0.0
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
@@ -172,6 +204,7 @@ class TrainRecord(Record):
     backend: str | None = None
     device: str | None = None                      # e.g. cuda, cpu
     lr: float | None = None                        # the peak learning rate used
+    hyperparameters: dict[str, Any] | None = None  # optimizer and schedule used, as logged
     samples_per_epoch: int = 0                     # trained per epoch, all ranks
     steps_per_epoch: int = 0
     init_s: float | None = None                    # init_start -> init_stop (model, loader)

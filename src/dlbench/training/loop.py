@@ -33,17 +33,11 @@ from dlbench.measure.memory import peak_memory, reset_peak_memory
 from dlbench.measure.timer import make_timer, synchronize
 from dlbench.measure.window import MeasuredWindow
 from dlbench.records.train import TrainConfig
-from dlbench.training import mlperf
+from dlbench.training import mlperf, recipe
 from dlbench.training.models import build_model
 from dlbench.training.pipeline import Normalizer, make_loaders, measure_pipeline
 from dlbench.workloads.step import update
 from dlbench.workloads.throughput import autocast_factory, precision_flags
-
-# Peak learning rates at the reference global batch; other batches scale by the square root of
-# the ratio (a middle way between linear scaling, which diverges at batch 8192 without LARS, and
-# none, which makes large batches crawl). Warm-up (--warmup-epochs) ramps up to it.
-REFERENCE_BATCH = 128
-BASE_LR = {"sgd": 0.05, "adamw": 1e-3}
 
 # Evaluation batches: large, as evaluation keeps no activations.
 EVAL_BATCH = 1024
@@ -53,18 +47,27 @@ EVAL_BATCH = 1024
 SYNTHETIC_WARMUP = 5
 
 
+def run_hyperparameters(cfg: TrainConfig, dataset: str | None = None) -> recipe.Hyperparameters:
+    """The optimizer and schedule of a config: the benchmark's rules at its global batch
+    (:mod:`dlbench.training.recipe`), with the config's own ``lr``, ``warmup_epochs``,
+    ``decay_epochs`` and ``weight_decay`` where it sets them."""
+    return recipe.hyperparameters(
+        dataset or cfg.dataset, cfg.model, cfg.optimizer, cfg.global_batch, cfg.max_epochs,
+        lr=cfg.lr, warmup_epochs=cfg.warmup_epochs, decay_epochs=cfg.decay_epochs,
+        weight_decay=cfg.weight_decay)
+
+
 def default_lr(cfg: TrainConfig) -> float:
-    """The peak learning rate of a config: ``--lr``, or the default rule."""
-    if cfg.lr is not None:
-        return cfg.lr
-    return BASE_LR[cfg.optimizer] * math.sqrt(cfg.global_batch / REFERENCE_BATCH)
+    """The peak learning rate of a config: ``--lr``, or the rules' at its global batch."""
+    return run_hyperparameters(cfg).peak_lr
 
 
-def make_optimizer(cfg: TrainConfig, params, lr: float) -> torch.optim.Optimizer:
-    if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, nesterov=True,
-                               weight_decay=cfg.weight_decay)
-    return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
+def make_optimizer(hp: recipe.Hyperparameters, params, lr: float) -> torch.optim.Optimizer:
+    if hp.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=hp.momentum, nesterov=hp.nesterov,
+                               weight_decay=hp.weight_decay)
+    return torch.optim.AdamW(params, lr=lr, betas=(hp.momentum, 0.999),
+                             weight_decay=hp.weight_decay)
 
 
 def _all_sum(values: list[float], device: torch.device, world: int) -> list[float]:
@@ -87,32 +90,32 @@ def train_run(cfg: TrainConfig, data: ArrayDataset | FolderDataset, device: torc
     log = mlperf.make_log(mllog, rank, clock)
     t_init = clock()
     log.start("init_start", t=t_init)
-    lr = default_lr(cfg)
-    _log_config(log, cfg, data, world, lr, device)
+    hp = run_hyperparameters(cfg, data.name)
+    lr = hp.peak_lr
+    _log_config(log, cfg, data, world, hp, device)
 
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     model = build_model(cfg.model, data.channels, data.num_classes, data.size).to(device)
     net = model
     if world > 1:
         net = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-    opt = make_optimizer(cfg, [p for p in model.parameters() if p.requires_grad], lr)
+    opt = make_optimizer(hp, [p for p in model.parameters() if p.requires_grad], lr)
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
     train_loader, eval_loader = make_loaders(
         data, cfg.loader, cfg.batch_size, max(EVAL_BATCH, cfg.batch_size), device, cfg.workers,
         rank, world, cfg.seed)
     normalize = Normalizer(data.mean, data.std, device, cfg.augment, seed=cfg.seed * 100 + rank)
     steps = len(train_loader)
-    warmup_steps = cfg.warmup_epochs * steps
     samples_per_epoch = train_loader.samples_per_epoch
     autocast = autocast_factory(cfg.precision, device)
     with precision_flags(cfg.precision, device):
-        _warm_up(model, data, cfg, device, autocast, max(EVAL_BATCH, cfg.batch_size))
+        _warm_up(model, data, cfg, hp, device, autocast, max(EVAL_BATCH, cfg.batch_size))
     reset_peak_memory(device)
     synchronize(device)
 
     out: dict[str, Any] = {
         "rank": rank, "world": world, "host": socket.gethostname(), "device": device.type,
-        "lr": lr, "samples_per_epoch": samples_per_epoch, "steps_per_epoch": steps,
+        "lr": lr, "hyperparameters": hp.to_dict(), "samples_per_epoch": samples_per_epoch, "steps_per_epoch": steps,
         "epoch_times_s": [], "eval_times_s": [], "eval_end_s": [], "eval_accuracy": [],
         "eval_loss": [], "train_loss": [], "iter_loss": [], "iter_time_s": [],
         "time_to_train_s": None, "epochs_to_converge": None, "status": "ok",
@@ -133,9 +136,9 @@ def train_run(cfg: TrainConfig, data: ArrayDataset | FolderDataset, device: torc
             timer.start()
             n = 0
             for x, y in train_loader.epoch(epoch):
-                if global_step < warmup_steps:  # linear warm-up, a host-side float: no sync
-                    for g in opt.param_groups:
-                        g["lr"] = lr * (global_step + 1) / warmup_steps
+                step_lr = recipe.lr_at(hp, global_step, steps)  # a host-side float: no sync
+                for g in opt.param_groups:
+                    g["lr"] = step_lr
                 with autocast():
                     loss = F.cross_entropy(net(normalize(x)).float(), y)
                 update(loss, opt, scaler)
@@ -172,7 +175,7 @@ def train_run(cfg: TrainConfig, data: ArrayDataset | FolderDataset, device: torc
             if not math.isfinite(train_loss):
                 out.update(status="error", error_type="nan",
                            error=f"the training loss was {train_loss} in epoch {epoch}: the run "
-                                 f"diverged (lr {lr:.3g}; try a smaller --lr or more "
+                                 f"diverged (peak lr {lr:.3g}; try a smaller --lr or more "
                                  "--warmup-epochs)")
                 break
             if acc >= cfg.target and out["time_to_train_s"] is None:
@@ -202,14 +205,14 @@ def train_run(cfg: TrainConfig, data: ArrayDataset | FolderDataset, device: torc
     return out
 
 
-def _warm_up(model: torch.nn.Module, data, cfg: TrainConfig, device: torch.device, autocast,
-             eval_batch: int) -> None:
+def _warm_up(model: torch.nn.Module, data, cfg: TrainConfig, hp: recipe.Hyperparameters,
+             device: torch.device, autocast, eval_batch: int) -> None:
     """Two training steps and one evaluation batch on a throwaway copy of the model, with random
     data (never the training set), during init: cuDNN autotuning, lazy initialisation and the
     libraries' first-use imports happen here, so a process's first seed is not slower than the
     others. MLPerf permits warm-up on synthetic data in init."""
     m = copy.deepcopy(model)
-    opt = make_optimizer(cfg, [p for p in m.parameters() if p.requires_grad], 1e-12)
+    opt = make_optimizer(hp, [p for p in m.parameters() if p.requires_grad], 1e-12)
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
     g = torch.Generator(device=device).manual_seed(12345)  # leaves the global RNG untouched
     shape = (data.channels, data.size, data.size)
@@ -279,10 +282,11 @@ def _synthetic(net, opt, scaler, autocast, data, cfg: TrainConfig, device: torch
             "steps": len(times)}
 
 
-def _log_config(log, cfg: TrainConfig, data, world: int, lr: float, device: torch.device) -> None:
-    log.event("submission_benchmark", f"{mlperf.BENCHMARK_PREFIX}{data.name}_{cfg.model}")
+def _log_config(log, cfg: TrainConfig, data, world: int, hp: recipe.Hyperparameters,
+                device: torch.device) -> None:
+    log.event("submission_benchmark", recipe.benchmark_name(data.name, cfg.model))
     log.event("submission_org", "dlbench")
-    log.event("submission_division", "open")
+    log.event("submission_division", "closed")
     log.event("submission_status", "research")
     log.event("submission_platform", _platform(device, world))
     log.event("seed", cfg.seed)
@@ -290,13 +294,11 @@ def _log_config(log, cfg: TrainConfig, data, world: int, lr: float, device: torc
     log.event("train_samples", data.train_len)
     log.event("eval_samples", data.eval_len)
     log.event("target_accuracy", cfg.target)
-    log.event("opt_name", cfg.optimizer)
-    log.event("opt_base_learning_rate", lr)
-    log.event("opt_learning_rate_warmup_epochs", cfg.warmup_epochs)
-    log.event("opt_weight_decay", cfg.weight_decay)
+    # The hyperparameters, as the rules define them per global batch: the checker compares each.
+    for key, value in hp.log_items(cfg.precision):
+        log.event(key, value)
     log.event("number_of_nodes", 1)
     log.event("accelerators_per_node", world)
-    log.event("precision", cfg.precision)
     log.event("loader", cfg.loader)
 
 

@@ -1,15 +1,19 @@
-"""MLPerf logging (the ``mlperf-logging`` package's mllog) and its compliance checker.
+"""MLPerf logging (the ``mlperf-logging`` package's mllog) and the rules checkers.
 
 Each run writes its own MLPerf log: ``:::MLLOG {json}`` lines for init, run start and stop,
-every epoch and evaluation, the seed, the batch size and the sample counts. The log's clock is
-the run's own clock, anchored once to the wall clock, so ``run_stop - run_start`` in the log is
-exactly the time to train in the record.
+every epoch and evaluation, the seed, the batch size, the hyperparameters and the sample counts.
+The log's clock is the run's own clock, anchored once to the wall clock, so
+``run_stop - run_start`` in the log is exactly the time to train in the record. Where the
+package is not installed, the same lines are written by dlbench itself (the format is MLPerf's:
+one JSON object per line), so a machine without it still logs and checks every run.
 
-The checker is MLPerf's own, run as ``python -m mlperf_logging.compliance_checker`` with
-dlbench's rules file (``rules/dlbench_train.yaml``, shipped in the package): a log passes when
-it is well formed (init before run, epochs and evaluations in order, one seed, one batch size)
-and its run stopped with ``success`` at an evaluation that reached its target. A run that failed
-writes a log that says ``aborted`` and does not pass, as MLPerf's result summarizer counts it.
+Two checkers read a log, both against dlbench's rules (``rules/benchmarks.json``: each
+benchmark's target accuracy, epoch cap and hyperparameters per global batch, fixed there, never
+taken from the log): dlbench's own (:mod:`dlbench.training.compliance`, always), and MLPerf's,
+``python -m mlperf_logging.compliance_checker`` with ``rules/dlbench_train.yaml`` generated
+from the same rules, where the package is installed. A log passes when every checker that ran
+passes it; the verdict says which ran. A run that failed writes a log that says ``aborted`` and
+does not pass, as MLPerf's result summarizer counts it.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-INSTALL_HINT = ("MLPerf logging needs the mlperf-logging package: pip install 'dlbench[train]' "
-                "(or pip install mlperf-logging); or pass --no-mllog to train without MLPerf logs")
+INSTALL_HINT = ("MLPerf's own compliance checker needs the mlperf-logging package: pip install "
+                "'dlbench[train]' (or pip install mlperf-logging); without it dlbench writes the "
+                "logs itself and checks them with its own rules checker")
 
 #: The benchmark name a dlbench log declares, checked by the rules file.
 BENCHMARK_PREFIX = "dlbench_"
@@ -73,14 +78,18 @@ class MLPerfLog:
     scale, so every interval in the log is an interval of the run's clock.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
-        try:
-            from mlperf_logging.mllog import mllog  # optional (dlbench[train]); see INSTALL_HINT
-        except ImportError:
-            raise MLPerfUnavailable(INSTALL_HINT) from None
+    def __init__(self, clock: Callable[[], float] = time.perf_counter,
+                 use_package: bool = True) -> None:
         self._clock = clock
         self._origin = (clock(), time.time() * 1e3)
         self._buf = io.StringIO()
+        self._log = None
+        try:
+            if not use_package:
+                raise ImportError("mlperf_logging")
+            from mlperf_logging.mllog import mllog  # optional (dlbench[train]); see INSTALL_HINT
+        except ImportError:
+            return  # the lines are written by _write, in the same format
         # A logger of our own, not registered with logging's manager: one per run, no global state.
         logger = logging.Logger(f"dlbench.mllog.{id(self)}", logging.INFO)
         handler = logging.StreamHandler(self._buf)
@@ -88,20 +97,41 @@ class MLPerfLog:
         logger.addHandler(handler)
         self._log = mllog.MLLogger(logger=logger, default_stack_offset=2)
 
+    @property
+    def writer(self) -> str:
+        """Who writes the lines: ``mlperf_logging`` or ``dlbench`` (the package is absent)."""
+        return "dlbench" if self._log is None else "mlperf_logging"
+
+    def _write(self, event_type: str, key: str, value: Any, metadata: dict | None,
+               t: float | None) -> None:
+        """One line as mllog writes it: the caller's file and line, then the metadata."""
+        caller = sys._getframe(2)
+        meta = {"file": os.path.basename(caller.f_code.co_filename), "lineno": caller.f_lineno,
+                **(metadata or {})}
+        line = {"namespace": "", "time_ms": self._ms(t), "event_type": event_type, "key": key,
+                "value": value, "metadata": meta}
+        self._buf.write(":::MLLOG " + json.dumps(line) + "\n")
+
     def _ms(self, t: float | None) -> float:
         t0, wall0 = self._origin
         return round(wall0 + ((self._clock() if t is None else t) - t0) * 1e3, 3)
 
     def event(self, key: str, value: Any = None, metadata: dict | None = None,
               t: float | None = None) -> None:
+        if self._log is None:
+            return self._write("POINT_IN_TIME", key, value, metadata, t)
         self._log.event(key, value, metadata=metadata, time_ms=self._ms(t))
 
     def start(self, key: str, value: Any = None, metadata: dict | None = None,
               t: float | None = None) -> None:
+        if self._log is None:
+            return self._write("INTERVAL_START", key, value, metadata, t)
         self._log.start(key, value, metadata=metadata, time_ms=self._ms(t))
 
     def end(self, key: str, value: Any = None, metadata: dict | None = None,
             t: float | None = None) -> None:
+        if self._log is None:
+            return self._write("INTERVAL_END", key, value, metadata, t)
         self._log.end(key, value, metadata=metadata, time_ms=self._ms(t))
 
     def text(self) -> str:
@@ -146,32 +176,62 @@ def latest_ruleset() -> str | None:
 
 @dataclass(frozen=True)
 class Compliance:
-    """The checker's verdict on one log."""
+    """The checkers' verdict on one log.
+
+    ``passed`` holds when every checker that ran passed it; ``checkers`` names them
+    (``dlbench`` always; ``mlperf_logging`` where the package is installed); ``reasons`` are
+    dlbench's checker's, one per rule broken.
+    """
 
     passed: bool
-    ruleset: str
+    ruleset: str | None
     rules: str
-    output: str          # what the checker printed (its last lines)
-    returncode: int
+    output: str          # what the checkers printed (their last lines)
+    returncode: int | None  # MLPerf's checker's exit code; None where it did not run
+    checkers: tuple[str, ...] = ("dlbench",)
+    reasons: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"passed": self.passed, "ruleset": self.ruleset, "rules": self.rules,
-                "output": self.output, "returncode": self.returncode}
+                "output": self.output, "returncode": self.returncode,
+                "checkers": list(self.checkers), "reasons": list(self.reasons)}
 
 
-def check_log(log_path: str | Path, rules: str | Path | None = None, timeout_s: float = 120.0
-              ) -> Compliance:
-    """Run ``python -m mlperf_logging.compliance_checker`` on one log file with dlbench's rules."""
+def check_log(log_path: str | Path, rules: str | Path | None = None, timeout_s: float = 120.0,
+              use_mlperf: bool | None = None) -> Compliance:
+    """Check one log file against dlbench's rules: dlbench's checker, and MLPerf's
+    ``python -m mlperf_logging.compliance_checker`` with the rules' YAML where the package is
+    installed (``use_mlperf`` None) or asked for (True: an error where it is absent)."""
+    from dlbench.training import compliance
+
+    log_path = Path(log_path).resolve()
+    ours = compliance.check_text(log_path.read_text())
+    if use_mlperf is None:
+        use_mlperf = available()
+    if not use_mlperf:
+        note = "" if available() else " (mlperf-logging is not installed: MLPerf's checker " \
+                                      "did not run)"
+        return Compliance(ours.passed, None, str(recipe_rules()), ours.summary() + note, None,
+                          ("dlbench",), ours.reasons)
     if not available():
         raise MLPerfUnavailable(INSTALL_HINT)
     ruleset = latest_ruleset() or "4.0.0"
     # Absolute paths: the checker runs in a scratch folder (it writes its own log file there).
     rules = str(Path(rules or rules_path()).resolve())
-    log_path = Path(log_path).resolve()
     with tempfile.TemporaryDirectory(prefix="dlbench-cc-") as tmp:
         cmd = [sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
                "--ruleset", ruleset, "--config", rules, "--log_output",
                os.path.join(tmp, "checker.log"), str(log_path)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
     out = (proc.stdout + proc.stderr).strip()
-    return Compliance(proc.returncode == 0, ruleset, rules, out[-4000:], proc.returncode)
+    return Compliance(proc.returncode == 0 and ours.passed, ruleset, rules,
+                      (out[-3500:] + "\n" + ours.summary()).strip(), proc.returncode,
+                      ("dlbench", "mlperf_logging"), ours.reasons)
+
+
+def recipe_rules() -> Path:
+    """dlbench's rules (the benchmarks' targets and hyperparameters), the file both checkers
+    read: the JSON directly, or the YAML generated from it."""
+    from dlbench.training.recipe import rules_file
+
+    return rules_file()
