@@ -94,6 +94,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="spec ids to predict (default: every GPU with that figure); "
                         "'--specs' lists them")
     p.add_argument("--specs", action="store_true", help="print the spec table and exit")
+    p.add_argument("--cards", action="store_true",
+                   help="print the card-to-card spread measured across cards of one GPU model "
+                        "(each config, its range, the records) and exit")
     p.add_argument("--source", type=one_of(tuple(SOURCE_IDS), OLD_SOURCES, "source"),
                    metavar=metavar(SOURCE_IDS),
                    help="print that source's published rows and exit: tf-cnn-benchmarks "
@@ -179,6 +182,10 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 # -- gpus ------------------------------------------------------------------------------------------
 def cmd_gpus(args: argparse.Namespace) -> int:
+    if args.cards:
+        from dlbench.report.cards import spread_table
+        terminal.print_table(spread_table())
+        return EXIT_OK
     if args.specs:
         rows = tuple((s.id, s.name, *(tables.fmt_num(s.tflops(p)) for p in PRECISIONS),
                       tables.fmt_num(s.memory_bandwidth_gbs), tables.fmt_num(s.memory_gb),
@@ -221,7 +228,9 @@ def cmd_gpus(args: argparse.Namespace) -> int:
         ("device", "from", "TFLOPS", "batches/s", "ms/batch", "fit"), tuple(rows),
         (f"fit through the origin on the {len(g.published)} published FP32 points: batches/s = "
          f"{fit.slope:.4f} x TFLOPS; R^2 = {fit.r2:.3f} (uncentred, as the ms-per-batch "
-         f"article; centred {fit.r2_centered:.3f}); your rows are shown, not fitted",)))
+         f"article; centred {fit.r2_centered:.3f}); your rows are shown, not fitted",
+         "each row is one card, and cards of one GPU model differ: a published row's card is "
+         "not yours ('dlbench gpus --cards': the spread measured across cards)")))
     terminal.print_table(tables.Table(
         "Predicted for GPUs not measured (95% prediction interval)",
         ("gpu", "TFLOPS", "batches/s", "interval", "ms/batch"),

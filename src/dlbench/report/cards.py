@@ -14,6 +14,8 @@ import json
 from importlib import resources
 from typing import Any, Sequence
 
+from dlbench.report.table import Table, fmt_num
+
 
 @functools.cache
 def card_spreads() -> dict[str, Any]:
@@ -132,3 +134,22 @@ def derive_spreads(records: Sequence[Any], max_rel_halfwidth: float = 0.01,
         m["configs"].append(entry)
         m["rel_halfwidth"] = max(m["rel_halfwidth"], summ["rel_halfwidth"])
     return {"throughput": out}
+
+
+def spread_table():
+    """The shipped card-to-card spreads as a table: per GPU model, each config measured on
+    several cards, its range and the records it comes from."""
+    doc = card_spreads()
+    rows = []
+    for model, entry in doc.get("throughput", {}).items():
+        for c in entry["configs"]:
+            rows.append((model, c["config"], str(c["cards"]),
+                         f"{fmt_num(c['min'])} - {fmt_num(c['max'])} {c['unit']}",
+                         f"+-{c['rel_halfwidth']:.2%}", " ".join(c["records"])))
+        rows.append((model, "the model's spread (widest config)", "", "",
+                     f"+-{entry['rel_halfwidth']:.2%}", ""))
+    return Table("Card-to-card spread: one config on several cards of one GPU model",
+                 ("GPU", "config", "cards", "range", "half-range", "records"), tuple(rows),
+                 (doc.get("about", ""), "from: " + ", ".join(doc.get("sources", [])),
+                  "dlbench compare widens the interval of two figures from different cards of "
+                  "one model by this spread; a GPU model not listed has none measured"))
