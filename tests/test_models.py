@@ -81,6 +81,22 @@ def test_unknown_model_without_close_match() -> None:
         get_model("zzzzzz")
 
 
+def test_unknown_registry_name_points_to_the_sources() -> None:
+    with pytest.raises(UnknownModelError, match="timm:, torchvision:, hf: and your own models"):
+        get_model("convnext_tiny")
+
+
+@pytest.mark.parametrize("name, source", [
+    ("timm:convnext_tiny", "timm"),
+    ("torchvision:efficientnet_b0", "torchvision"),
+    ("hf:bert-base-uncased", "transformers"),
+])
+def test_get_model_dispatches_on_the_source_prefix(name: str, source: str) -> None:
+    spec = get_model(name)
+    assert (spec.name, spec.source, spec.test_only) == (name, source, False)
+    assert name not in model_names(include_test=True)  # not added to the registry's list
+
+
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_spec_fields(name: str) -> None:
     spec = get_model(name)
