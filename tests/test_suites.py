@@ -93,3 +93,18 @@ def test_batches_scale_down_on_smaller_cards():
     assert gpu_batch("gpt2", 16 * 2**30) == 4            # 32 * 16/79.6 = 6.4 -> 4
     _, configs = suite_for("default", DeviceFacts(cuda=True, bf16=True, memory_bytes=24 * 2**30))
     assert {c.model: c.batch_size for c in configs}["resnet50"] == 256
+
+
+def test_the_default_gpu_suite_runs_every_config_in_several_processes():
+    from dlbench.suites import DEFAULT_REPEAT, REPEAT_STOP
+    suite, configs = suite_for("default", GPU_BF16)
+    assert suite.repeat == DEFAULT_REPEAT >= 3
+    assert {c.stop for c in configs} == {REPEAT_STOP}
+    # shorter windows, honest warm-up: 10 steps and a second, as every GPU suite
+    assert {(c.warmup_steps, c.warmup_seconds) for c in configs} == {(10, 1.0)}
+
+
+def test_the_other_suites_run_one_process_per_config():
+    assert {name: s.repeat for name, s in SUITES.items() if name != "default"} == {
+        "cpu": 1, "classic-cnn": 1, "ms-per-batch": 1, "smoke": 1}
+    assert "one process per config" in SUITES["cpu"].description
