@@ -168,6 +168,75 @@ def stored_record(env, **kw):
                             stop_reason="converged", **kw)
 
 
+# -- the counter against the sampled power ---------------------------------------------------
+def test_power_tolerance_shrinks_with_the_window():
+    # 3% for two sensors, plus 5% of the share of the samples' mean lying before the window
+    assert E.power_agreement_tolerance(1.2, 0.1) == pytest.approx(0.03 + 0.05 * 1.1 / 1.2)
+    assert E.power_agreement_tolerance(30.0, 0.1) == pytest.approx(0.03 + 0.05 * 1.1 / 30)
+    assert E.power_agreement_tolerance(4.0, 0.1) < E.power_agreement_tolerance(1.2, 0.1)
+    assert E.sample_interval([0.0, 0.1, 0.2, 0.5, 0.6]) == pytest.approx(0.1)
+
+
+def test_counter_and_samples_agree_on_constant_power():
+    check = E.power_agreement(250.0, 250.0, 0.5, 0.1)
+    assert check["agree"] and check["rel_diff"] == 0.0
+    assert E.power_agreement(None, 250.0, 0.5, 0.1) is None  # nothing to compare
+
+
+LONG_TS = [i / 10 for i in range(101)]  # 0 .. 10 s every 100 ms
+
+
+def _long_gpu(power, counter):
+    g = _raw_gpu([None] * 11, [0] * 11)
+    n = len(LONG_TS)
+    series = {k: ([v[0]] * n if isinstance(v, list) else v) for k, v in g["series"].items()}
+    series.update(t_s=LONG_TS, power_w=power, energy_mj=counter, throttle_reasons=[0] * n)
+    return dict(g, series=series)
+
+
+def test_a_counter_reading_above_its_samples_is_an_energy_mismatch(cpu_env):
+    # The counter says 700 W (700 J/s) while every power sample reads 600 W: 16.7% apart over a
+    # 6-second window, whose tolerance is 3.9%.
+    power = [600.0] * len(LONG_TS)
+    counter = [700_000 * t for t in LONG_TS]
+    raw = {"marks": {"window_start": 2.0, "window_end": 8.0}, "gpus": [_long_gpu(power, counter)]}
+    summ = summarize(raw, samples=600)
+    g = summ["gpus"][0]
+    assert g["mean_power_w"] == pytest.approx(700.0)
+    assert g["sampled_mean_power_w"] == pytest.approx(600.0)
+    assert g["power_check"]["agree"] is False
+    assert g["power_check"]["tolerance"] == pytest.approx(0.03 + 0.05 * 1.1 / 6)
+    m = summ["energy_mismatch"]
+    assert m["counter_w"] == pytest.approx(700.0) and m["sampled_w"] == pytest.approx(600.0)
+    # reported on every table, for old records too: the check reads the raw series
+    rec = dataclasses.replace(stored_record(cpu_env), telemetry={**raw, "summary": None})
+    assert "energy-mismatch (counter 700.0 W, sampled 600.0 W)" in flags(rec)
+
+
+def test_a_short_window_after_a_lower_warm_up_is_within_tolerance(cpu_env):
+    # NVML's reading averages the last second: after warm-up at 640 W the card draws 700 W
+    # from 2 s on, so the readings climb to 700 W over one second. A 1.2-second window that
+    # starts at 2 s sees readings 5% under the counter; its tolerance (7.6%) allows that.
+    true_w = [640.0 if t < 2.0 else 700.0 for t in LONG_TS]
+    read_w = [sum(true_w[max(0, i - 9):i + 1]) / len(true_w[max(0, i - 9):i + 1])
+              for i in range(len(LONG_TS))]
+    counter, total = [], 0.0
+    for i, t in enumerate(LONG_TS):
+        total += true_w[i] * 0.1 * 1000 if i else 0.0
+        counter.append(total)
+    raw = {"marks": {"window_start": 2.05, "window_end": 3.25},
+           "gpus": [_long_gpu(read_w, counter)]}
+    summ = summarize(raw, samples=100)
+    check = summ["gpus"][0]["power_check"]
+    assert check["counter_w"] > 695 and 0.02 < check["rel_diff"] < check["tolerance"]
+    assert summ["energy_mismatch"] is None
+    rec = dataclasses.replace(stored_record(cpu_env), telemetry=finish(raw, 100))
+    assert not any(f.startswith("energy-mismatch") for f in flags(rec))
+    # the same readings against a counter 10% higher still are a mismatch
+    raw["gpus"] = [_long_gpu(read_w, [c * 1.1 for c in counter])]
+    assert summarize(raw, samples=100)["energy_mismatch"]["gpus"] == 1
+
+
 # -- the sampler thread -----------------------------------------------------------------------
 def test_sampler_energy_from_counter_and_power_agree(monkeypatch):
     t_start = time.perf_counter()

@@ -146,3 +146,54 @@ def counter_rate(ts: Sequence[float], counter: Sequence[float | None],
             out[i] = (v - prev[1]) * scale / (t - prev[0])
         prev = (t, v)
     return out
+
+
+# -- the counter against the sampled power -------------------------------------------------------
+#: NVML's power reading (``nvmlDeviceGetPowerUsage``) is not instantaneous: on Ampere and newer
+#: parts with recent drivers it is the average over the last second. A sample taken at ``t``
+#: therefore speaks for ``[t - 1 s, t]``.
+POWER_AVERAGING_S = 1.0
+#: The two paths to a window's mean power may differ by this much however long the window:
+#: they are different sensors (an energy accumulator and the power monitor the 700 W cap
+#: regulates on). Over 30 s on an H100 they agreed within 0.1% (counter 563.5 W, nvidia-smi
+#: 563.8 W), and windows of 8 s or more in the committed stores within 0.8%; near the power cap
+#: windows of 2-3 s read up to 2.9% apart.
+POWER_AGREEMENT_BASE = 0.03
+#: How far the power before the window (the warm-up's end, clocks settling) may plausibly
+#: differ from the window's own, as a fraction: the share of the sampled mean that lies before
+#: the window, ``(averaging + interval) / window``, can move it by this fraction of itself.
+POWER_DRIFT = 0.05
+
+
+def power_agreement_tolerance(window_s: float, interval_s: float,
+                              averaging_s: float = POWER_AVERAGING_S) -> float:
+    """How far (relative) the counter's and the samples' mean power over a window may differ.
+
+    ``POWER_AGREEMENT_BASE`` for two sensors, plus ``POWER_DRIFT`` times the share of the
+    sampled mean that comes from before the window: each reading averages the ``averaging_s``
+    before it, and the first sample inside the window lands up to ``interval_s`` after its
+    start. A 1.2-second window sampled every 0.1 s may differ by 7.6%, a 4-second one by 4.4%,
+    a 30-second one by 3.2%.
+    """
+    if window_s <= 0:
+        return math.inf
+    return POWER_AGREEMENT_BASE + POWER_DRIFT * (averaging_s + max(interval_s, 0.0)) / window_s
+
+
+def sample_interval(ts: Sequence[float]) -> float:
+    """The median time between samples (0 for fewer than two)."""
+    gaps = sorted(b - a for a, b in zip(ts, ts[1:]) if b > a)
+    return gaps[len(gaps) // 2] if gaps else 0.0
+
+
+def power_agreement(counter_w: float | None, sampled_w: float | None, window_s: float,
+                    interval_s: float) -> dict | None:
+    """Whether the counter's mean power over a window agrees with the mean of the power samples
+    taken inside it: ``{"counter_w", "sampled_w", "rel_diff", "tolerance", "agree"}``, with
+    ``rel_diff`` = counter / sampled - 1; None where either is missing (nothing to compare)."""
+    if counter_w is None or sampled_w is None or sampled_w <= 0:
+        return None
+    rel = counter_w / sampled_w - 1.0
+    tol = power_agreement_tolerance(window_s, interval_s)
+    return {"counter_w": counter_w, "sampled_w": sampled_w, "rel_diff": rel, "tolerance": tol,
+            "agree": abs(rel) <= tol}

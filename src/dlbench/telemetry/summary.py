@@ -51,12 +51,17 @@ def gpu_summary(gpu: dict[str, Any], t0: float, t1: float, idle: tuple[float, fl
     net = joules - idle_w * dur if joules is not None and idle_w is not None else None
     thr = throttle_in(ts, s["throttle_reasons"], t0, t1)
     mem = E.max_in(ts, s["mem_used_bytes"], t0, t1)
+    sampled_w = E.mean_in(ts, s["power_w"], t0, t1)
     return {
         "index": gpu.get("index"), "name": gpu.get("name"), "uuid": gpu.get("uuid"),
         "energy_j": joules, "energy_method": method,
         "mean_power_w": joules / dur if joules is not None and dur > 0 else
         E.mean_in(ts, s["power_w"], t0, t1),
         "max_power_w": E.max_in(ts, s["power_w"], t0, t1),
+        "sampled_mean_power_w": sampled_w,
+        # The counter's mean power against the samples' (energy.power_agreement); None where
+        # the energy came from the samples themselves.
+        "power_check": power_check(gpu, t0, t1) if method == "counter" else None,
         "power_limit_w": gpu.get("power_limit_w"),
         "idle_power_w": idle_w, "net_energy_j": net,
         "j_per_sample": joules / samples if joules and samples else None,
@@ -75,6 +80,44 @@ def gpu_summary(gpu: dict[str, Any], t0: float, t1: float, idle: tuple[float, fl
         "throttle": thr,
         "window_samples": sum(1 for t in ts if t0 <= t <= t1),
     }
+
+
+def power_check(gpu: dict[str, Any], t0: float, t1: float) -> dict[str, Any] | None:
+    """The counter's mean power over ``[t0, t1]`` against the mean of the power samples inside
+    it (:func:`dlbench.telemetry.energy.power_agreement`); None without both."""
+    s = gpu["series"]
+    ts = s["t_s"]
+    joules = E.counter_energy_j(ts, s["energy_mj"], t0, t1, s["power_w"])
+    if joules is None or t1 <= t0:
+        return None
+    return E.power_agreement(joules / (t1 - t0), E.mean_in(ts, s["power_w"], t0, t1), t1 - t0,
+                             E.sample_interval(ts))
+
+
+def energy_mismatch(telemetry: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The GPU whose counter and sampled mean power disagree the most beyond the tolerance, as
+    its :func:`power_check` with ``gpu`` (its index) and ``gpus`` (how many disagree) added;
+    None when every GPU agrees or there is nothing to compare. Computed from the raw series, so
+    records stored before the check existed get it too."""
+    w = window(telemetry or {})
+    if w is None:
+        return None
+    bad = []
+    for g in (telemetry or {}).get("gpus") or []:
+        check = power_check(g, *w)
+        if check is not None and not check["agree"]:
+            bad.append({**check, "gpu": g.get("index")})
+    if not bad:
+        return None
+    worst = max(bad, key=lambda c: abs(c["rel_diff"]))
+    return {**worst, "gpus": len(bad)}
+
+
+def mismatch_note(m: dict[str, Any]) -> str:
+    """``energy-mismatch (counter 702.9 W, sampled 689.5 W)``: a flag with its two values."""
+    where = f"; {m['gpus']} GPUs" if m.get("gpus", 1) > 1 else ""
+    return (f"energy-mismatch (counter {m['counter_w']:.1f} W, sampled {m['sampled_w']:.1f} W"
+            f"{where})")
 
 
 def _delta(ts: Sequence[float], counter: Sequence[float | None], t0: float,
@@ -102,6 +145,8 @@ def summarize(raw: dict[str, Any], samples: float | None) -> dict[str, Any]:
     out["idle_settled"] = None if idle is None else "idle_unsettled" not in m
     if out["gpus"]:
         out["total"] = _total(out["gpus"], samples, t1 - t0)
+        mismatch = energy_mismatch(raw)
+        out["energy_mismatch"] = mismatch  # None: the counter and the samples agree
         out["throttled"] = sorted({f for g in out["gpus"] for f in g["throttle"]["flags"]},
                                   key=list(THROTTLE_GROUPS).index)
     host = raw.get("host")
@@ -217,5 +262,5 @@ def rows(raw: dict[str, Any]) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
     return HOST_CSV_COLUMNS, host_rows(raw)
 
 
-__all__ = ["finish", "summarize", "rows", "gpu_rows", "host_rows", "throttle_in", "phase",
+__all__ = ["finish", "summarize", "power_check", "energy_mismatch", "mismatch_note", "rows", "gpu_rows", "host_rows", "throttle_in", "phase",
            "GPU_CSV_COLUMNS", "HOST_CSV_COLUMNS", "HOST_FIELDS"]
