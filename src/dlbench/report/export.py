@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 from dlbench.measure.stats import Summary
 from dlbench.records import RECORD_TYPES, SCHEMA_VERSION
 from dlbench.report.cards import card_uuids
+from dlbench.telemetry.summary import energy_mismatch
 
 #: Version of the export layouts (CSV columns and the JSON document). It changes when a column
 #: is renamed or removed, or a JSON key changes meaning; adding a column does not change it.
@@ -67,8 +68,9 @@ def _throttled(r: Any) -> str | None:
 def step_flags(r: Any, s: Summary | None) -> str | None:
     """Why a step-timed figure deserves care, ``;``-joined: ``noisy`` (the interval missed its
     target), ``time_cap`` / ``step_cap`` (the window was cut by its limit), ``cv`` (spread >=
-    10%), ``throttled``, ``one_process`` (no repeat group: run-to-run variance unmeasured);
-    ``none`` when there is nothing to flag."""
+    10%), ``throttled``, ``energy_mismatch`` (the energy counter's mean power and the power
+    samples' disagree beyond their tolerance), ``one_process`` (no repeat group: run-to-run
+    variance unmeasured); ``none`` when there is nothing to flag."""
     if s is None:
         return None
     out = []
@@ -81,6 +83,8 @@ def step_flags(r: Any, s: Summary | None) -> str | None:
     throttled = _throttled(r)
     if throttled and throttled != "no":
         out.append("throttled")
+    if energy_mismatch(getattr(r, "telemetry", None)):
+        out.append("energy_mismatch")
     if not getattr(r, "repeat_group", None):
         out.append("one_process")
     return ";".join(out) or "none"
@@ -192,7 +196,8 @@ def _window_result(energy: bool = True) -> tuple[Column, ...]:
         _c("result", "converged", lambda r, s: s and r.converged(),
            "the interval reached its target"),
         _c("result", "flags", step_flags,
-           "noisy, time_cap, step_cap, cv, throttled, one_process (;-joined), or none"),
+           "noisy, time_cap, step_cap, cv, throttled, energy_mismatch, one_process (;-joined), "
+           "or none"),
         _c("result", "first_step_s", lambda r, s: r.first_step_s,
            "first step (compilation, autotuning), kept out of the figure"),
         _c("result", "build_s", lambda r, s: r.build_s, "model build and move to the device"),

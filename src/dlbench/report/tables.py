@@ -29,6 +29,7 @@ from dlbench.report.network import loss_table, net_table
 from dlbench.report.table import GIB, Table, fmt_ms, fmt_num, fmt_pct
 from dlbench.report.train_tables import train_tables
 from dlbench.sweep import env_key
+from dlbench.telemetry.summary import energy_mismatch, mismatch_note
 
 
 def _layout(r: ThroughputRecord) -> str:
@@ -63,6 +64,9 @@ def flags(r: ThroughputRecord) -> list[str]:
     throttled = ((getattr(r, "telemetry", None) or {}).get("summary") or {}).get("throttled")
     if throttled:
         out.append(f"throttled ({', '.join(throttled)})")
+    mismatch = energy_mismatch(getattr(r, "telemetry", None))
+    if mismatch:
+        out.append(mismatch_note(mismatch))
     return out
 
 
