@@ -223,10 +223,15 @@ several hosts: run the same command on every host, adding
 dlbench starts one torchrun agent per host (torch.distributed.run --nnodes N --node-rank R
 --rdzv-backend c10d --rdzv-endpoint HOST:PORT); --gpus is then GPUs per host. Every host's
 --db receives the whole job's record (all ranks' step times).
-Slurm: one task per node, e.g. in an sbatch script
+Slurm: one task per node, e.g. in an sbatch script (examples/slurm/scale.sbatch)
   export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1) MASTER_PORT=29500
-  srun --ntasks-per-node 1 dlbench scale -m resnet50 --gpus 8 --slurm --db run-$SLURM_NODEID.db
---slurm reads SLURM_NNODES, SLURM_NODEID, SLURM_JOB_ID and MASTER_ADDR:MASTER_PORT.
+  srun --ntasks-per-node 1 bash -c \\
+    'dlbench scale -m resnet50 --gpus 8 --slurm --db node-$SLURM_NODEID.db'
+  dlbench results merge --db job.db node-*.db
+The single quotes matter: each task's shell expands $SLURM_NODEID on its own node; expanded
+once in the batch shell, every node would write the same file. --slurm reads SLURM_NNODES,
+SLURM_NODEID, SLURM_JOB_ID and MASTER_ADDR:MASTER_PORT. 'results merge' keeps each multi-node
+result once (every host stores the whole job). Without Slurm: examples/torchrun/two_nodes.sh.
 dlbench never turns NVLink multicast on: every rank gets NCCL_NVLS_ENABLE=0,
 TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1."""
 

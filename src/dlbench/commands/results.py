@@ -113,7 +113,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
                                       f"{args.db}" + (f"; {dup} result(s) left out: the same "
                                                       "multi-node job, stored by another host"
                                                       if dup else ""),
-                                      markup=False, highlight=False)
+                                      markup=False, highlight=False, soft_wrap=True)
         return EXIT_OK
     if not Path(args.db).exists():
         raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
