@@ -1,0 +1,63 @@
+"""README's headline tables against the committed stores: each row, value and flag must be what
+``dlbench.report.headline`` renders from the records under ``results/``, so the front page
+cannot drift from its measurements (a figure typed by hand, a flag dropped, an interval left
+from an older method)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlbench.report import headline as H
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = (f"regenerate the tables with `{H.WRITE_COMMAND}` from the repository root, and read "
+       "the diff: a changed figure or flag is a changed claim")
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    return H.render_all(ROOT, tmp_path_factory.mktemp("stores"))
+
+
+@pytest.fixture(scope="module")
+def readme():
+    return H.blocks((ROOT / "README.md").read_text())
+
+
+def test_every_headline_table_is_in_the_readme(rendered, readme):
+    missing = sorted(set(rendered) - set(readme))
+    assert not missing, f"README.md lacks the marked tables {missing}: {FIX}"
+    unknown = sorted(set(readme) - set(rendered))
+    assert not unknown, f"README.md marks tables no code renders: {unknown}"
+
+
+@pytest.mark.parametrize("name", [h.name for h in H.HEADLINES])
+def test_readme_table_matches_its_records(name, rendered, readme):
+    want, have = rendered[name], readme.get(name)
+    assert have is not None, f"README.md has no headline table {name!r}: {FIX}"
+    for i, (w, h) in enumerate(zip(want, have)):
+        assert h == w, (f"README.md's table {name!r}, line {i + 1}, says\n  {h}\nbut the "
+                        f"committed store says\n  {w}\n{FIX}")
+    assert len(have) == len(want), f"README.md's table {name!r} has {len(have)} lines, the " \
+        f"store's {len(want)}: {FIX}"
+
+
+def test_flags_are_what_the_records_carry(rendered):
+    # The checks the tables exist for, on the committed records themselves: the eight-H200
+    # ResNet-50 window whose energy counter ran 15% above its power samples is flagged, the
+    # CPU suite's time-capped windows say so, the H100 tuned windows ran at the power cap.
+    assert "energy-mismatch" in "\n".join(rendered["h200-8"])
+    assert "noisy (time cap)" in rendered["cpu"][0]
+    assert "throttled (power)" in rendered["h100-tuned"][0]
+    assert all("one process" in lines[0] for lines in rendered.values())
+
+
+def test_replacing_blocks_keeps_the_rest_and_refuses_a_lost_table():
+    text = f"intro\n{H.begin_mark('x')}\nold\n{H.end_mark('x')}\noutro\n"
+    assert H.replace_blocks(text, {"x": ["new", "lines"]}) == \
+        f"intro\n{H.begin_mark('x')}\nnew\nlines\n{H.end_mark('x')}\noutro\n"
+    assert H.blocks(H.replace_blocks(text, {"x": ["a"]})) == {"x": ["a"]}
+    with pytest.raises(ValueError, match="no marks for headline table 'y'"):
+        H.replace_blocks(text, {"y": ["a"]})
