@@ -4,6 +4,7 @@ dlbench light."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -137,3 +138,18 @@ def test_to_dataframe_without_pandas_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
     with pytest.raises(ImportError, match=r"pip install 'dlbench\[pandas\]'"):
         dlbench.to_dataframe([])
+
+
+@pytest.mark.slow
+def test_the_own_models_benchmark_runs_quick_on_the_cpu(tmp_path):
+    out = tmp_path / "own"
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "own_models.py"), "--out",
+                        str(out), "--quick", "--device", "cpu", "--tolerance", "1"],
+                       env=_env(), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = json.loads((out / "agreement.json").read_text())
+    assert [r["model"] for r in rows] == ["timm:resnet18", "hf:gpt2?n_layer=2&n_embd=64&n_head=2"]
+    assert all(r["cli"]["run"] != r["api"]["run"] and r["agree"] for r in rows)
+    models = [r.config.model for r in dlbench.load(out / "dlbench.db")]
+    assert sorted(models) == sorted(2 * [r["model"] for r in rows])
+    assert (out / "throughput.csv").read_text().count("\n") == 5   # header + 4 records

@@ -19,6 +19,7 @@ from dlbench import env as envmod
 from dlbench.config import ConfigError
 from dlbench.jobs import plans, runs, step_runs
 from dlbench.measure.stopping import StopRule
+from dlbench.models import get_model
 from dlbench.models.sources import STEP_PREFIX
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord, expand
 from dlbench.report import export
@@ -73,8 +74,6 @@ def measure_throughput(model: str, batch_size: int | None = None, *, precision: 
     Returns:
         The record as stored: ``record.summary()`` has the throughput and its interval.
     """
-    from dlbench.models import get_model  # heavy: the registry imports torch
-
     spec = get_model(model)
     facts = plans.device_facts()
     gpu = plans.on_gpu(device, facts)
