@@ -9,8 +9,13 @@ at every length, so a plain t over single steps below 40 steps) is shown to fall
 the test could fail.
 """
 
+import json
 import math
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +73,29 @@ def test_across_process_interval_covers():
         m, h = stats.across_processes(figures)
         hits += abs(m - 1000.0) <= h
     assert 0.93 <= hits / REPS <= 0.97
+
+
+def test_the_coverage_experiment_runs_through_dlbench(tmp_path):
+    # benchmarks/coverage.py on the CPU: 2 configs of the smoke suite x 3 fresh processes.
+    root = Path(__file__).resolve().parents[1]
+    db, out = tmp_path / "cov.db", tmp_path / "cov.json"
+    env = dict(os.environ, PYTHONPATH=str(root / "src"), OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "coverage.py"), "--suite",
+                        "smoke", "--configs", "tiny_cnn:train,tiny_cnn:eval", "--processes", "3",
+                        "--group", "2", "--device", "cpu", "--db", str(db), "--out", str(out),
+                        "--other", str(db)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert [c["processes"] for c in result["configs"]] == [3, 3]
+    assert [c["group"]["combinations"] for c in result["configs"]] == [3, 3]
+    for c in result["configs"]:
+        assert c["reference"] == pytest.approx(sum(c["process_figures"]) / 3)
+        assert 0 <= c["one_process"]["new_covered"] <= 3
+        assert sum(c["interval_methods"].values()) == 3
+    assert 0 <= result["one_process"]["new_rate"] <= 1 and result["one_process"]["n"] == 6
+    assert result["env"]["accelerator"] == "cpu"
+    assert len(result["commands"]) == 2 and "--repeat 3" in result["commands"][0]
+    # the store against itself: no difference between the "cards"
+    assert [c["difference_rel"] for c in result["other"]["cards"]] == [0.0, 0.0]
+    assert "one process's 95% interval covers the reference" in p.stdout

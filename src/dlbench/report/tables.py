@@ -189,9 +189,11 @@ def group_row(group: Sequence[ThroughputRecord]) -> tuple:
     firsts = [r.first_step_s for r in ok if r.first_step_s is not None]
     mems = [r.memory.get("allocated_peak_bytes") or 0 for r in ok]
     notes = list(setup)
-    for r in ok:
+    seen = set()
+    for r in ok:  # each kind of flag once, as the first process that raised it words it
         for f in flags(r):
-            if f not in notes:
+            if f.split()[0] not in seen:
+                seen.add(f.split()[0])
                 notes.append(f)
     failed = [r for r in group if r.summary() is None]
     if failed:
