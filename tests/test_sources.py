@@ -296,3 +296,9 @@ def test_cli_bad_source_name_is_one_line(tmp_path):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "never downloads" in lines[0]
     assert not (tmp_path / "r.db").exists()
+
+
+def test_hf_directory_with_a_config_transformers_cannot_read(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "no-such-architecture"}')
+    with pytest.raises(ModelSourceError, match="transformers cannot read"):
+        get_model(f"hf:{tmp_path}")

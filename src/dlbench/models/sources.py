@@ -228,7 +228,11 @@ def _hf(full: str, ref: str) -> ModelSpec:
         if not (Path(ref) / "config.json").is_file():
             raise ModelSourceError(f'{full}: {ref} has no config.json; save the model\'s config '
                                    'there (config.save_pretrained(DIR))')
-        base = transformers.AutoConfig.from_pretrained(ref, local_files_only=True)
+        try:
+            base = transformers.AutoConfig.from_pretrained(ref, local_files_only=True)
+        except (ValueError, OSError, KeyError) as exc:  # a model type this transformers lacks
+            raise ModelSourceError(f"{full}: transformers cannot read {ref}/config.json: "
+                                   f"{str(exc).splitlines()[0]}") from None
         what = f"config from {ref}"
     else:
         key = ref
@@ -247,7 +251,11 @@ def _hf(full: str, ref: str) -> ModelSpec:
                 f'({", ".join(HUB_NAMES)}), nor a local directory. dlbench builds models offline '
                 "and never downloads one: save its config.json into a directory and name that "
                 "(hf:path/to/dir)")
-        base = transformers.AutoConfig.for_model(model_type, **known)
+        try:
+            base = transformers.AutoConfig.for_model(model_type, **known)
+        except (ValueError, TypeError) as exc:  # a composite config that needs its parts
+            raise ModelSourceError(f"{full}: transformers cannot build a default "
+                                   f"{model_type} config: {str(exc).splitlines()[0]}") from None
         what = f"{type(base).__name__} defaults" + (" with the hub model's sizes" if known else "")
     config = _with_overrides(full, base, overrides)
     if getattr(config, "is_encoder_decoder", False):
