@@ -156,7 +156,7 @@ POWER_AVERAGING_S = 1.0
 #: The two paths to a window's mean power may differ by this much however long the window:
 #: they are different sensors (an energy accumulator and the power monitor the 700 W cap
 #: regulates on). Over 30 s on an H100 they agreed within 0.1% (counter 563.5 W, nvidia-smi
-#: 563.8 W), and windows of 8 s or more in the committed stores within 0.8%; near the power cap
+#: 563.8 W), and windows of 8 s or more in the committed stores within 0.9%; near the power cap
 #: windows of 2-3 s read up to 2.9% apart.
 POWER_AGREEMENT_BASE = 0.03
 #: How far the power before the window (the warm-up's end, clocks settling) may plausibly
