@@ -19,6 +19,8 @@ the config and the environment as JSON.
                                                        # tuned mode's path against a bare loop
                                                        # written with the same techniques
     python benchmarks/fidelity.py --compile default --cuda-graph on --optimizer-impl fused
+    python benchmarks/fidelity.py --framework jax      # dlbench's JAX path against a bare JAX
+                                                       # loop (Flax, Optax, one jit, donated state)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -94,6 +97,54 @@ def bare_loop(model_name: str, batch: int, precision: str, channels_last: bool,
     return steps * batch / (time.perf_counter() - t)
 
 
+def bare_loop_jax(model_name: str, batch: int, precision: str, device: str, warmup: int,
+                  steps: int) -> float:
+    """The JAX loop a careful user would write by hand (Flax model, Optax SGD, one jit with
+    donated state, one wait at the end); returns samples/s."""
+    import jax  # heavy: jax
+    import jax.numpy as jnp  # heavy: jax
+    import optax  # heavy: jax
+
+    from dlbench.frameworks.jax.models import JAX_MODELS
+    spec = get_model(model_name)
+    dtype = jnp.bfloat16 if precision == "bf16" else jnp.float32
+    module = JAX_MODELS[model_name].build(dtype, spec.input_size, spec.num_classes)
+    dev = jax.devices("cpu" if device == "cpu" else None)[0]
+    with jax.default_device(dev), jax.default_matmul_precision("highest"):
+        kx, ky = jax.random.split(jax.random.key(1))
+        s = spec.input_size
+        x = (jax.random.normal(kx, (batch, s, s, 3)) if spec.kind == "image"
+             else jax.random.randint(kx, (batch, s), 0, spec.num_classes))
+        y = jax.random.randint(ky, (batch,) if spec.kind == "image" else (batch, s), 0,
+                               spec.num_classes)
+        v = module.init({"params": jax.random.key(0), "dropout": ky}, x[:1], train=False)
+        tx = optax.sgd(1e-3, momentum=0.9)
+        state = (v["params"], v.get("batch_stats", {}), tx.init(v["params"]), jnp.int32(0))
+
+        @partial(jax.jit, donate_argnums=0)
+        def step(state, x, y):
+            params, stats, opt, i = state
+            def loss_fn(p):
+                out, upd = module.apply({"params": p, **({"batch_stats": stats} if stats else {})},
+                                        x, train=True, mutable=["batch_stats"],
+                                        rngs={"dropout": jax.random.fold_in(ky, i)})
+                logits = out.astype(jnp.float32)
+                return optax.softmax_cross_entropy_with_integer_labels(
+                    logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).mean(), upd
+            (loss, upd), g = jax.value_and_grad(loss_fn, has_aux=True)(params)
+            u, opt = tx.update(g, opt, params)
+            return (optax.apply_updates(params, u), upd.get("batch_stats", {}), opt, i + 1), loss
+
+        for _ in range(warmup):
+            state, loss = step(state, x, y)
+        loss.block_until_ready()
+        t = time.perf_counter()
+        for _ in range(steps):
+            state, loss = step(state, x, y)
+        loss.block_until_ready()
+        return steps * batch / (time.perf_counter() - t)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -112,12 +163,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="CPU threads for torch (default 1 on the CPU: a shared machine's "
                          "second core makes OpenMP timings jump by tens of percent)")
     ap.add_argument("--out", help="write the full result as JSON here")
+    ap.add_argument("--framework", choices=("torch", "jax"), default="torch",
+                    help="jax: dlbench's JAX path (--framework jax) against a bare JAX loop")
     a = ap.parse_args(argv)
     gpu = a.device.startswith("cuda")
     model = a.model or ("resnet50" if gpu else "tiny_cnn")
     batch = a.batch or (256 if gpu else 64)
     precision = a.precision or ("bf16" if gpu else "fp32")
-    cl = (a.channels_last or ("on" if gpu else "off")) == "on"
+    jax_side = a.framework == "jax"
+    cl = (a.channels_last or ("on" if gpu and not jax_side else "off")) == "on"
     device = torch.device(a.device)
     rounds_n = a.rounds or (4 if gpu else 10)
     if a.threads or not gpu:
@@ -133,7 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     graph, fused = a.cuda_graph == "on", a.optimizer_impl == "fused"
     cfg = ThroughputConfig(model=model, batch_size=batch, precision=precision, channels_last=cl,
                            device=a.device, warmup_steps=10, warmup_seconds=1.0, stop=stop,
-                           compile=compile, cuda_graph=graph, optimizer_impl=a.optimizer_impl)
+                           compile=compile, cuda_graph=graph, optimizer_impl=a.optimizer_impl,
+                           framework=a.framework)
+    loop = bare_loop
+    if jax_side:  # the same model, built in Flax, against the bare JAX loop
+        def loop(model, batch, precision, cl, device, warmup, steps, **_):
+            return bare_loop_jax(model, batch, precision, device.type, warmup, steps)
     techniques = dict(compile=compile, graph=graph, fused=fused)
     env = envmod.capture_environment(include_topology=False)
     rounds = []
@@ -145,9 +204,9 @@ def main(argv: list[str] | None = None) -> int:
         if dlbench_first:
             rec = measure(cfg, env, flops=lambda *_: None)
             steps = rec.summary().steps
-            bare = bare_loop(model, batch, precision, cl, device, 10, steps, **techniques)
+            bare = loop(model, batch, precision, cl, device, 10, steps, **techniques)
         else:
-            bare = bare_loop(model, batch, precision, cl, device, 10, steps, **techniques)
+            bare = loop(model, batch, precision, cl, device, 10, steps, **techniques)
             rec = measure(cfg, env, flops=lambda *_: None)
         if compile:
             torch._dynamo.reset()  # the bare side's compiled graphs too, as dlbench frees its own

@@ -37,6 +37,7 @@ from dlbench.commands.common import (
     show_tables,
 )
 from dlbench.config import ATTENTION_BACKENDS, FRAMEWORKS, METHODS, OPTIMIZER_IMPLS, ConfigError
+from dlbench.frameworks import jax as jaxpath
 from dlbench.measure.stopping import StopRule
 from dlbench.records.throughput import expand
 from dlbench.report import export, terminal
@@ -242,7 +243,6 @@ def cmd_throughput(args: argparse.Namespace) -> int:
 
 def _check_jax(args: argparse.Namespace) -> None:
     """--framework jax: the extra installed and no flag that only PyTorch has (one line each)."""
-    from dlbench.frameworks import jax as jaxpath
     if not jaxpath.available():
         raise ConfigError(jaxpath.INSTALL_HINT)
     if args.tuned:

@@ -4,6 +4,7 @@ interconnect profiles; the scaling and NVLink on/off tables of the tf_cnn_benchm
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -34,6 +35,8 @@ from dlbench.commands.common import (
     show_failures,
     show_tables,
 )
+from dlbench.config import ConfigError
+from dlbench.frameworks import jax as jaxpath
 from dlbench.measure.stopping import StopRule
 from dlbench.records.throughput import expand
 from dlbench.report import export, terminal
@@ -108,10 +111,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _check_jax(args: argparse.Namespace, gpu: bool, nnodes: int) -> None:
     """--framework jax: one process over the local devices (strategy dp), the extra installed."""
-    import os
-
-    from dlbench.config import ConfigError
-    from dlbench.frameworks import jax as jaxpath
     if not jaxpath.available():
         raise ConfigError(jaxpath.INSTALL_HINT)
     if set(flatten(args.strategy, ["dp"])) != {"dp"} or nnodes > 1:

@@ -21,10 +21,13 @@ from dlbench.commands.common import (
     add_command,
     add_store_flags,
     csv_list,
+    device,
     flatten,
     on_off,
     real,
 )
+from dlbench.config import ConfigError
+from dlbench.frameworks import jax as jaxpath
 from dlbench.report import export, terminal
 from dlbench.report.train_tables import train_tables
 
@@ -135,7 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--augment", type=on_off, default=False,
                    help="on: random crop (4 px) and horizontal flip, on the device (off)")
     p.add_argument("--image-size", type=POSITIVE, help="imagefolder: image side (224)")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--device", default="auto", type=device, help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--framework", choices=("torch", "jax"), default="torch",
                    help="torch (default) or jax: the same model (cnn10, cnn10_small), data "
                         "order, schedule, target and MLPerf log, trained by JAX on one device "
@@ -165,8 +168,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     inline = InlineRunner(mllog=not args.no_mllog)
     if args.framework == "jax":
-        from dlbench.config import ConfigError
-        from dlbench.frameworks import jax as jaxpath
         if not jaxpath.available():
             raise ConfigError(jaxpath.INSTALL_HINT)
         from dlbench.jobs.jax_train import JaxTrainRunner  # heavy: jax

@@ -24,6 +24,7 @@ from dlbench.records.base import repeat_groups
 from dlbench.records.peak import ceilings
 from dlbench.records.scaling import scaling_efficiency, scaling_factor
 from dlbench.records.throughput import ThroughputRecord
+from dlbench.report.frameworks import framework_tables
 from dlbench.report.kernel_tables import kernel_tables
 from dlbench.report.network import loss_table, net_table
 from dlbench.report.table import GIB, Table, fmt_ms, fmt_num, fmt_pct
@@ -734,4 +735,5 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
             out += [net_table(recs), loss_table(recs)]
         else:
             out.append(records_table(recs, f"{kind} results"))
+    out += framework_tables(records)  # PyTorch vs JAX, where both ran a setup
     return out

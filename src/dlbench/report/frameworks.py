@@ -1,0 +1,186 @@
+"""PyTorch vs JAX: the same model, precision, mode and batch, side by side.
+
+Rows pair records whose configs differ only in ``framework`` (throughput, and data-parallel
+``scaling`` records at their GPU count), the newest of each. Per framework: throughput with its
+95% interval, the first step (PyTorch: cuDNN autotuning and lazy init, plus compilation where
+compiled; JAX: tracing and XLA compilation), peak device memory, energy per sample. A second
+table puts the time-to-accuracy runs of both frameworks side by side.
+
+Peak memory is what each framework's allocator reports (PyTorch ``max_memory_allocated``, JAX
+``memory_stats()['peak_bytes_in_use']``), with JAX's preallocation off
+(``XLA_PYTHON_CLIENT_PREALLOCATE=false``, which dlbench sets unless told otherwise): by
+default JAX takes 75% of the GPU's memory when it starts, and that block would read as the peak.
+Reads records only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
+
+from dlbench.report.table import GIB, Table, fmt_num
+
+FRAMEWORKS = ("torch", "jax")
+PREALLOC_NOTE = ("peak memory: each framework's allocator peak (PyTorch max_memory_allocated, "
+                 "JAX memory_stats() peak_bytes_in_use) with JAX's preallocation off "
+                 "(XLA_PYTHON_CLIENT_PREALLOCATE=false; by default JAX grabs 75% of the GPU when "
+                 "it starts, which would read as its peak)")
+
+
+def _cfg(r: Any) -> Any:
+    return getattr(r.config, "base", r.config)
+
+
+def _pair_key(r: Any) -> tuple:
+    """What must match for two records to share a row: the config without its framework."""
+    c = _cfg(r)
+    plain = replace(c, framework="torch")
+    return (plain.key(), getattr(r.config, "gpus", 1))
+
+
+def pairs(records: Sequence[Any]) -> list[tuple[Any, dict[str, Any]]]:
+    """(a representative record, {framework: newest ok record}) for every config measured in
+    more than one framework, in the records' order."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    first: dict[tuple, Any] = {}
+    for r in records:
+        if r.kind not in ("throughput", "scaling") or not r.ok or r.summary() is None:
+            continue
+        k = _pair_key(r)
+        first.setdefault(k, r)
+        fw = getattr(_cfg(r), "framework", "torch")
+        groups.setdefault(k, {})[fw] = r  # the newest wins (records come oldest first)
+    return [(first[k], g) for k, g in groups.items() if len(g) > 1]
+
+
+def _rate(r: Any) -> tuple[float, float, float]:
+    s = r.summary()
+    k = r.units_per_sample
+    high = s.throughput_high if s.throughput_high != float("inf") else s.throughput
+    return s.throughput * k, s.throughput_low * k, high * k
+
+
+def _with_interval(r: Any | None) -> str:
+    if r is None:
+        return "-"
+    v, lo, hi = _rate(r)
+    return f"{fmt_num(v)} ±{(hi - lo) / 2 / v:.1%}" if v else "-"
+
+
+def _peak_gib(r: Any | None) -> str:
+    if r is None:
+        return "-"
+    m = r.memory or {}
+    peak = m.get("peak_allocated")
+    return "-" if peak is None else f"{peak / GIB:.1f}"
+
+
+def _j_per_sample(r: Any | None) -> str:
+    if r is None:
+        return "-"
+    tot = (((r.telemetry or {}).get("summary") or {}).get("total") or {})
+    return fmt_num(tot.get("j_per_sample"), 3)
+
+
+def _first(r: Any | None) -> str:
+    return "-" if r is None or r.first_step_s is None else f"{r.first_step_s:.1f}"
+
+
+def throughput_table(records: Sequence[Any]) -> Table | None:
+    """PyTorch vs JAX per model, mode, precision, batch and GPU count; None without a pair."""
+    rows = []
+    for rep, by in pairs(records):
+        c = _cfg(rep)
+        t, j = by.get("torch"), by.get("jax")
+        ratio = _rate(j)[0] / _rate(t)[0] if t and j else None
+        unit = {"images": "img/s", "tokens": "tok/s", "sequences": "seq/s"}.get(rep.unit,
+                                                                               rep.unit)
+        rows.append((c.model, c.mode, c.precision, str(c.batch_size),
+                     str(getattr(rep.config, "gpus", 1)), unit, _with_interval(t),
+                     _with_interval(j), "-" if ratio is None else f"{ratio:.2f}",
+                     _first(t), _first(j), _peak_gib(t), _peak_gib(j), _j_per_sample(t),
+                     _j_per_sample(j)))
+    if not rows:
+        return None
+    cols = ("model", "mode", "prec", "batch/GPU", "GPUs", "unit", "PyTorch", "JAX", "JAX/PyTorch",
+            "1st step PT (s)", "1st step JAX (s)", "peak GiB PT", "peak GiB JAX", "J/sample PT",
+            "J/sample JAX")
+    notes = ("throughput = samples over the measured window (the same window, stopping rule "
+             "and timer semantics in both frameworks); ± is the 95% interval's half-width",
+             "1st step: timed alone, never in the figure; PyTorch's holds cuDNN autotuning and "
+             "lazy initialisation, JAX's tracing and XLA compilation",
+             PREALLOC_NOTE, "J/sample: GPU energy over the window (NVML), per sample")
+    return Table("PyTorch vs JAX, throughput", cols, tuple(rows), notes)
+
+
+def training_table(records: Sequence[Any]) -> Table | None:
+    """Time to accuracy of both frameworks on the same setup (the newest run of each seed)."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for r in records:
+        if r.kind != "train":
+            continue
+        c = r.config
+        k = (replace(c, framework="torch").setup_key(), c.seed)
+        groups.setdefault(k, {})[getattr(c, "framework", "torch")] = r
+    rows = []
+    for by in groups.values():
+        if len(by) < 2:
+            continue
+        for fw in FRAMEWORKS:
+            r = by.get(fw)
+            if r is None:
+                continue
+            c = r.config
+            rows.append((f"{c.model}@{c.dataset}", c.precision, str(c.batch_size), str(c.seed),
+                         "PyTorch" if fw == "torch" else "JAX", fmt_num(r.first_epoch_s, 3),
+                         fmt_num(r.median_epoch_s, 3), fmt_num(r.time_to_train_s, 4),
+                         str(r.epochs), fmt_num(r.final_accuracy, 4),
+                         fmt_num(r.synthetic_samples_per_s, 4), r.status))
+    if not rows:
+        return None
+    cols = ("model@dataset", "prec", "batch", "seed", "framework", "1st epoch (s)",
+            "median epoch 2+ (s)", "time to train (s)", "epochs", "final accuracy",
+            "synthetic samples/s", "status")
+    notes = ("the same model, data order, learning-rate schedule, target and MLPerf log; the "
+             "weights are drawn by each framework's own generator",
+             "1st epoch: JAX compiles its step during init (MLPerf permits warm-up there), as "
+             "PyTorch autotunes there; synthetic: the same step on one on-device batch")
+    return Table("PyTorch vs JAX, time to accuracy", cols, tuple(rows), notes)
+
+
+def framework_tables(records: Sequence[Any]) -> list[Table]:
+    """The comparison tables whose data exists (none unless both frameworks ran a setup)."""
+    return [t for t in (throughput_table(records), training_table(records)) if t is not None]
+
+
+def framework_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list:
+    """One chart: JAX's throughput relative to PyTorch's (= 1) per config, intervals as error
+    bars (each side's relative half-width, combined), so models of any unit share an axis."""
+    found = [(rep, by) for rep, by in pairs(records) if "torch" in by and "jax" in by]
+    if not found:
+        return []
+    from dlbench.report.charts.base import commands_of, finish, pyplot  # heavy: matplotlib
+    plt = pyplot()
+    labels, vals, errs = [], [], []
+    for rep, by in found:
+        t, j = _rate(by["torch"]), _rate(by["jax"])
+        ratio = j[0] / t[0]
+        rel = ((((j[2] - j[1]) / 2 / j[0]) ** 2 + ((t[2] - t[1]) / 2 / t[0]) ** 2) ** 0.5)
+        c = _cfg(rep)
+        gpus = getattr(rep.config, "gpus", 1)
+        labels.append(f"{c.model} {c.precision} b{c.batch_size}" + (f" x{gpus}" if gpus > 1
+                                                                     else ""))
+        vals.append(ratio)
+        errs.append(ratio * rel)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(vals) + 2), 4.6), dpi=100)
+    xs = list(range(len(vals)))
+    ax.bar(xs, vals, color=["tab:green" if v >= 1 else "tab:orange" for v in vals],
+           yerr=errs, capsize=3, ecolor="black")
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xticks(xs, labels, rotation=35, ha="right", fontsize=7)
+    ax.set_ylabel("JAX throughput / PyTorch throughput")
+    title = "PyTorch vs JAX: JAX's throughput relative to PyTorch's (1 = equal; 95% intervals)"
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="y", lw=0.3, alpha=0.6)
+    recs = [r for _, by in found for r in by.values()]
+    return [finish(plt, fig, title, commands_of(recs, commands))]
