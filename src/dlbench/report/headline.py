@@ -1,11 +1,13 @@
-"""README's headline tables, rendered from the committed stores under ``results/``.
+"""README's headline tables (and the campaign pages' suite tables), rendered from the committed
+stores under ``results/``.
 
 The README quotes a few tables from each campaign. Typed by hand they drifted from their
 records (a flag dropped, an interval left from an older method), so they are rendered here, from
-the records, and ``tests/test_readme_claims.py`` fails when README.md and this rendering differ.
-After a change to how figures or intervals are computed, regenerate them::
+the records, and ``tests/test_readme_claims.py`` fails when a published table and this
+rendering differ. After a change to how figures or intervals are computed, regenerate them
+(from the repository root)::
 
-    python3 -m dlbench.report.headline --write README.md
+    python3 -m dlbench.report.headline --write
 
 Each table names the records it shows (the selection below, stated in the table's caption), and
 every figure carries its record's flags:
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from dlbench.measure.mfu import mfu
+from dlbench.measure.mfu import measured_peaks, mfu
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.store import Store
 from dlbench.telemetry.summary import energy_mismatch, mismatch_note
@@ -47,7 +49,7 @@ H200_4 = "pt2.11-cu130-4x-h200"
 H200_8 = "pt2.11-cu130-8x-h200"
 CPU = "pt2.14-cpu"
 
-WRITE_COMMAND = "python3 -m dlbench.report.headline --write README.md"
+WRITE_COMMAND = "python3 -m dlbench.report.headline --write"
 _UNITS = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}
 
 
@@ -277,12 +279,57 @@ def cpu_suite(store: Store) -> list[str]:
         ("model", "mode", "batch", "throughput", "±95%", "flags"), rows)
 
 
+# -- the campaign pages' suite tables ----------------------------------------------------------
+def _gib(r: Any) -> str:
+    mem = (r.memory or {}).get("allocated_peak_bytes")
+    return f"{mem / 2 ** 30:.1f}" if mem else "–"
+
+
+def suite_run(run: str, columns: Sequence[str]) -> Callable[[Store], list[str]]:
+    """Every ok throughput record of one suite run, in stored order, with ``columns`` chosen from
+    mode, ms, steps, tflops, mfu, ceiling (MFU against the store's latest measured ceiling of
+    the device) and gib."""
+    def render(store: Store) -> list[str]:
+        recs = [r for r in store.results(run_id=run, kind="throughput") if r.ok]
+        peaks = measured_peaks(store.results(kind="peak")) if "ceiling" in columns else None
+        flags = [record_flags(r) for r in recs]
+        common = _common(flags)
+        head = {"ms": "ms/step (median)", "steps": "steps",
+                "tflops": "model TFLOP/s", "mfu": "MFU (datasheet)",
+                "ceiling": "MFU (measured ceiling)", "gib": "peak GiB"}
+        rows = []
+        for r, fl in zip(recs, flags):
+            s = r.summary()
+            m = mfu(r, peaks)
+            cells = {"ms": fmt_num(s.median_s * 1e3, 4),
+                     "steps": str(s.steps), "tflops": fmt_num(r.achieved_tflops(), 3),
+                     "mfu": "–" if m.datasheet is None else f"{m.datasheet:.1%}",
+                     "ceiling": "–" if m.measured is None else f"{m.measured:.1%}",
+                     "gib": _gib(r)}
+            name = _name(r) + (", eval" if "mode" not in columns and r.config.mode == "eval"
+                               else "")
+            mode = (r.config.mode,) if "mode" in columns else ()
+            rows.append((name, str(r.config.batch_size)) + mode
+                        + (_rate(r), fmt_pct(s.rel_halfwidth))
+                        + tuple(cells[c] for c in columns if c != "mode") + (_rest(fl, common),))
+        cols = (("model", "batch") + (("mode",) if "mode" in columns else ())
+                + ("throughput", "±95%") + tuple(head[c] for c in columns if c != "mode")
+                + ("flags",))
+        return [f"Run {run}. " + _caption(common), ""] + _table(cols, rows)
+    return render
+
+
 @dataclass(frozen=True)
 class Headline:
-    name: str                                   # the README marker's name
+    name: str                                   # the marker's name
     store: str                                  # folder under results/
     render: Callable[[Store], list[str]]
+    path: str = "README.md"                     # the file the table is published in
 
+
+H100_PAGE = "docs/results/2026-11-h100.md"
+H200_4_PAGE = "docs/results/2026-11-4x-h200.md"
+CPU_PAGE = "docs/results/2026-11-cpu.md"
 
 HEADLINES = (
     Headline("h100-default", H100, h100_default),
@@ -290,6 +337,11 @@ HEADLINES = (
     Headline("h200-4", H200_4, h200_4),
     Headline("h200-8", H200_8, h200_8),
     Headline("cpu", CPU, cpu_suite),
+    Headline("h100-default-suite", H100,
+             suite_run(DEFAULT_SUITE_RUN, ("ms", "tflops", "mfu", "gib")), H100_PAGE),
+    Headline("h200-default-suite", H200_4,
+             suite_run("eea04ab2c011", ("tflops", "mfu", "ceiling")), H200_4_PAGE),
+    Headline("cpu-suite", CPU, suite_run(CPU_SUITE_RUN, ("mode", "ms", "steps")), CPU_PAGE),
 )
 
 
@@ -352,8 +404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 -m dlbench.report.headline",
         description="Render README's headline tables from the committed stores under results/.")
-    parser.add_argument("--write", metavar="README", help="rewrite the marked tables in this "
-                        "file (README.md); without it, print them")
+    parser.add_argument("--write", action="store_true", help="rewrite the marked tables in "
+                        "README.md and the campaign pages; without it, print them")
     parser.add_argument("--root", default=".", help="the repository root (default: .)")
     args = parser.parse_args(argv)
     root = Path(args.root)
@@ -363,9 +415,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         rendered = render_all(root, Path(tmp))
     if args.write:
-        path = Path(args.write)
-        path.write_text(replace_blocks(path.read_text(), rendered))
-        print(f"{path}: {len(rendered)} headline tables written")
+        for rel in dict.fromkeys(h.path for h in HEADLINES):
+            path = root / rel
+            mine = {h.name: rendered[h.name] for h in HEADLINES if h.path == rel}
+            path.write_text(replace_blocks(path.read_text(), mine))
+            print(f"{path}: {len(mine)} headline tables written")
         return 0
     for name, lines in rendered.items():
         print("\n".join([begin_mark(name)] + lines + [end_mark(name), ""]))
