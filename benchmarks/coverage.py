@@ -42,6 +42,7 @@ import argparse
 import itertools
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -49,7 +50,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+sys.path.insert(0, SRC)
 
 from dlbench.measure import stats  # noqa: E402
 from dlbench.store import Store  # noqa: E402
@@ -102,12 +104,14 @@ def measure(configs: list, processes: int, db: str, device: str, budget_s: float
     t0 = time.monotonic()
     for cfg in configs:
         cmd = command_for(cfg, processes, db, device)
-        print("$ " + " ".join(cmd[1:]), flush=True)
         left = None if budget_s is None else budget_s - (time.monotonic() - t0)
         if left is not None and left <= 0:
             return False
+        print("$ " + " ".join(cmd[1:]), flush=True)
         # its tables go nowhere: this script prints its own; progress and errors stay on stderr
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            p for p in (SRC, os.environ.get("PYTHONPATH")) if p))
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
         try:
             proc.wait(timeout=left)
         except subprocess.TimeoutExpired:

@@ -9,6 +9,7 @@ import pytest
 
 from dlbench.records.base import ErrorType, repeat_groups
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
+from dlbench.report.table import fmt_ms, fmt_num
 from dlbench.report.tables import ONE_PROCESS, group_figure, throughput_table
 from dlbench.store import Store
 from dlbench.sweep import run_sweep
@@ -167,3 +168,15 @@ def test_repeat_through_the_cli_in_fresh_processes(tmp_path):
     shown = dlbench("results", "show", "--db", db)
     assert shown.returncode == 0, shown.stderr
     assert "(2)" in shown.stdout and "all 2 processes failed" in shown.stdout
+
+
+def test_the_published_layouts_show_a_group_by_its_mean():
+    from dlbench.report.tables import classic_cnn_table, ms_per_batch_table
+    cfg = ThroughputConfig(model="tiny_cnn", batch_size=10, precision="fp16", device="cpu")
+    group = [ThroughputRecord(config=cfg, env=ENV, step_times_s=(t,) * 4, samples_per_step=10,
+                              unit="images").in_group("g", i, 3)
+             for i, t in enumerate((0.1, 0.05, 0.025))]     # 100, 200 and 400 img/s
+    table = classic_cnn_table(group)
+    assert table.rows[0][table.columns.index("fp16 eager")] == fmt_num(700 / 3)
+    ms = ms_per_batch_table(group, "cpu")
+    assert ms.rows[0][2 + 1] == fmt_ms((0.1 + 0.05 + 0.025) / 3)    # tiny_cnn train

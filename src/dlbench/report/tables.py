@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Sequence
 
 from dlbench.measure.mfu import mfu
 from dlbench.measure.stats import across_processes, percentile
+from dlbench.measure.stats import mean as stats_mean  # `mean` is a column name here
 from dlbench.models import UnknownModelError
 from dlbench.records.base import repeat_groups
 from dlbench.records.peak import ceilings
@@ -259,6 +260,7 @@ def classic_cnn_table(records: Sequence[ThroughputRecord]) -> Table:
     recs = [r for r in recs if pick[(r.config.model, r.config.precision)] == shape(r)]
     rows, _, cells = _pivot(recs, lambda r: r.config.model,
                             lambda r: f"{r.config.precision} {_compile(r)}")
+    means = group_means(recs)
     precisions = [p for p in ("fp16", "bf16", "fp32", "tf32")
                   if any(r.config.precision == p for r in recs)]
     compiled = sorted({_compile(r) for r in recs} - {"eager"})
@@ -273,12 +275,12 @@ def classic_cnn_table(records: Sequence[ThroughputRecord]) -> Table:
             any_rec = eager or next((cells.get((m, f"{p} {c}")) for c in compiled
                                      if (m, f"{p} {c}") in cells), None)
             line.append(str(any_rec.config.batch_size) if any_rec else "-")
-            line.append(_img_s(eager))
+            line.append(_img_s(eager, means))
             for c in compiled:
                 rec = cells.get((m, f"{p} {c}"))
-                text = _img_s(rec)
-                if rec and eager and rec.summary() and eager.summary():
-                    text += f" ({rec.summary().throughput / eager.summary().throughput:.2f})"
+                text = _img_s(rec, means)
+                if rec and eager and rec.id in means and eager.id in means:
+                    text += f" ({means[rec.id][0] / means[eager.id][0]:.2f})"
                 line.append(text)
         out.append(tuple(line))
     return Table("Training throughput, images/s, 1 GPU (the layout of the 2020 tf_cnn_benchmarks "
@@ -299,6 +301,7 @@ def ms_per_batch_table(records: Sequence[ThroughputRecord], device: str) -> Tabl
     time), eval and train, one row per precision."""
     rows, _, cells = _pivot(records, lambda r: r.config.precision,
                             lambda r: f"{r.config.model} {r.config.mode}")
+    means = group_means(records)
     models = list(dict.fromkeys(r.config.model for r in records))
     cols = ["device", "setup"] + [f"{m} {mode}" for m in models for mode in ("eval", "train")]
     out = []
@@ -307,18 +310,35 @@ def ms_per_batch_table(records: Sequence[ThroughputRecord], device: str) -> Tabl
         for m in models:
             for mode in ("eval", "train"):
                 rec = cells.get((prec, f"{m} {mode}"))
-                s = rec.summary() if rec else None
-                line.append(fmt_ms(s.mean_s) if s else (rec.error_type if rec else "-"))
+                mean_s = means[rec.id][1] if rec is not None and rec.id in means else None
+                line.append(fmt_ms(mean_s) if mean_s else (rec.error_type if rec else "-"))
         out.append(tuple(line))
     return Table("ms per batch, batch 16 (as the classic per-model scripts time it: eval = "
                  "forward, train = forward + sum().backward())", tuple(cols), tuple(out))
 
 
-def _img_s(r: ThroughputRecord | None) -> str:
+def _img_s(r: ThroughputRecord | None, means: dict | None = None) -> str:
     if r is None:
         return "-"
+    if means is not None:  # a --repeat group's mean (of the latest group, as _pivot keeps)
+        return fmt_num(means[r.id][0]) if r.id in means else (r.error_type or "error")
     s = r.summary()
     return fmt_num(s.throughput) if s else (r.error_type or "error")
+
+
+def group_means(records: Sequence[ThroughputRecord]) -> dict[str, tuple[float, float]]:
+    """Per ok record id: samples per second and mean step time, where every process of a
+    ``--repeat`` group maps to the means over its group's ok processes (the published layouts
+    show one figure per cell: the group's, not its last process's)."""
+    out = {}
+    for group in repeat_groups(records):
+        sums = [r.summary() for r in group if r.summary() is not None]
+        if not sums:
+            continue
+        fig = (stats_mean([x.throughput for x in sums]), stats_mean([x.mean_s for x in sums]))
+        for r in group:  # a failed process of a group that has a figure shows the group's
+            out[r.id] = fig
+    return out
 
 
 def _gib(n: int | None) -> str:
