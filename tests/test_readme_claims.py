@@ -53,7 +53,7 @@ def test_flags_are_what_the_records_carry(rendered):
     # ResNet-50 window whose energy counter ran 15% above its power samples is flagged, the
     # CPU suite's time-capped windows say so, the H100 tuned windows ran at the power cap.
     assert "energy-mismatch" in "\n".join(rendered["h200-8"])
-    assert "noisy (time cap)" in rendered["cpu"][0]
+    assert "noisy (time cap)" in rendered["cpu-suite"][0]
     assert "throttled (power)" in rendered["h100-tuned"][0]
     assert all("one process" in lines[0] for lines in rendered.values())
 

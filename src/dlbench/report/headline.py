@@ -267,18 +267,6 @@ def h200_8(store: Store) -> list[str]:
 CPU_SUITE_RUN = "13b696de877b"
 
 
-def cpu_suite(store: Store) -> list[str]:
-    """The ``cpu`` suite on the 2-thread development VM: every config of its run."""
-    recs = [r for r in store.results(run_id=CPU_SUITE_RUN, kind="throughput") if r.ok]
-    flags = [record_flags(r) for r in recs]
-    common = _common(flags)
-    rows = [(_name(r), r.config.mode, str(r.config.batch_size), _rate(r),
-             fmt_pct(r.summary().rel_halfwidth), _rest(fl, common))
-            for r, fl in zip(recs, flags)]
-    return [f"Run {CPU_SUITE_RUN}. " + _caption(common), ""] + _table(
-        ("model", "mode", "batch", "throughput", "±95%", "flags"), rows)
-
-
 # -- the campaign pages' suite tables ----------------------------------------------------------
 def _gib(r: Any) -> str:
     mem = (r.memory or {}).get("allocated_peak_bytes")
@@ -336,7 +324,6 @@ HEADLINES = (
     Headline("h100-tuned", H100, h100_tuned),
     Headline("h200-4", H200_4, h200_4),
     Headline("h200-8", H200_8, h200_8),
-    Headline("cpu", CPU, cpu_suite),
     Headline("h100-default-suite", H100,
              suite_run(DEFAULT_SUITE_RUN, ("ms", "tflops", "mfu", "gib")), H100_PAGE),
     Headline("h200-default-suite", H200_4,
