@@ -215,12 +215,16 @@ def compare_cards(mine: dict[str, dict], other: dict[str, dict]) -> list[dict[st
         one = a["one_process"]["new_median_rel_halfwidth"]
         grp = a["group"]["median_rel_halfwidth"]
         ref = a["reference_rel_halfwidth"]
+        theirs = b["reference_rel_halfwidth"]
         out.append({
             "label": a["label"], "key": key, "reference": a["reference"],
             "other_reference": b["reference"], "difference_rel": diff,
             "over_one_process_halfwidth": abs(diff) / one if one else None,
             "over_group_halfwidth": abs(diff) / grp if grp else None,
             "over_reference_halfwidth": abs(diff) / ref if ref else None,
+            # the two references' own 95% half-widths combined: what chance alone would give
+            "references_rel_halfwidth": (math.hypot(ref, theirs)
+                                         if ref is not None and theirs is not None else None),
         })
     return out
 
@@ -283,7 +287,8 @@ def print_table(result: dict[str, Any]) -> None:
         print(f"other card: {card['label'][:44]}: {card['difference_rel']:+.2%} "
               f"(x{_num(card['over_one_process_halfwidth'])} one process's half-width, "
               f"x{_num(card['over_group_halfwidth'])} a group's, "
-              f"x{_num(card['over_reference_halfwidth'])} the reference's)")
+              f"x{_num(card['over_reference_halfwidth'])} the reference's; the two "
+              f"references' own half-widths combined: {_pct(card['references_rel_halfwidth'])})")
 
 
 def _num(x: float | None) -> str:

@@ -3,10 +3,11 @@
 A window of step times is simulated as a stationary AR(1) series around a known mean (100 ms
 steps with 1% noise, as a steady GPU gives), with lag-1 correlation ``phi`` from 0 to 0.6 (the
 committed records show up to 0.41). The stated 95% interval of the mean must contain the true
-mean in at least 93% of the windows, for short windows (8, 15, 30 steps: the effective-sample-size
-interval) and long ones (250 and 1,000 steps: batch means). The method dlbench used before (batch means
-at every length, so a plain t over single steps below 40 steps) is shown to fall short, so that
-the test could fail.
+mean in at least 93% of the windows, for short windows (8, 15, 30, 100 steps: the
+effective-sample-size interval) and long ones (250 and 1,000 steps: batch means). The method
+dlbench used before (batch means at every length, so a plain t over single steps below 40 steps)
+is shown to fall short, so that the test could fail. Last, benchmarks/coverage.py (the same
+question asked of real processes on a GPU) runs on the CPU with a tiny model.
 """
 
 import json

@@ -248,8 +248,7 @@ def ess_interval(xs: Sequence[float], confidence: float = 0.95) -> Interval:
 def interval(xs: Sequence[float], confidence: float = 0.95) -> Interval:
     """The ``confidence`` interval of the mean step time: batch means when the window has at
     least ``MIN_BATCHES`` batches of ``MIN_BATCH_STEPS`` steps (up to ``MAX_BLOCKS`` batches),
-    else the effective-sample-size
-    interval; ``none`` (infinite) with fewer than two steps."""
+    else the effective-sample-size interval; ``none`` (infinite) with fewer than two steps."""
     n = len(xs)
     if n < 2:
         return Interval(math.inf, NONE)
