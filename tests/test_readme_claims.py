@@ -65,3 +65,21 @@ def test_replacing_blocks_keeps_the_rest_and_refuses_a_lost_table():
     assert H.blocks(H.replace_blocks(text, {"x": ["a"]})) == {"x": ["a"]}
     with pytest.raises(ValueError, match="no marks for headline table 'y'"):
         H.replace_blocks(text, {"y": ["a"]})
+
+
+def test_record_flags_name_the_cap_the_missing_telemetry_and_the_process():
+    from dlbench.measure.stopping import StopRule
+    from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
+
+    cfg = ThroughputConfig(model="tiny_mlp", batch_size=8, device="cuda",
+                           stop=StopRule(target_rel_ci=0.01))
+    wide = tuple(0.01 * (1 + 0.3 * (i % 2)) for i in range(6))   # a wide, capped window
+    capped = ThroughputRecord(config=cfg, env={"accelerator": "cuda"}, step_times_s=wide,
+                              samples_per_step=8, stop_reason="time_cap")
+    assert H.record_flags(capped) == ["noisy (time cap)", "cv 14%", "no telemetry",
+                                      "one process"]
+    steady = ThroughputRecord(config=cfg, env={"accelerator": "cpu"}, step_times_s=(0.01,) * 40,
+                              samples_per_step=8, stop_reason="converged",
+                              repeat_group="g", repeat_index=0, repeat_count=3)
+    assert H.record_flags(steady) == []
+    assert H._common([["a", "b"], ["b", "a", "c"]]) == ["a", "b"]
