@@ -307,6 +307,36 @@ def suite_run(run: str, columns: Sequence[str]) -> Callable[[Store], list[str]]:
     return render
 
 
+CLASSIC_CNN_TAG = "seed000"
+CLASSIC_CNN_MODELS = ("resnet50", "inception_v3", "nasnet", "vgg16", "resnet152", "inception_v4")
+
+
+def classic_cnn(store: Store) -> list[str]:
+    """The classic-cnn suite (runs tagged ``seed000``): img/s per model, fp16 and fp32, eager and
+    compiled, the latest ok record of each; compiled cells with their factor over eager."""
+    recs = [r for r in store.results(kind="throughput", tag=CLASSIC_CNN_TAG) if r.ok]
+    grid = {(m, p, c): latest(recs, model=m, precision=p, compile=c)
+            for m in CLASSIC_CNN_MODELS for p in ("fp16", "fp32") for c in (None, "default")}
+    flags = {k: record_flags(r) for k, r in grid.items()}
+    common = _common(list(flags.values()))
+    rows = []
+    for m in CLASSIC_CNN_MODELS:
+        row = [m]
+        for p in ("fp16", "fp32"):
+            eager, comp = grid[(m, p, None)], grid[(m, p, "default")]
+            row.append(str(eager.config.batch_size))
+            for r, c in ((eager, None), (comp, "default")):
+                parts = [f"{r.summary().throughput / eager.summary().throughput:.2f}x"] \
+                    if c else []
+                rest = _rest(flags[(m, p, c)], common)
+                parts += [] if rest == "–" else [rest]
+                row.append(_rate_bare(r) + (f" ({'; '.join(parts)})" if parts else ""))
+        rows.append(tuple(row))
+    return [f"Runs tagged {CLASSIC_CNN_TAG}. " + _caption(common), ""] + _table(
+        ("model", "fp16 batch", "fp16 eager", "fp16 compiled", "fp32 batch", "fp32 eager",
+         "fp32 compiled"), rows)
+
+
 @dataclass(frozen=True)
 class Headline:
     name: str                                   # the marker's name
@@ -326,6 +356,7 @@ HEADLINES = (
     Headline("h200-8", H200_8, h200_8),
     Headline("h100-default-suite", H100,
              suite_run(DEFAULT_SUITE_RUN, ("ms", "tflops", "mfu", "gib")), H100_PAGE),
+    Headline("h100-classic-cnn", H100, classic_cnn, H100_PAGE),
     Headline("h200-default-suite", H200_4,
              suite_run("eea04ab2c011", ("tflops", "mfu", "ceiling")), H200_4_PAGE),
     Headline("cpu-suite", CPU, suite_run(CPU_SUITE_RUN, ("mode", "ms", "steps")), CPU_PAGE),
