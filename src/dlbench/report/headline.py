@@ -215,7 +215,8 @@ def h100_tuned(store: Store) -> list[str]:
 
 
 def _scaling_rows(store: Store, picks: Sequence[tuple[str, int, str]], counts: Sequence[int],
-                  energy: bool = False) -> tuple[list[tuple[str, ...]], list[str]]:
+                  energy: bool = False, name_precision: bool = True
+                  ) -> tuple[list[tuple[str, ...]], list[str]]:
     recs = store.results(kind="scaling")
     table, all_flags = [], []
     cells: list[tuple[list[str], list[Any], tuple[str, int, str]]] = []
@@ -228,7 +229,8 @@ def _scaling_rows(store: Store, picks: Sequence[tuple[str, int, str]], counts: S
     common = _common(all_flags)
     for fl, row, (model, batch, precision) in cells:
         base = row[0].summary().throughput
-        out = [model + ("" if precision == "bf16" else f", {precision}"), str(batch)]
+        out = [model + ("" if precision == "bf16" or not name_precision else f", {precision}"),
+               str(batch)]
         for r, f in zip(row, fl):
             text = _rate_bare(r)
             if r.config.gpus != counts[0]:
@@ -262,6 +264,17 @@ def h200_8(store: Store) -> list[str]:
             + _caption(common), ""] + _table(
         ("model", "batch/GPU", "1 GPU, img/s", "8 GPUs, img/s (factor)",
          "energy per image (1 / 8 GPUs, summed)"), rows)
+
+
+def scaling_page(precision: str, picks: Sequence[tuple[str, int]]) -> Callable[[Store], list[str]]:
+    """A campaign page's scaling table: ddp at 1, 2 and 4 GPUs for each (model, batch/GPU)."""
+    def render(store: Store) -> list[str]:
+        rows, common = _scaling_rows(store, [(m, b, precision) for m, b in picks], (1, 2, 4),
+                                     name_precision=False)
+        return ["The latest ok record of each config (ddp, default interconnect); img/s "
+                "(factor over 1 GPU) ±95%. " + _caption(common), ""] + _table(
+            ("model", "batch/GPU", "1 GPU", "2 GPUs", "4 GPUs"), rows)
+    return render
 
 
 CPU_SUITE_RUN = "13b696de877b"
@@ -357,6 +370,12 @@ HEADLINES = (
     Headline("h100-default-suite", H100,
              suite_run(DEFAULT_SUITE_RUN, ("ms", "tflops", "mfu", "gib")), H100_PAGE),
     Headline("h100-classic-cnn", H100, classic_cnn, H100_PAGE),
+    Headline("h200-scaling-bf16", H200_4, scaling_page("bf16", (
+        ("resnet50", 1024), ("inception_v3", 512), ("vgg16", 512), ("resnet152", 512),
+        ("inception_v4", 512), ("nasnet", 64))), H200_4_PAGE),
+    Headline("h200-scaling-fp32", H200_4, scaling_page("fp32", (
+        ("resnet50", 256), ("inception_v3", 256), ("vgg16", 256), ("resnet152", 256),
+        ("inception_v4", 256), ("nasnet", 64))), H200_4_PAGE),
     Headline("h200-default-suite", H200_4,
              suite_run("eea04ab2c011", ("tflops", "mfu", "ceiling")), H200_4_PAGE),
     Headline("cpu-suite", CPU, suite_run(CPU_SUITE_RUN, ("mode", "ms", "steps")), CPU_PAGE),
