@@ -433,7 +433,7 @@ def replace_blocks(text: str, rendered: dict[str, list[str]]) -> str:
             raise ValueError(f"README has no marks for headline table {name!r}: add "
                              f"{begin_mark(name)} and {end_mark(name)} where it goes")
         block = "\n".join([begin_mark(name)] + lines + [end_mark(name)])
-        text = pattern.sub(lambda _m: block, text, count=1)
+        text = pattern.sub(lambda _m, b=block: b, text, count=1)  # b: no backslash escapes
     return text
 
 
