@@ -100,7 +100,7 @@ def test_sweep_json_results_and_export(tmp_path):
     ex = dlbench("results", "export", "--db", db, "--format", "csv", "-o", str(out))
     assert ex.returncode == 0
     lines = out.read_text().splitlines()
-    assert lines[0].startswith("id,run_id") and len(lines) == 3
+    assert lines[0].startswith("kind,id,run_id") and len(lines) == 3
     js = json.loads(dlbench("results", "export", "--db", db).stdout)
     assert {d["id"] for d in js} == {d["id"] for d in docs}
 

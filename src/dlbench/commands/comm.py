@@ -20,6 +20,7 @@ from dlbench.commands.common import (
     device,
     exit_code,
     flatten,
+    hidden_alias,
     integer,
     rendezvous_flags,
     show_failures,
@@ -38,26 +39,37 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "reduce_scatter (n-1)/n, broadcast 1, all_to_all (n-1)/n. Every size is also "
                     "checked: #wrong counts elements that differ from the exact expected result "
                     "(summed over ranks), and a row with #wrong > 0 is stored as a failure. NCCL "
-                    "on GPUs (one process per GPU), gloo on the CPU (--gpus = processes).",
+                    "on GPUs (one process per GPU), gloo on the CPU (--ranks = processes per "
+                    "host).",
         epilog="examples:\n"
-               "  dlbench comm --gpus 2\n"
-               "  dlbench comm --op all_reduce,all_gather --min 8B --max 4GiB --gpus 2\n"
-               "  dlbench comm --op all_reduce --min 1M --max 1G --interconnect no-p2p --gpus 2\n"
-               "  dlbench comm --device cpu --gpus 2 --max 1MiB           (gloo on the CPU)\n\n"
+               "  dlbench comm --ranks 2\n"
+               "  dlbench comm --op all_reduce,all_gather --min-bytes 8B --max-bytes 4GiB "
+               "--ranks 2\n"
+               "  dlbench comm --op all_reduce --min-bytes 1M --max-bytes 1G --interconnect "
+               "no-p2p --ranks 2\n"
+               "  dlbench comm --device cpu --ranks 2 --max-bytes 1MiB     (gloo on the CPU)\n\n"
+               "--ranks is processes per host (one per GPU); in scale and train --gpus counts "
+               "GPUs. The old spellings --gpus, --min and --max are still taken here.\n\n"
                "sizes: nccl-tests' size column (all_gather: the gathered buffer; reduce_scatter: "
                "the input; all_to_all: one rank's send buffer). all_to_all has no in-place form "
                "in torch.distributed.\n\n" + MULTINODE,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--op", action="append", type=csv_list(),
                    help="all_reduce, all_gather, reduce_scatter, broadcast, all_to_all (all)")
-    p.add_argument("--min", default="8B", help="smallest size (8B, 64K, 1MiB...; default 8B)")
-    p.add_argument("--max", default="1GiB", help="largest size (default 1GiB; 4GiB as nccl-tests)")
+    p.add_argument("--min-bytes", dest="min", default="8B",
+                   help="smallest size (8B, 64K, 1MiB...; default 8B)")
+    hidden_alias(p, "--min", "min")
+    p.add_argument("--max-bytes", dest="max", default="1GiB",
+                   help="largest size (default 1GiB; 4GiB as nccl-tests)")
+    hidden_alias(p, "--max", "max")
     p.add_argument("--factor", type=integer(2), default=2, help="size step factor (default 2)")
     p.add_argument("--dtype", default="float32",
                    choices=("float32", "float16", "bfloat16", "float64", "int32"))
     p.add_argument("--iters", type=POSITIVE, default=20, help="timed iterations per size (20)")
     p.add_argument("--warmup", type=COUNT, default=5, help="untimed iterations per size (5)")
-    p.add_argument("--gpus", type=POSITIVE, help="ranks per host (default: every GPU; 2 on a CPU)")
+    p.add_argument("--ranks", dest="gpus", type=POSITIVE,
+                   help="processes per host, one per GPU (default: every GPU; 2 on a CPU)")
+    hidden_alias(p, "--gpus", "gpus", type=POSITIVE)
     p.add_argument("--interconnect", action="append", type=csv_list(),
                    help="default, no-p2p, no-shm, no-p2p+no-shm, no-ib")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")

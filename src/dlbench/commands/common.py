@@ -49,6 +49,13 @@ Every failure is one line on stderr; 'dlbench --debug COMMAND ...' (or DLBENCH_D
 adds the traceback."""
 
 
+#: The line every command's --help ends with, where its epilog names none of its own.
+EXIT_CODES_SHORT = ("exit codes: 0 ok; 1 internal error; 2 usage error (nothing ran); 3 some "
+                    "results are failures; 4 a fatal device error stopped the sweep; 5 compare: "
+                    "a regression; 6 compare: nothing matched; 130 interrupted ('dlbench --help' "
+                    "says more)")
+
+
 class Parser(argparse.ArgumentParser):
     """A parser whose usage error is one line on stderr (``dlbench compare: error: --alpha must
     be in (0, 1), got 5; see dlbench compare --help``), exit code 2: the usage block argparse
@@ -67,6 +74,9 @@ def add_command(sub: argparse._SubParsersAction, name: str, **kw) -> argparse.Ar
     choose another, so the parser made is given :class:`Parser`'s ``error``; once ``dlbench.cli``
     builds a :class:`Parser` itself, the subparsers are born one and this does nothing.
     """
+    epilog = kw.get("epilog") or ""
+    if "exit codes" not in epilog:  # every command's --help lists them
+        kw["epilog"] = (epilog + "\n\n" if epilog else "") + EXIT_CODES_SHORT
     p = sub.add_parser(name, **kw)
     if not isinstance(p, Parser):
         p.__class__ = Parser  # same layout: Parser only overrides a method
@@ -148,8 +158,10 @@ def check_below(value: int | None, flag: str, limit: int | None, limit_flag: str
         raise ConfigError(f"{flag} {value} must be below {limit_flag} {limit}")
 
 
-def csv_list(kind: type = str):
-    """An argparse type for comma-separated lists: ``-b 64,128`` or repeated flags."""
+def csv_list(kind: Callable[[str], object] = str):
+    """An argparse type for comma-separated lists: ``-b 64,128`` or repeated flags. The element
+    parser is kept as ``parse.element``, so a test can check that a flag's values mean the same
+    in every command, listed or single."""
     def parse(text: str) -> list:
         items = [t.strip() for t in text.split(",") if t.strip()]
         if not items:
@@ -158,7 +170,14 @@ def csv_list(kind: type = str):
             return [kind(t) for t in items]
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.element = kind  # type: ignore[attr-defined]
+    parse.__name__ = f"list of {getattr(kind, '__name__', 'value')}"
     return parse
+
+
+def hidden_alias(p: argparse.ArgumentParser, old: str, dest: str, **kw) -> None:
+    """An old spelling of a flag, still taken but not shown in --help (the new one is)."""
+    p.add_argument(old, dest=dest, help=argparse.SUPPRESS, default=argparse.SUPPRESS, **kw)
 
 
 def flatten(lists: list[list] | None, default: list) -> list:
@@ -168,8 +187,14 @@ def flatten(lists: list[list] | None, default: list) -> list:
 
 
 def batch_size(text: str) -> int | None:
-    if text in ("default", "auto"):
+    """``-b``: a number or ``default`` (None: the model's batch for the device). ``auto``, the
+    largest batch that fits, is taken by the commands that can search for it (throughput, run);
+    elsewhere it is refused rather than read as ``default``, so it means one thing everywhere."""
+    if text == "default":
         return None
+    if text == "auto":
+        raise ValueError("'auto' (the largest batch that fits) is taken by 'dlbench throughput'; "
+                         "here give a number or 'default'")
     n = int(text)
     if n < 1:
         raise ValueError(f"batch size must be >= 1, got {n}")

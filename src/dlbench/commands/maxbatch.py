@@ -27,6 +27,7 @@ from dlbench.commands.common import (
     device,
     flatten,
     integer,
+    on_off,
     real,
     say_to_stderr,
 )
@@ -63,11 +64,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--precision", action="append", type=csv_list(),
                    help="fp32, tf32, fp16, bf16 (default: fp32)")
     p.add_argument("--mode", action="append", type=csv_list(), help="train (default) and/or eval")
-    p.add_argument("--channels-last", action="store_true", help="NHWC memory format (image models)")
-    p.add_argument("--compile", nargs="?", const="default", default=None, metavar="MODE",
-                   type=compile_mode,
-                   help="torch.compile the model (mode 'default' if none is given); every probe "
-                        "compiles anew, so the search takes minutes")
+    # As in throughput and scale: on/off lists (a bare flag, as this command once took, is "on").
+    p.add_argument("--channels-last", action="append", type=csv_list(on_off), nargs="?",
+                   const=[True], metavar="on/off",
+                   help="NHWC memory format (image models): on, off or on,off (bare: on)")
+    p.add_argument("--compile", action="append", type=csv_list(compile_mode), nargs="?",
+                   const=["default"], metavar="MODE",
+                   help="none (eager, default) and/or a torch.compile mode (bare: default); "
+                        "every probe compiles anew, so the search takes minutes")
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd",
                    help="sgd (momentum, one buffer per parameter; default) or adamw (two)")
     p.add_argument("--checkpointing", action="store_true",
@@ -114,8 +118,9 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,
                     max_seconds=args.max_time, target_rel_ci=args.target_ci)
     bases = expand(models, [1], modes=flatten(args.mode, ["train"]),
-                   precisions=flatten(args.precision, ["fp32"]), compiles=[args.compile],
-                   channels_last=[args.channels_last], optimizer=args.optimizer,
+                   precisions=flatten(args.precision, ["fp32"]),
+                   compiles=flatten(args.compile, [None]),
+                   channels_last=flatten(args.channels_last, [False]), optimizer=args.optimizer,
                    checkpointing=args.checkpointing, autotune=args.autotune,
                    input_size=args.input_size,
                    device=args.device, warmup_steps=args.warmup,

@@ -24,7 +24,7 @@ from dlbench.commands.common import (
 )
 from dlbench.config import PRECISIONS, ConfigError
 from dlbench.measure.mfu import device_key, measured_peaks
-from dlbench.report import export, tables, terminal
+from dlbench.report import cards, export, tables, terminal
 from dlbench.store import Store, StoreError
 from dlbench.workloads.gpu_fit import SOURCE_IDS, fit_gpus
 
@@ -58,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_flags(p)
     p.add_argument("--tag", help="label this run")
     p.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="no line per point measured")
     p.set_defaults(handler=cmd_peak)
 
     p = add_command(
@@ -82,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "the classic per-model ms-per-batch figures; PyTorch vs TensorFlow on "
                     "CIFAR-10; each with its source) with the user's own rows beside them, and "
                     "the ms-per-batch article's analysis: speed (1/time) on the GPUs' TFLOPS, a "
-                    "least-squares line through the origin, R^2, and a prediction with a 95%% "
+                    "least-squares line through the origin, R^2, and a prediction with a 95% "
                     "interval for GPUs not measured.")
     add_store_flags(p)
     p.add_argument("-m", "--model", default="vgg16", help="model of the fit (default vgg16)")
@@ -117,7 +118,7 @@ def cmd_peak(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
 
     def line(rec) -> None:
-        if not args.json:
+        if not args.json and not args.quiet:
             terminal.stderr.print(
                 f"{'[green]✓[/green]' if rec.ok else '[yellow]-[/yellow]'} {rec.config.label}: "
                 + (f"{tables.fmt_num(rec.median())} {rec.unit}" if rec.ok
@@ -183,8 +184,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 # -- gpus ------------------------------------------------------------------------------------------
 def cmd_gpus(args: argparse.Namespace) -> int:
     if args.cards:
-        from dlbench.report.cards import spread_table
-        terminal.print_table(spread_table())
+        terminal.print_table(cards.spread_table())
         return EXIT_OK
     if args.specs:
         rows = tuple((s.id, s.name, *(tables.fmt_num(s.tflops(p)) for p in PRECISIONS),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dlbench.commands.common import EXIT_OK, EXIT_USAGE, add_store_flags
+from dlbench.commands.common import EXIT_OK, EXIT_USAGE, add_command, add_store_flags
 from dlbench.records.base import utc_now
 from dlbench.report import outfile, terminal
 from dlbench.report.outfile import print_error
@@ -15,8 +15,8 @@ ORDER = 24
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "report", help="write an HTML report (tables and charts, one file) or Markdown tables",
+    p = add_command(
+        sub, "report", help="write an HTML report (tables and charts, one file) or Markdown tables",
         description="Write one self-contained HTML file: the environment, the throughput and "
                     "seed-style tables, and charts where their data exists (throughput per "
                     "configuration and against batch size, memory against batch size with OOM "

@@ -13,6 +13,7 @@ from dlbench.commands.common import (
     EXIT_FAILED_RESULTS,
     EXIT_OK,
     EXIT_USAGE,
+    add_command,
     add_store_flags,
     metavar,
     one_of,
@@ -27,10 +28,10 @@ ORDER = 20
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("results", help="list, show and export stored results")
+    p = add_command(sub, "results", help="list, show and export stored results")
     p.set_defaults(handler=cmd_results)
     rsub = p.add_subparsers(dest="rcmd", required=True, metavar="ACTION")
-    q = rsub.add_parser("ls", help="list runs (or, with --results, every result)")
+    q = add_command(rsub, "ls", help="list runs (or, with --results, every result)")
     add_store_flags(q)
     q.add_argument("--results", action="store_true", help="list results, not runs")
     q.add_argument("--run", help="only this run (id prefix or 'latest')")
@@ -39,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--limit", type=COUNT, default=50,
                    help="at most this many rows (default 50; 0: all)")
     q.add_argument("--json", action="store_true")
-    q = rsub.add_parser("show", help="a run's tables, or one result in full",
+    q = add_command(rsub, "show", help="a run's tables, or one result in full",
                         description="Show a run (id prefix or 'latest') as tables, or one result "
                                     "(id prefix) with its summary, environment and raw step times.")
     add_store_flags(q)
@@ -51,8 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(eval and train ms per batch, as the classic per-model scripts) "
                         "(default: the run's suite's)")
     q.add_argument("--json", action="store_true")
-    q = rsub.add_parser(
-        "export", help="write results as JSON (full records) or CSV (one table per kind)",
+    q = add_command(
+        rsub, "export", help="write results as JSON (full records) or CSV (one table per kind)",
         description="Write the selected results as JSON (every record in full: config, raw "
                     "samples, environment, and its figures) or as CSV, one table per record "
                     "kind with that kind's config, result and environment columns "
@@ -72,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--kind", choices=export.KINDS, help="only results of this kind")
     q.add_argument("--format", choices=("json", "csv"), default="json")
     q.add_argument("-o", "--output", help="file to write (default: stdout)")
-    q = rsub.add_parser("check", help="check the store: integrity, unreadable rows, runs left "
+    q = add_command(rsub, "check", help="check the store: integrity, unreadable rows, runs left "
                                       "running",
                         description="Check --db without writing to it: SQLite's integrity "
                                     "check, every result row read back (an unreadable one is "
@@ -80,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "(killed, or still going) with their start time. Exit 0 "
                                     "when clean, 3 when a problem was found.")
     add_store_flags(q)
-    q = rsub.add_parser("merge", help="copy the runs and results of other stores into --db",
+    q = add_command(rsub, "merge", help="copy the runs and results of other stores into --db",
                         description="Copy every run and result of the given stores that --db "
                                     "lacks (matched by id): the stores of a multi-node job's "
                                     "hosts, or of several runs on one machine, become one. "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from dlbench import env as envmod
@@ -24,7 +25,7 @@ from dlbench.commands.common import (
     real,
 )
 from dlbench.measure.stopping import StopRule
-from dlbench.report import terminal
+from dlbench.report import export, terminal
 from dlbench.sweep import NullProgress
 
 ORDER = 12
@@ -94,6 +95,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-ci", type=FRACTION, default=0.01)
     add_store_flags(p)
     p.add_argument("--tag", help="label this run")
+    p.add_argument("--json", action="store_true",
+                   help="print this run's records as JSON on stdout (instead of the tables)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=cmd_tune)
 
@@ -115,7 +118,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     outcome = runs.run_tune(searches, args.db, args.command_line, env, tag=args.tag,
                             progress=NullProgress() if args.quiet else terminal.RichProgress())
-    for search in searches:
+    if args.json:
+        sys.stdout.write(export.to_json(outcome.records) + "\n")
+    for search in searches if not args.json else ():
         if not search.trials:
             continue
         terminal.print_table(lever_table(search.trials, search.base.model))
