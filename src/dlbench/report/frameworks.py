@@ -4,7 +4,7 @@ Rows pair records whose configs differ only in ``framework`` (throughput, and da
 ``scaling`` records at their GPU count), the newest of each. Per framework: throughput with its
 95% interval, the first step (PyTorch: cuDNN autotuning and lazy init, plus compilation where
 compiled; JAX: tracing and XLA compilation), peak device memory, energy per sample. A second
-table puts the time-to-accuracy runs of both frameworks side by side.
+table puts the time-to-accuracy runs of both frameworks side by side (the chart: :mod:`dlbench.report.charts.frameworks`).
 
 Peak memory is what each framework's allocator reports (PyTorch ``max_memory_allocated``, JAX
 ``memory_stats()['peak_bytes_in_use']``), with JAX's preallocation off
@@ -16,7 +16,7 @@ Reads records only.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from dlbench.report.table import GIB, Table, fmt_num
 
@@ -27,13 +27,13 @@ PREALLOC_NOTE = ("peak memory: each framework's allocator peak (PyTorch max_memo
                  "it starts, which would read as its peak)")
 
 
-def _cfg(r: Any) -> Any:
+def cfg_of(r: Any) -> Any:
     return getattr(r.config, "base", r.config)
 
 
 def _pair_key(r: Any) -> tuple:
     """What must match for two records to share a row: the config without its framework."""
-    c = _cfg(r)
+    c = cfg_of(r)
     plain = replace(c, framework="torch")
     return (plain.key(), getattr(r.config, "gpus", 1))
 
@@ -48,12 +48,12 @@ def pairs(records: Sequence[Any]) -> list[tuple[Any, dict[str, Any]]]:
             continue
         k = _pair_key(r)
         first.setdefault(k, r)
-        fw = getattr(_cfg(r), "framework", "torch")
+        fw = getattr(cfg_of(r), "framework", "torch")
         groups.setdefault(k, {})[fw] = r  # the newest wins (records come oldest first)
     return [(first[k], g) for k, g in groups.items() if len(g) > 1]
 
 
-def _rate(r: Any) -> tuple[float, float, float]:
+def rate(r: Any) -> tuple[float, float, float]:
     s = r.summary()
     k = r.units_per_sample
     high = s.throughput_high if s.throughput_high != float("inf") else s.throughput
@@ -63,7 +63,7 @@ def _rate(r: Any) -> tuple[float, float, float]:
 def _with_interval(r: Any | None) -> str:
     if r is None:
         return "-"
-    v, lo, hi = _rate(r)
+    v, lo, hi = rate(r)
     return f"{fmt_num(v)} ±{(hi - lo) / 2 / v:.1%}" if v else "-"
 
 
@@ -90,9 +90,9 @@ def throughput_table(records: Sequence[Any]) -> Table | None:
     """PyTorch vs JAX per model, mode, precision, batch and GPU count; None without a pair."""
     rows = []
     for rep, by in pairs(records):
-        c = _cfg(rep)
+        c = cfg_of(rep)
         t, j = by.get("torch"), by.get("jax")
-        ratio = _rate(j)[0] / _rate(t)[0] if t and j else None
+        ratio = rate(j)[0] / rate(t)[0] if t and j else None
         unit = {"images": "img/s", "tokens": "tok/s", "sequences": "seq/s"}.get(rep.unit,
                                                                                rep.unit)
         rows.append((c.model, c.mode, c.precision, str(c.batch_size),
@@ -152,35 +152,3 @@ def framework_tables(records: Sequence[Any]) -> list[Table]:
     """The comparison tables whose data exists (none unless both frameworks ran a setup)."""
     return [t for t in (throughput_table(records), training_table(records)) if t is not None]
 
-
-def framework_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list:
-    """One chart: JAX's throughput relative to PyTorch's (= 1) per config, intervals as error
-    bars (each side's relative half-width, combined), so models of any unit share an axis."""
-    found = [(rep, by) for rep, by in pairs(records) if "torch" in by and "jax" in by]
-    if not found:
-        return []
-    from dlbench.report.charts.base import commands_of, finish, pyplot  # heavy: matplotlib
-    plt = pyplot()
-    labels, vals, errs = [], [], []
-    for rep, by in found:
-        t, j = _rate(by["torch"]), _rate(by["jax"])
-        ratio = j[0] / t[0]
-        rel = ((((j[2] - j[1]) / 2 / j[0]) ** 2 + ((t[2] - t[1]) / 2 / t[0]) ** 2) ** 0.5)
-        c = _cfg(rep)
-        gpus = getattr(rep.config, "gpus", 1)
-        labels.append(f"{c.model} {c.precision} b{c.batch_size}" + (f" x{gpus}" if gpus > 1
-                                                                     else ""))
-        vals.append(ratio)
-        errs.append(ratio * rel)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(vals) + 2), 4.6), dpi=100)
-    xs = list(range(len(vals)))
-    ax.bar(xs, vals, color=["tab:green" if v >= 1 else "tab:orange" for v in vals],
-           yerr=errs, capsize=3, ecolor="black")
-    ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_xticks(xs, labels, rotation=35, ha="right", fontsize=7)
-    ax.set_ylabel("JAX throughput / PyTorch throughput")
-    title = "PyTorch vs JAX: JAX's throughput relative to PyTorch's (1 = equal; 95% intervals)"
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, axis="y", lw=0.3, alpha=0.6)
-    recs = [r for _, by in found for r in by.values()]
-    return [finish(plt, fig, title, commands_of(recs, commands))]

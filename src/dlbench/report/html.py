@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from dlbench import env as envmod
 from dlbench.report import charts, tables
 from dlbench.report.charts import Chart
-from dlbench.report.frameworks import framework_charts
+from dlbench.report.charts.frameworks import framework_charts
 from dlbench.report.table import Table
 from dlbench.report.tuned_tables import lever_tables
 from dlbench.suites import canonical

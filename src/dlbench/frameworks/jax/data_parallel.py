@@ -21,21 +21,16 @@ import time
 import traceback
 from typing import Callable
 
-from dlbench.frameworks.jax import step as _step  # noqa: F401  (preallocation off before jax)
+from dlbench.frameworks.jax.measure import NoDeviceError, measure
+from dlbench.launch.failures import classify, describe
+from dlbench.records.scaling import ScalingRecord
+from dlbench.frameworks.jax.step import batch_sharding  # noqa: F401  (preallocation off first)
 
 import jax  # heavy: jax  # noqa: E402
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # heavy: jax  # noqa: E402
-
-
-def batch_sharding(devices) -> tuple[NamedSharding, NamedSharding]:
-    """(the batch split over ``devices`` on its first axis, the state replicated on them)."""
-    mesh = Mesh(list(devices), ("data",))
-    return NamedSharding(mesh, P("data")), NamedSharding(mesh, P())
 
 
 def local_devices(count: int, device: str = "auto") -> list:
     """The first ``count`` devices of this process (GPUs unless ``--device cpu``)."""
-    from dlbench.frameworks.jax.measure import NoDeviceError
     if device == "cpu":
         devs = jax.devices("cpu")
     else:
@@ -65,9 +60,6 @@ def measure_scaling(cfg, env: dict, clock: Callable[[], float] = time.perf_count
     """One ``ScalingConfig`` (``base.framework == "jax"``, strategy ``dp``): its
     :class:`ScalingRecord`, the one process's window over ``cfg.gpus`` devices (or ``devices``:
     all hosts' after :func:`initialize`)."""
-    from dlbench.frameworks.jax.measure import measure
-    from dlbench.records.scaling import ScalingRecord
-
     devs = devices if devices is not None else local_devices(cfg.gpus, cfg.base.device)
     rec = measure(cfg.base, env, clock, flops, devices=devs)
     return ScalingRecord(
@@ -90,8 +82,6 @@ class JaxDataParallelLauncher:
         self.count_flops = count_flops
 
     def run(self, cfg, env: dict):
-        from dlbench.launch.failures import classify, describe
-        from dlbench.records.scaling import ScalingRecord
         try:
             return measure_scaling(cfg, env, flops=None if self.count_flops else _no_flops)
         except Exception as exc:  # failures are data

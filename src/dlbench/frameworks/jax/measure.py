@@ -15,15 +15,19 @@ execution on XLA's GPU client), so waiting on the loss waits for the optimizer u
 
 from __future__ import annotations
 
+import os
 import time
 from types import SimpleNamespace
 from typing import Any, Callable
 
+from dlbench import telemetry
 from dlbench.frameworks.jax import step as jstep  # sets XLA preallocation before jax starts
 from dlbench.frameworks.jax import versions
 from dlbench.frameworks.jax.models import get_jax_model
 from dlbench.measure.window import MeasuredWindow
+from dlbench.models import get_model
 from dlbench.records.base import ErrorType
+from dlbench.records.throughput import ThroughputRecord
 
 import jax  # heavy: jax  # noqa: E402  (after step, which sets the preallocation flag)
 
@@ -119,22 +123,17 @@ def measure(cfg, env: dict, clock: Callable[[], float] = time.perf_counter, flop
     """One :class:`ThroughputConfig` with ``framework == "jax"``: its record (raises on failure;
     the launchers turn that into a row). ``devices``: data parallel over these (one process,
     the batch split over them: :mod:`dlbench.frameworks.jax.data_parallel`)."""
-    from dlbench import telemetry
-    from dlbench.models import get_model
-    from dlbench.records.throughput import ThroughputRecord
-
     jm = get_jax_model(cfg.model)
     spec = get_model(jm.torch_name)
     size = cfg.input_size or spec.input_size
     dtype = jstep.compute_dtype(cfg.precision)
     env = {**env, "jax": {**versions(), "xla_python_client_preallocate":
-                          __import__("os").environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")}}
+                          os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")}}
     jdev, device = jax_device(cfg.device)
     sharding = replicated = None
     batch = cfg.batch_size
     if devices and len(devices) > 1:
-        from dlbench.frameworks.jax.data_parallel import batch_sharding
-        sharding, replicated = batch_sharding(devices)
+        sharding, replicated = jstep.batch_sharding(devices)
         batch *= len(devices)
 
     with jstep.precision_flags(cfg.precision), jax.default_device(jdev), \

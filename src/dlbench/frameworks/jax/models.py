@@ -130,6 +130,7 @@ class _Block(nn.Module):
     causal: bool
     dropout: float
     dtype: Any
+    tanh_gelu: bool = False  # GPT-2's GELU (tanh approximation); ViT's is exact
 
     @nn.compact
     def __call__(self, x, train: bool):
@@ -142,7 +143,7 @@ class _Block(nn.Module):
         x = x + nn.Dropout(self.dropout, deterministic=not train)(a)
         h = nn.LayerNorm(epsilon=self.eps, dtype=self.dtype)(x)
         h = nn.Dense(self.mlp, dtype=self.dtype)(h)
-        h = nn.gelu(h, approximate=self.causal)  # GPT-2: tanh GELU; ViT: exact
+        h = nn.gelu(h, approximate=self.tanh_gelu)
         h = nn.Dense(d, dtype=self.dtype)(h)
         return x + nn.Dropout(self.dropout, deterministic=not train)(h)
 
@@ -180,6 +181,8 @@ class GPT2(nn.Module):
     heads: int = 12
     dropout: float = 0.1
     dtype: Any = jnp.float32
+    tied: bool = True  # GPT-2's lm head is the input embedding; tiny_gpt's is its own
+    tanh_gelu: bool = True
 
     @nn.compact
     def __call__(self, ids, train: bool = True):
@@ -191,9 +194,26 @@ class GPT2(nn.Module):
         x = nn.Dropout(self.dropout, deterministic=not train)(x)
         for _ in range(self.depth):
             x = _Block(self.dim, self.heads, 4 * self.dim, 1e-5, True, self.dropout,
-                       self.dtype)(x, train)
+                       self.dtype, self.tanh_gelu)(x, train)
         x = nn.LayerNorm(epsilon=1e-5, dtype=self.dtype)(x)
-        return wte.attend(x)  # the lm head tied to the input embedding, as GPT-2's
+        if self.tied:
+            return wte.attend(x)  # the lm head tied to the input embedding, as GPT-2's
+        return nn.Dense(self.vocab, use_bias=False, dtype=self.dtype)(x)
+
+
+class TinyCNN(nn.Module):
+    """The test model ``tiny_cnn``: three conv-BN-ReLU (8, 16, 32 channels; strides 1, 2, 2),
+    global average pooling, one dense layer (:class:`dlbench.models.zoo.tiny.TinyCNN`)."""
+
+    num_classes: int = 10
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        for c, s in ((8, 1), (16, 2), (32, 2)):
+            x = nn.Conv(c, (3, 3), (s, s), padding=1, use_bias=False, dtype=self.dtype)(x)
+            x = nn.relu(_bn(train, self.dtype)(x))
+        return nn.Dense(self.num_classes, dtype=self.dtype)(jnp.mean(x, axis=(1, 2)))
 
 
 # -- the registry -------------------------------------------------------------------------------
@@ -219,11 +239,11 @@ JAX_MODELS: dict[str, JaxModel] = {m.name: m for m in (
     JaxModel("vit_b_16", "image", _image(ViT), "vit_b_16"),
     JaxModel("gpt2", "text", lambda dtype, size, vocab: GPT2(
         vocab=vocab, positions=max(1024, size), dtype=dtype), "gpt2"),
-    # Tiny models for the CPU tests (the throughput registry's test models' shapes).
-    JaxModel("tiny_cnn", "image", _image(CNN10, width=4), "tiny_cnn", False),
+    # The registry's tiny test models, for the CPU tests.
+    JaxModel("tiny_cnn", "image", _image(TinyCNN), "tiny_cnn"),
     JaxModel("tiny_gpt", "text", lambda dtype, size, vocab: GPT2(
-        vocab=vocab, positions=size, dim=32, depth=2, heads=2, dropout=0.0, dtype=dtype),
-        "tiny_gpt", False),
+        vocab=vocab, positions=size, dim=32, depth=2, heads=2, dropout=0.0, dtype=dtype,
+        tied=False, tanh_gelu=False), "tiny_gpt"),
 )}
 
 #: dlbench train's models that have a JAX twin: name -> build(dtype, in_channels, classes).

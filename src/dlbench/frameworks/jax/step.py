@@ -148,6 +148,14 @@ def synthetic_batch(kind: str, batch: int, size: int, classes: int, seed: int,
     return jax.jit(make, out_shardings=(sharding, sharding))()
 
 
+def batch_sharding(devices) -> tuple[Any, Any]:
+    """(the batch split over ``devices`` on its first axis, the state replicated on them):
+    ``jax.sharding`` over a one-axis mesh (:mod:`dlbench.frameworks.jax.data_parallel`)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec  # heavy: jax
+    mesh = Mesh(list(devices), ("data",))
+    return NamedSharding(mesh, PartitionSpec("data")), NamedSharding(mesh, PartitionSpec())
+
+
 def build(module, kind: str, mode: str, method: str, optimizer: str, batch: int, size: int,
           classes: int, seed: int, sharding=None, replicated=None) -> Built:
     """State, synthetic batch and jitted step of one config. With ``sharding`` (the batch split

@@ -1,0 +1,74 @@
+"""JAX data parallel on two CPU devices (XLA_FLAGS, set before JAX starts: a subprocess): one
+sharded step equals one step on one device over the same global batch, and ``dlbench scale
+--framework jax`` stores a 1- and a 2-device result."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("jax", reason="the jax extra is not installed")
+pytest.importorskip("flax", reason="the jax extra is not installed")
+
+
+def _run(code: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+           "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_sharded_step_equals_the_one_device_step():
+    out = _run("""
+        import json, jax, numpy as np
+        from dlbench.frameworks.jax import step as s
+        from dlbench.frameworks.jax.models import JAX_MODELS
+        m = JAX_MODELS["tiny_cnn"].build(s.jnp.float32, 16, 10)
+        one = s.build(m, "image", "train", "standard", "sgd", 8, 16, 10, 0)
+        shard, repl = s.batch_sharding(jax.devices()[:2])
+        two = s.build(m, "image", "train", "standard", "sgd", 8, 16, 10, 0, shard, repl)
+        a, la = one.fn(one.state, one.x, one.y)
+        b, lb = two.fn(two.state, two.x, two.y)
+        diff = max(float(np.max(np.abs(np.asarray(p) - np.asarray(q)))) for p, q in
+                   zip(jax.tree_util.tree_leaves(a["params"]), jax.tree_util.tree_leaves(b["params"])))
+        moved = max(float(np.max(np.abs(np.asarray(p) - np.asarray(q)))) for p, q in
+                    zip(jax.tree_util.tree_leaves(a["params"]),
+                        jax.tree_util.tree_leaves(s.init_state(m, one.x[:1], None, 0)["params"])))
+        print(json.dumps({"devices": len(two.x.sharding.device_set), "loss": [float(la), float(lb)],
+                          "diff": diff, "moved": moved}))
+    """)
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["devices"] == 2  # the batch really is split
+    assert r["loss"][0] == pytest.approx(r["loss"][1], rel=1e-5)
+    assert r["moved"] > 1e-6 and r["diff"] < 1e-5  # the step did update, identically
+
+
+def test_scale_with_jax_stores_one_and_two_device_results(tmp_path):
+    db = str(tmp_path / "s.db")
+    out = _run("""
+        import sys
+        from dlbench.cli import main
+        sys.exit(main(["scale", "-m", "tiny_cnn", "-b", "4", "--gpus", "1,2", "--framework", "jax",
+                       "--strategy", "dp", "--device", "cpu", "--warmup", "1", "--warmup-time", "0",
+                       "--min-steps", "3", "--min-time", "0", "--max-steps", "6", "--db", sys.argv[1],
+                       "-q"]))
+    """, db)
+    assert out.returncode == 0, out.stderr[-2000:]
+    from dlbench.store import Store
+    with Store(db) as store:
+        recs = store.results(kind="scaling")
+    assert sorted(r.config.gpus for r in recs) == [1, 2]
+    assert all(r.ok and r.config.base.framework == "jax" for r in recs)
+    two = next(r for r in recs if r.config.gpus == 2)
+    assert two.samples_per_step == 8 and two.summary().throughput > 0
+
+
+def test_jax_scale_refuses_other_strategies(capsys, tmp_path):
+    from dlbench.cli import main
+    assert main(["scale", "-m", "tiny_cnn", "--framework", "jax", "--strategy", "ddp",
+                 "--device", "cpu", "--db", str(tmp_path / "x.db")]) == 2
+    assert "--strategy dp" in capsys.readouterr().err
