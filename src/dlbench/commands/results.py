@@ -20,6 +20,7 @@ from dlbench.commands.common import (
     show_tables,
 )
 from dlbench.report import export, outfile, tables, terminal
+from dlbench.report.cards import card_uuids
 from dlbench.report.outfile import print_error
 from dlbench.store import Store, StoreError, check_not_self, is_recovery_file
 from dlbench.suites import OLD_NAMES, VIEWS, canonical, view_of_suite
@@ -226,6 +227,9 @@ def _print_record(r) -> None:
                   + (" ..." if len(r.step_times_s) > 50 else ""))
     if r.error:
         out.print(f"[red]{r.error_type}[/red]: {r.error}", highlight=False)
+    uuids = card_uuids(r)
+    if uuids:  # which physical card: two cards of one GPU model differ (docs/reports.md#cards)
+        out.print(f"card: {' '.join(uuids)}", highlight=False)
     out.print_json(json.dumps({"config": r.config.to_dict(), "memory": r.memory,
                                "environment": envmod.identity(r.env)}))
 
