@@ -132,3 +132,19 @@ def test_cli_exit_codes_gate_scaling_and_nothing_matched(real, tmp_path):
     assert p.returncode == 6 and "nothing to compare" in p.stderr
     p = _cli("compare", "latest", "latest", "--db", str(tmp_path / "a.db"), "-q")
     assert p.returncode == 0 and "no regression" in p.stdout
+
+
+def test_a_repeat_group_is_one_side_tested_on_its_process_figures(real):
+    """Three processes a side (--repeat 3): the figure is the mean of the process figures, the
+    test Welch's t on those figures (the run-to-run spread one process cannot show)."""
+    base = next(r for r in real if r.kind == "throughput" and len(r.step_times_s) >= 10)
+
+    def group(f: float, spread: tuple[float, ...], gid: str) -> list:
+        return [_slower(base, f * s).in_group(gid, i, len(spread)) for i, s in enumerate(spread)]
+    a = group(1.0, (1.0, 1.01, 0.99), "ga")
+    same = cmp.compare(a, group(1.0, (1.005, 0.995, 1.0), "gb")).pairs[0]
+    assert same.test == "welch" and len(same.a_id.split(",")) == 3 and not same.regression
+    slow = cmp.compare(a, group(1.25, (1.0, 1.01, 0.99), "gc")).pairs[0]
+    assert slow.regression and slow.ratio == pytest.approx(0.8, rel=0.01)
+    # the interval is the processes' (t with 2 df over 3 figures), far wider than one window's
+    assert slow.ratio_high - slow.ratio_low > 0.02
