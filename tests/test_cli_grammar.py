@@ -34,7 +34,7 @@ ON_OFF = ("--channels-last", "--cuda-graph", "--compile-loss", "--augment")
 # Commands that measure and store results: --json (the records) and -q (no progress).
 MEASURE = ("run", "throughput", "scale", "maxbatch", "comm", "net", "train", "peak", "tune")
 # Commands that print stored results or figures: --json.
-PRINT = ("results ls", "results show", "compare", "gpus", "whatif", "env", "models")
+PRINT = ("results ls", "results show", "compare", "gpus", "whatif", "env", "models", "telemetry")
 
 
 def _walk(p: argparse.ArgumentParser, name: str = ""):

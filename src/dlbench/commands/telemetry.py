@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import sys
 import warnings
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from dlbench.commands.common import (
     add_store_flags,
     csv_list,
 )
-from dlbench.report import outfile, tables, terminal
+from dlbench.report import export, outfile, tables, terminal
 from dlbench.store import Store, StoreError
 from dlbench.telemetry.monitor import Monitor, format_line
 from dlbench.telemetry.summary import rows as series_rows
@@ -40,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("ref", nargs="?", help="result id (or unique prefix)")
     p.add_argument("--run", help="instead of one result, the energy table of a run (id or 'latest')")
     p.add_argument("--csv", metavar="FILE", help="write the series as CSV ('-' for stdout)")
+    p.add_argument("--json", action="store_true",
+                   help="print as JSON: the result's telemetry summary, marks and series (with "
+                        "--run: the run's records)")
     p.set_defaults(handler=cmd_telemetry)
 
     p = add_command(
@@ -67,6 +71,9 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
         if args.run:
             recs = [r for r in store.results(run_id=store.resolve_run(args.run))
                     if hasattr(r, "telemetry")]
+            if args.json:
+                sys.stdout.write(export.to_json(recs) + "\n")
+                return EXIT_OK
             terminal.print_table(tables.energy_table(recs, f"Energy and telemetry, run {args.run}"))
             return EXIT_OK
         if not args.ref:
@@ -77,6 +84,12 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
         raise StoreError(f"result {rec.id} has no telemetry (measured with telemetry off, or "
                          "by a dlbench older than telemetry)")
     columns, rows = series_rows(tele)
+    if args.json:
+        sys.stdout.write(json.dumps({
+            "id": rec.id, "config": rec.config.label, "summary": tele.get("summary"),
+            "marks": tele.get("marks"), "interval_s": tele.get("interval_s"),
+            "columns": list(columns), "rows": rows}, indent=1, default=str) + "\n")
+        return EXIT_OK
     if args.csv:
         text = _csv(columns, rows)
         if args.csv == "-":
