@@ -1,0 +1,73 @@
+"""dlbench train --framework jax on a tiny separable dataset on the CPU: it reaches the target,
+keeps the PyTorch run's record keys, and writes the same MLPerf log events from the same rules."""
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("jax", reason="the jax extra is not installed")
+pytest.importorskip("flax", reason="the jax extra is not installed")
+
+from dlbench.config import ConfigError  # noqa: E402
+from dlbench.data.base import ArrayDataset  # noqa: E402
+from dlbench.records.train import TrainConfig  # noqa: E402
+
+
+def _data(n: int = 640, size: int = 8) -> ArrayDataset:
+    """Two classes anyone can tell apart: dark images and bright ones, with noise."""
+    g = torch.Generator().manual_seed(0)
+
+    def split(m):
+        y = torch.randint(0, 2, (m,), generator=g)
+        x = (y.view(m, 1, 1, 1) * 120 + torch.randint(0, 100, (m, 1, size, size), generator=g))
+        return x.to(torch.uint8), y
+    tx, ty = split(n)
+    ex, ey = split(64)
+    return ArrayDataset("tiny-bright", tx, ty, ex, ey, 2, (0.5,), (0.25,), "generated")
+
+
+def _cfg(**kw) -> TrainConfig:
+    return TrainConfig(**{"dataset": "tiny-bright", "model": "cnn10_small", "batch_size": 64,
+                          "target": 0.9, "max_epochs": 4, "device": "cpu",
+                          "throughput_steps": 3, "warmup_epochs": 0.5, "framework": "jax",
+                          **kw})
+
+
+def _events(mllog: str) -> list[str]:
+    return [json.loads(line.split(":::MLLOG ", 1)[1])["key"] for line in mllog.splitlines()
+            if ":::MLLOG" in line]
+
+
+def test_jax_reaches_the_target_with_the_pytorch_runs_log():
+    from dlbench.jobs.jax_train import JaxTrainRunner
+    from dlbench.training.loop import train_run
+    data = _data()
+    runner = JaxTrainRunner(mllog=True)
+    runner._data[("tiny-bright", None, None)] = data
+    rec = runner.run(_cfg(), {"packages": {}})
+    assert rec.ok, rec.error
+    assert rec.time_to_train_s > 0 and rec.eval_accuracy[-1] >= 0.9
+    assert rec.steps_per_epoch == 10 and len(rec.iter_loss) == 10 * rec.epochs
+    assert rec.synthetic["per_rank"][0]["steps"] == 3 and rec.synthetic["seconds"] > 0
+    assert rec.env["jax"]["jax"]
+    torch_out = train_run(_cfg(framework="torch"), data, torch.device("cpu"), mllog=True,
+                          measure_side=False)
+    # The same events in the same order, epoch for epoch (both reach the target in epoch 1..4).
+    jax_events, torch_events = _events(rec.mllog), _events(torch_out["mllog"])
+    head = torch_events.index("run_start")
+    assert jax_events[:head + 1] == torch_events[:head + 1]
+    assert set(jax_events) == set(torch_events)
+
+
+@pytest.mark.parametrize("kw, flag", [(dict(gpus=2), "--gpus"), (dict(augment=True), "--augment"),
+                                      (dict(loader="dataloader"), "--loader")])
+def test_jax_train_refuses_what_it_does_not_do(kw, flag):
+    with pytest.raises(ConfigError, match=flag):
+        _cfg(**kw)
+
+
+def test_the_torch_default_keeps_old_train_keys():
+    c = _cfg(framework="torch")
+    d = {k: v for k, v in c.to_dict().items() if k != "framework"}
+    assert TrainConfig.from_dict(d).key() == c.key() != _cfg().key()
