@@ -148,3 +148,13 @@ def test_a_repeat_group_is_one_side_tested_on_its_process_figures(real):
     assert slow.regression and slow.ratio == pytest.approx(0.8, rel=0.01)
     # the interval is the processes' (t with 2 df over 3 figures), far wider than one window's
     assert slow.ratio_high - slow.ratio_low > 0.02
+
+
+def test_shipped_card_spread_is_what_the_committed_stores_give(tmp_path):
+    """card_spread.json is derived, not typed: the derivation over its sources gives it again."""
+    shipped = cards.card_spreads()
+    records = []
+    for src in shipped["sources"]:
+        with Store(_plain(Path(src).parent.name, tmp_path)) as s:
+            records += s.results(kind="throughput")
+    assert cards.derive_spreads(records)["throughput"] == shipped["throughput"]
