@@ -135,7 +135,7 @@ def training_table(records: Sequence[Any]) -> Table | None:
                          "PyTorch" if fw == "torch" else "JAX", fmt_num(r.first_epoch_s, 3),
                          fmt_num(r.median_epoch_s, 3), fmt_num(r.time_to_train_s, 4),
                          str(r.epochs), fmt_num(r.final_accuracy, 4),
-                         fmt_num(r.synthetic_samples_per_s, 4), r.status))
+                         fmt_num(r.synthetic_samples_per_s(), 4), r.status))
     if not rows:
         return None
     cols = ("model@dataset", "prec", "batch", "seed", "framework", "1st epoch (s)",

@@ -85,7 +85,10 @@ def _run(cfg, data, hp, lr_at, log, order, eval_batch, synthetic_warmup, measure
     def normalise(x):
         return (x.astype(jnp.float32) / 255.0 - mean) / std
 
-    def train_step(state, images, labels, idx, lr):
+    def train_step(state, images, labels, perm, start, lr, n):
+        # The batch's indices sliced on the device at a traced offset: one program per batch
+        # size (the full one and the last), not one per offset.
+        idx = jax.lax.dynamic_slice_in_dim(perm, start, n)
         x, y = normalise(images[idx]), labels[idx]
 
         def objective(params):
@@ -104,7 +107,7 @@ def _run(cfg, data, hp, lr_at, log, order, eval_batch, synthetic_warmup, measure
         loss = optax.softmax_cross_entropy_with_integer_labels(out, y).sum()
         return (out.argmax(-1) == y).sum(), loss
 
-    step_fn = jax.jit(train_step, donate_argnums=0)
+    step_fn = jax.jit(train_step, donate_argnums=0, static_argnums=6)
     eval_fn = jax.jit(eval_step, static_argnums=4)
 
     # note: host-to-device copies of the whole set, once, during init (MLPerf's staging)
@@ -148,8 +151,8 @@ def _run(cfg, data, hp, lr_at, log, order, eval_batch, synthetic_warmup, measure
         losses = []
         for i in range(0, n_train, batch):
             lr = lr_at(global_step, steps)  # a host-side float: no sync
-            state, holder["loss"] = step_fn(state, train_x, train_y, perm[i:i + batch],
-                                            jnp.float32(lr))
+            state, holder["loss"] = step_fn(state, train_x, train_y, perm, jnp.int32(i),
+                                            jnp.float32(lr), min(batch, n_train - i))
             losses.append(holder["loss"])
             timer.lap()
             timer.throttle(in_flight)  # waits on an older step only: the queue stays fed
@@ -219,14 +222,13 @@ def _compile(step_fn, eval_fn, state, train_x, train_y, eval_x, eval_y, batch, n
     """Compile every shape the run will use, on throwaway copies of the state (the real one
     is untouched): the full batch, the last partial one, the evaluation's. Returns a step's
     time, to bound the queue by."""
-    shapes = {batch, n_train % batch or batch}
-    for b in shapes:
-        s, loss = step_fn(_copy(state), train_x, train_y, jnp.arange(b, dtype=jnp.int32),
-                          jnp.float32(0.0))
+    perm = jnp.arange(n_train, dtype=jnp.int32)
+    for b in {batch, n_train % batch or batch}:
+        s, loss = step_fn(_copy(state), train_x, train_y, perm, jnp.int32(0), jnp.float32(0.0), b)
         jax.block_until_ready(loss)
     s = _copy(state)
     t = clock()
-    s, loss = step_fn(s, train_x, train_y, jnp.arange(batch, dtype=jnp.int32), jnp.float32(0.0))
+    s, loss = step_fn(s, train_x, train_y, perm, jnp.int32(0), jnp.float32(0.0), batch)
     jax.block_until_ready(loss)  # note: a sync point, during init
     est = clock() - t
     ev = {"params": state["params"], "batch_stats": state["batch_stats"]}
@@ -250,11 +252,12 @@ def _synthetic(step_fn, state, train_x, train_y, batch: int, cfg, warmup: int, l
     """The same step on one fixed batch already on the device, through the measured window:
     the speed without the per-epoch order (what the PyTorch run's side measurement is)."""
     holder = {"state": _copy(state), "loss": None}
-    idx = jnp.arange(batch, dtype=jnp.int32) % train_x.shape[0]
+    perm, start = jnp.arange(train_x.shape[0], dtype=jnp.int32), jnp.int32(0)
     lr = jnp.float32(lr)
 
     def step():
-        holder["state"], holder["loss"] = step_fn(holder["state"], train_x, train_y, idx, lr)
+        holder["state"], holder["loss"] = step_fn(holder["state"], train_x, train_y, perm,
+                                                  start, lr, batch)
         return holder["loss"]
     window = MeasuredWindow(clock=clock, timer=JaxStepTimer(lambda: holder["loss"], clock),
                             sync=lambda: jax.block_until_ready(holder["loss"]))
