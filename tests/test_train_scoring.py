@@ -50,3 +50,24 @@ def test_agrees_with_mlperfs_result_summarizer(times):
     ok = [t for t in times if t is not None]
     theirs = summarizer._compute_olympic_average(list(ok), len(times) - len(ok), 1)
     assert olympic_mean(times).mean_s == pytest.approx(theirs)
+
+
+def test_seeds_converged_per_setup():
+    from dlbench.records.train import TrainConfig, TrainRecord
+    from dlbench.training.scoring import convergence
+
+    def rec(batch, gpus, seed, t):
+        cfg = TrainConfig(dataset="fashion-mnist", model="cnn10", batch_size=batch, gpus=gpus,
+                          target=0.9, seed=seed)
+        if t is None:
+            return TrainRecord(config=cfg, env={}, status="error", error_type="not_converged",
+                               epoch_times_s=(1.0,) * 15)
+        return TrainRecord(config=cfg, env={}, time_to_train_s=t, epochs_to_converge=int(t),
+                           epoch_times_s=(1.0,) * int(t))
+    recs = [rec(128, 1, s, t) for s, t in enumerate([3.0, 4.0, None, 5.0, 3.0])] + \
+           [rec(512, 4, s, t) for s, t in enumerate([9.0, None, None, 8.0, 7.0])]
+    one, four = convergence(recs)
+    assert (one.gpus, one.batch_size, one.global_batch) == (1, 128, 128)
+    assert one.converged == 4 and one.runs == 5 and one.epochs == (3, 4, None, 5, 3)
+    assert one.score.valid and one.score.mean_s == pytest.approx(4.0)     # 3, 4, 5 kept
+    assert four.global_batch == 2048 and four.converged == 3 and not four.score.valid
