@@ -1,0 +1,43 @@
+"""The PyTorch vs JAX view: records that differ only in framework share a row; the rest do not;
+the chart draws the ratio. Records only: no JAX needed."""
+
+import pytest
+
+from dlbench.measure.stopping import StopRule
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
+from dlbench.report.frameworks import framework_tables, throughput_table
+
+
+def _rec(framework: str, step_s: float, batch: int = 8, model: str = "resnet50",
+         precision: str = "bf16") -> ThroughputRecord:
+    cfg = ThroughputConfig(model=model, batch_size=batch, precision=precision,
+                           framework=framework, stop=StopRule())
+    times = tuple(step_s * (1 + 0.001 * (i % 3)) for i in range(40))
+    return ThroughputRecord(config=cfg, env={}, step_times_s=times, first_step_s=2.0,
+                            samples_per_step=batch, unit="images",
+                            memory={"peak_allocated": 3 * 1024 ** 3})
+
+
+def test_a_pair_makes_a_row_with_the_ratio():
+    t = throughput_table([_rec("torch", 0.010), _rec("jax", 0.008)])
+    assert len(t.rows) == 1
+    row = dict(zip(t.columns, t.rows[0]))
+    assert row["JAX/PyTorch"] == "1.25" and row["peak GiB JAX"] == "3.0"
+    rate = lambda cell: float(cell.split()[0].replace(",", ""))
+    assert rate(row["PyTorch"]) == pytest.approx(800, rel=2e-3)
+    assert rate(row["JAX"]) == pytest.approx(1000, rel=2e-3)
+    assert any("XLA_PYTHON_CLIENT_PREALLOCATE=false" in n for n in t.notes)
+
+
+def test_unpaired_or_different_configs_make_no_row():
+    assert framework_tables([_rec("torch", 0.01), _rec("torch", 0.01, batch=16)]) == []
+    assert framework_tables([_rec("torch", 0.01), _rec("jax", 0.01, precision="fp32")]) == []
+
+
+def test_the_chart_draws_one_bar_per_pair():
+    pytest.importorskip("matplotlib")
+    from dlbench.report.charts.frameworks import framework_charts
+    charts = framework_charts([_rec("torch", 0.01), _rec("jax", 0.02),
+                               _rec("torch", 0.01, model="vgg16")], {})
+    assert len(charts) == 1 and "<svg" in charts[0].svg
+    assert framework_charts([_rec("torch", 0.01)], {}) == []
