@@ -42,7 +42,7 @@ def compute_dtype(precision: str):
 @contextlib.contextmanager
 def precision_flags(precision: str) -> Iterator[None]:
     """Matmul/convolution precision for the run, restored after (the jit cache keys on it)."""
-    saved = jax.config.jax_default_matmul_precision
+    saved = getattr(jax.config, "jax_default_matmul_precision", None)
     jax.config.update("jax_default_matmul_precision",
                       "tensorfloat32" if precision == "tf32" else "highest")
     try:
