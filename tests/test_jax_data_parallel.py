@@ -1,6 +1,7 @@
 """JAX data parallel on two CPU devices (XLA_FLAGS, set before JAX starts: a subprocess): one
-sharded step equals one step on one device over the same global batch, and ``dlbench scale
---framework jax`` stores a 1- and a 2-device result."""
+sharded step equals one step on one device over the same global batch, ``dlbench scale
+--framework jax`` stores a 1- and a 2-device result, and two processes joined by
+jax.distributed run one window over both."""
 
 import json
 import os
@@ -36,7 +37,7 @@ def test_a_sharded_step_equals_the_one_device_step():
                    zip(jax.tree_util.tree_leaves(a["params"]), jax.tree_util.tree_leaves(b["params"])))
         moved = max(float(np.max(np.abs(np.asarray(p) - np.asarray(q)))) for p, q in
                     zip(jax.tree_util.tree_leaves(a["params"]),
-                        jax.tree_util.tree_leaves(s.init_state(m, one.x[:1], None, 0)["params"])))
+                        jax.tree_util.tree_leaves(s.init_state(m, one.x, None, 0)["params"])))
         print(json.dumps({"devices": len(two.x.sharding.device_set), "loss": [float(la), float(lb)],
                           "diff": diff, "moved": moved}))
     """)
@@ -72,3 +73,39 @@ def test_jax_scale_refuses_other_strategies(capsys, tmp_path):
     assert main(["scale", "-m", "tiny_cnn", "--framework", "jax", "--strategy", "ddp",
                  "--device", "cpu", "--db", str(tmp_path / "x.db")]) == 2
     assert "--strategy dp" in capsys.readouterr().err
+
+
+MULTI = """
+    import json, sys, jax
+    from dlbench.frameworks.jax.data_parallel import initialize, measure_scaling
+    from dlbench.measure.stopping import StopRule
+    from dlbench.records.scaling import ScalingConfig
+    from dlbench.records.throughput import ThroughputConfig
+    initialize(f"127.0.0.1:{sys.argv[1]}", 2, int(sys.argv[2]))
+    base = ThroughputConfig(model="tiny_cnn", batch_size=4, framework="jax", device="cpu",
+                            warmup_steps=1, warmup_seconds=0, telemetry_interval_s=None,
+                            stop=StopRule(min_steps=3, min_seconds=0, max_steps=3))
+    rec = measure_scaling(ScalingConfig(base=base, gpus=2, strategy="dp"), {},
+                          flops=lambda *_: None, devices=jax.devices())
+    print(json.dumps({"ok": rec.ok, "samples": rec.samples_per_step, "procs": jax.process_count(),
+                      "steps": len(rec.step_times_s), "loss": rec.final_loss}))
+"""
+
+
+def test_two_processes_through_jax_distributed():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)  # one CPU device per process: two in the job
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(MULTI), port, str(i)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+    results = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    assert all(r["ok"] and r["procs"] == 2 and r["steps"] == 3 for r in results)
+    assert all(r["samples"] == 8 for r in results)  # the global batch: 4 per device x 2
+    assert results[0]["loss"] == pytest.approx(results[1]["loss"])  # one program, one loss

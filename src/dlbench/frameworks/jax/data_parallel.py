@@ -52,6 +52,10 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
         coordinator = f"{os.environ['MASTER_ADDR']}:{os.environ.get('MASTER_PORT', '29500')}"
         num_processes = int(os.environ["WORLD_SIZE"])
         process_id = int(os.environ["RANK"])
+    try:  # the CPU backend's cross-process collectives (GPUs use NCCL): before JAX starts
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    except (AttributeError, ValueError):  # a JAX without the option: its default stands
+        pass
     jax.distributed.initialize(coordinator, num_processes, process_id)
 
 

@@ -90,13 +90,14 @@ class NoDeviceError(RuntimeError):
 def jax_device(name: str):
     """(JAX device, what telemetry samples) for ``--device``: ``auto`` is JAX's first device
     (a GPU where its CUDA plugin loaded), ``cpu``, ``cuda``/``cuda:N`` a GPU."""
+    # This process's devices: in a multi-host job jax.devices() lists every host's.
     if name == "cpu":
-        return jax.devices("cpu")[0], SimpleNamespace(type="cpu", index=None)
+        return jax.local_devices(backend="cpu")[0], SimpleNamespace(type="cpu", index=None)
     if name == "auto":
-        d = jax.devices()[0]
+        d = jax.local_devices()[0]
     else:
         try:
-            gpus = jax.devices("gpu")
+            gpus = jax.local_devices(backend="gpu")
         except RuntimeError:
             gpus = []
         index = int(name.split(":")[1]) if ":" in name else 0

@@ -78,15 +78,24 @@ class Built:
     y: Any
 
 
-def init_state(module, example, tx: optax.GradientTransformation | None, seed: int) -> dict:
-    variables = jax.jit(lambda k: module.init({"params": k, "dropout": k}, example,
-                                              train=False))(jax.random.key(seed))
-    state = {"params": variables["params"],
-             "batch_stats": variables.get("batch_stats", {}),
-             "step": jnp.zeros((), jnp.int32)}
-    if tx is not None:
-        state["opt"] = tx.init(state["params"])
-    return state
+def init_state(module, example, tx: optax.GradientTransformation | None, seed: int,
+               placed=None) -> dict:
+    """Random weights (and optimizer state) made in one compiled program, on the devices of
+    ``placed`` (a sharding: replicated over a mesh) or the default one. ``example`` gives the
+    input's shape and dtype only: every process of a multi-host job makes the same state."""
+    shape, dtype = (1, *example.shape[1:]), example.dtype
+
+    def make():
+        k = jax.random.key(seed)
+        variables = module.init({"params": k, "dropout": k}, jnp.zeros(shape, dtype),
+                                train=False)
+        state = {"params": variables["params"],
+                 "batch_stats": variables.get("batch_stats", {}),
+                 "step": jnp.zeros((), jnp.int32)}
+        if tx is not None:
+            state["opt"] = tx.init(state["params"])
+        return state
+    return jax.jit(make, out_shardings=placed)()
 
 
 def _apply(module, state: dict, x, train: bool, step) -> tuple[Any, dict]:
@@ -136,13 +145,13 @@ def eval_fn(module) -> Callable:
 def synthetic_batch(kind: str, batch: int, size: int, classes: int, seed: int,
                     channels: int = 3, sharding=None) -> tuple[Any, Any]:
     """Random inputs and targets made on the device (NHWC images or token ids)."""
-    kx, ky = jax.random.split(jax.random.key(seed + 1))
-    if kind == "image":
-        make = lambda: (jax.random.normal(kx, (batch, size, size, channels), jnp.float32),
-                        jax.random.randint(ky, (batch,), 0, classes))
-    else:
-        make = lambda: (jax.random.randint(kx, (batch, size), 0, classes),
-                        jax.random.randint(ky, (batch, size), 0, classes))
+    def make():  # the keys made inside: nothing closed over, so any process can run it
+        kx, ky = jax.random.split(jax.random.key(seed + 1))
+        if kind == "image":
+            return (jax.random.normal(kx, (batch, size, size, channels), jnp.float32),
+                    jax.random.randint(ky, (batch,), 0, classes))
+        return (jax.random.randint(kx, (batch, size), 0, classes),
+                jax.random.randint(ky, (batch, size), 0, classes))
     if sharding is None:
         return jax.jit(make)()
     return jax.jit(make, out_shardings=(sharding, sharding))()
@@ -164,14 +173,13 @@ def build(module, kind: str, mode: str, method: str, optimizer: str, batch: int,
     x, y = synthetic_batch(kind, batch, size, classes, seed, sharding=sharding)
     train = mode == "train"
     tx = make_optimizer(optimizer) if (train and method == "standard") else None
-    state = init_state(module, x[:1], tx, seed)
-    if replicated is not None:
-        state = jax.device_put(state, replicated)
+    state = init_state(module, x, tx, seed, replicated)
     if not train:
         fn = jax.jit(eval_fn(module))  # nothing updated: nothing to donate
     elif method == "fwd-bwd":
         fn = jax.jit(fwd_bwd_fn(module), donate_argnums=0)
-        state = {**state, "grads": jax.tree_util.tree_map(jnp.zeros_like, state["params"])}
+        state = {**state, "grads": jax.jit(lambda p: jax.tree_util.tree_map(jnp.zeros_like, p))(
+            state["params"])}
     else:
         fn = jax.jit(train_fn(module, tx), donate_argnums=0)
     return Built(state, fn, x, y)
