@@ -20,8 +20,12 @@
 # for JAX), so its peak memory is what it used, not the 75% of the GPU it grabs by default.
 # Each framework runs in its own process (one `dlbench` command each).
 #
-# How long on one H100: throughput about 4 minutes (12 configs; JAX's compilation is 10-40 s per
-# model), fidelity about 1.5 minutes, train about 1.5 minutes: about 7-8 minutes in all.
+# How long on one H100 (estimated from compile and autotuning times; JAX compiles each model in
+# 10-40 s, PyTorch autotunes fp32 convolutions for up to half a minute): throughput 5-6 minutes
+# (12 configs), fidelity about 2.5 minutes, train about 2.5 minutes. Where one command may run
+# 10 minutes at most, run it as two into the same OUTDIR (one store):
+#   benchmarks/frameworks.sh OUT throughput
+#   benchmarks/frameworks.sh OUT fidelity train
 #
 # DATA: Fashion-MNIST's four idx files (default: .carry/fashion-mnist in the repository, else
 #   where Debian's package puts them). Nothing is downloaded.
