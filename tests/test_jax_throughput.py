@@ -111,3 +111,12 @@ def test_missing_jax_names_the_extra(monkeypatch, tmp_path, capsys):
     assert main(["throughput", "-m", "tiny_cnn", "-b", "2", "--framework", "jax",
                  "--db", str(tmp_path / "x.db")]) == 2
     assert "pip install 'dlbench[jax]'" in capsys.readouterr().err
+
+
+def test_the_api_takes_the_framework(tmp_path):
+    import dlbench
+    rec = dlbench.measure_throughput("tiny_cnn", 4, device="cpu", framework="jax",
+                                     stop=QUICK, warmup_steps=1, warmup_seconds=0.0,
+                                     telemetry_interval_s=None, db=str(tmp_path / "a.db"))
+    assert rec.ok and rec.config.framework == "jax" and rec.env["jax"]["flax"]
+    assert dlbench.load(str(tmp_path / "a.db"))[0].config.framework == "jax"
