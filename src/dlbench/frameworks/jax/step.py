@@ -136,9 +136,12 @@ def fwd_bwd_fn(module) -> Callable:
 
 
 def eval_fn(module) -> Callable:
+    """Inference: the compiled program returns the logits alone. Returning the (undonated)
+    state from it would make XLA copy every parameter each step."""
+    logits = jax.jit(lambda state, x: _apply(module, state, x, False, state["step"])[0])
+
     def step(state, x, y):
-        out, _ = _apply(module, state, x, False, state["step"])
-        return state, out
+        return state, logits(state, x)
     return step
 
 
@@ -175,7 +178,7 @@ def build(module, kind: str, mode: str, method: str, optimizer: str, batch: int,
     tx = make_optimizer(optimizer) if (train and method == "standard") else None
     state = init_state(module, x, tx, seed, replicated)
     if not train:
-        fn = jax.jit(eval_fn(module))  # nothing updated: nothing to donate
+        fn = eval_fn(module)  # nothing updated: nothing to donate
     elif method == "fwd-bwd":
         fn = jax.jit(fwd_bwd_fn(module), donate_argnums=0)
         state = {**state, "grads": jax.jit(lambda p: jax.tree_util.tree_map(jnp.zeros_like, p))(
