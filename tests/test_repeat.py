@@ -33,7 +33,7 @@ class ProcessLauncher:
         self.stop_at = stop_at
         self.flops_counted = 0
 
-    def without_flops(self):
+    def for_later_processes(self):
         parent = self
 
         class Quick:

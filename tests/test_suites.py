@@ -20,11 +20,12 @@ def test_default_gpu_suite_contents():
     suite, configs = suite_for(None, GPU_BF16)
     assert suite.name == "default"
     train = [c for c in configs if c.mode == "train"]
-    assert [c.model for c in train] == ["resnet50", "vgg16", "vit_b_16", "bert-base", "gpt2"]
+    assert [c.model for c in train] == ["resnet50", "vgg16", "vit_b_16", "gpt2"]
     assert {c.precision for c in configs} == {"bf16"}
     assert [(c.model, c.mode) for c in configs if c.mode == "eval"] == [("resnet50", "eval")]
     assert all(c.channels_last for c in configs if c.model not in ("bert-base", "gpt2"))
     assert not any(c.channels_last for c in configs if c.model in ("bert-base", "gpt2"))
+    assert len(configs) == 5  # 3 processes each: about 5 minutes on an H100
 
 
 def test_fp16_where_the_gpu_has_no_bf16():

@@ -172,8 +172,9 @@ def _measure_group(cfg: ThroughputConfig, store: Store, launcher: Launcher, env:
     done.add(ck)  # a config listed twice is measured once
     group = group or _Group(new_id())
     # FLOPs per sample are counted once per model and mode (tracing it takes seconds): the
-    # group's first process counts them and the rest take its count.
-    quick = getattr(launcher, "without_flops", lambda: launcher)()
+    # group's first process counts them and the rest take its count; they skip the idle-power
+    # wait too (launch.subprocess_launcher.SubprocessLauncher.for_later_processes).
+    quick = getattr(launcher, "for_later_processes", lambda: launcher)()
     flops = None
     for i in range(repeat):
         if i in group.ok:

@@ -23,18 +23,22 @@ class InlineLauncher:
     # After a fatal error the process must not measure again.
     survives_fatal = False
 
-    def __init__(self, count_flops: bool = True, worker: str = THROUGHPUT_WORKER) -> None:
+    def __init__(self, count_flops: bool = True, worker: str = THROUGHPUT_WORKER,
+                 idle_baseline: bool = True) -> None:
         """``worker`` names the measuring function (``"module:function"``), imported when it
-        runs, so that this package imports no workload."""
+        runs, so that this package imports no workload. ``idle_baseline=False`` asks it not to
+        wait for the GPU's idle power first (a later process of a repeat group)."""
         self.count_flops = count_flops
         self.worker = worker
+        self.idle_baseline = idle_baseline
 
     def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
         try:
             measure = find_worker(self.worker)
+            kwargs = {} if self.idle_baseline else {"idle_baseline": False}
             if self.count_flops:
-                return measure(cfg, env)
-            return measure(cfg, env, flops=_no_flops)
+                return measure(cfg, env, **kwargs)
+            return measure(cfg, env, flops=_no_flops, **kwargs)
         except Exception as exc:  # failures are data (KeyboardInterrupt is not an Exception)
             record = failure_record(cfg, env, exc)
         if record.error_type == ErrorType.FATAL:

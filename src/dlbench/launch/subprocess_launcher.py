@@ -23,22 +23,27 @@ class SubprocessLauncher:
     name = "subprocess"
     survives_fatal = True
 
-    def __init__(self, timeout_s: float | None = 1800.0, count_flops: bool = True) -> None:
+    def __init__(self, timeout_s: float | None = 1800.0, count_flops: bool = True,
+                 idle_baseline: bool = True) -> None:
         """``count_flops=False`` leaves the record's FLOPs out: counting traces the model once
-        more, seconds per process, which a memory probe does not need."""
+        more, seconds per process, which a memory probe does not need. ``idle_baseline=False``
+        skips the wait for the GPU's idle power before the benchmark (up to 6 s)."""
         self.timeout_s = timeout_s
         self.count_flops = count_flops
+        self.idle_baseline = idle_baseline
 
-    def without_flops(self) -> "SubprocessLauncher":
-        """The same launcher, counting no FLOPs: for the later processes of a repeat group,
-        which take the count of the first (one model, one count)."""
-        return SubprocessLauncher(self.timeout_s, count_flops=False)
+    def for_later_processes(self) -> "SubprocessLauncher":
+        """The same launcher for the later processes of a repeat group: they take the first
+        process's FLOP count (one model, one count) and its idle power (one card, one
+        baseline), so that a group costs its windows, not seconds of waiting per process."""
+        return SubprocessLauncher(self.timeout_s, count_flops=False, idle_baseline=False)
 
     def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
         with tempfile.TemporaryDirectory(prefix="dlbench-") as tmp:
             out_path = os.path.join(tmp, "record.json")
             payload = json.dumps({"config": cfg.to_dict(), "env": env, "out": out_path,
-                                  "count_flops": self.count_flops})
+                                  "count_flops": self.count_flops,
+                                  "idle_baseline": self.idle_baseline})
             # A session of its own: stopping it reaches everything it started, and a Ctrl-C
             # at the terminal reaches dlbench alone, which ends the worker itself.
             with subprocess.Popen(

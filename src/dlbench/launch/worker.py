@@ -14,7 +14,8 @@ def main() -> int:
     exit_with_parent()  # a parent killed with SIGKILL must not leave this probe computing
     job = json.load(sys.stdin)
     cfg = ThroughputConfig.from_dict(job["config"])
-    record = InlineLauncher(count_flops=job.get("count_flops", True)).run(cfg, job["env"])
+    record = InlineLauncher(count_flops=job.get("count_flops", True),
+                            idle_baseline=job.get("idle_baseline", True)).run(cfg, job["env"])
     with open(job["out"], "w") as f:
         json.dump(record.to_dict(), f)
     return 0

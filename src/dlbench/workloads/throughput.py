@@ -222,13 +222,15 @@ def _eager_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
 
 
 def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.perf_counter,
-            flops: Callable[[ModelSpec, str, int | None], int | None] | None = None) -> ThroughputRecord:
-    """Run one config and return its record. Raises on failure; the launchers turn that into a row."""
+            flops: Callable[[ModelSpec, str, int | None], int | None] | None = None,
+            idle_baseline: bool = True) -> ThroughputRecord:
+    """Run one config and return its record. Raises on failure; the launchers turn that into a row.
+    ``idle_baseline=False``: no wait for the GPU's idle power first (its record has no idle W)."""
     if cfg.framework == "jax":  # the same window and record, JAX's model and step
         from dlbench.frameworks.jax import require
         require()  # one line naming the extra when JAX is missing
         from dlbench.frameworks.jax.measure import measure as measure_jax  # heavy: jax
-        return measure_jax(cfg, env, clock, flops)
+        return measure_jax(cfg, env, clock, flops, idle_baseline=idle_baseline)
     device = resolve_device(cfg.device)
     spec = get_model(cfg.model)
     check_supported(cfg, spec, device)
@@ -238,7 +240,8 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
     # Telemetry samples on its own thread; the loop only marks the window (see dlbench.telemetry).
     with precision_flags(cfg.precision, device, cfg.autotune), compiled_graphs_freed(cfg), \
             telemetry.for_benchmark(cfg.telemetry_interval_s, device, env) as sampler:
-        sampler.idle(telemetry.IDLE_BASELINE_S)  # GPU power before anything runs: the baseline
+        if idle_baseline:  # GPU power before anything runs: the baseline
+            sampler.idle(telemetry.IDLE_BASELINE_S)
         t = clock()
         model = spec.build(size)
         if cfg.pad_vocab:  # before the move: the device never holds both embedding tables

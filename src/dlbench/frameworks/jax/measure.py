@@ -120,7 +120,7 @@ def peak_memory(device=None) -> dict[str, int | None]:
 
 
 def measure(cfg, env: dict, clock: Callable[[], float] = time.perf_counter, flops=None,
-            devices: list | None = None):
+            devices: list | None = None, idle_baseline: bool = True):
     """One :class:`ThroughputConfig` with ``framework == "jax"``: its record (raises on failure;
     the launchers turn that into a row). ``devices``: data parallel over these (one process,
     the batch split over them: :mod:`dlbench.frameworks.jax.data_parallel`)."""
@@ -139,7 +139,8 @@ def measure(cfg, env: dict, clock: Callable[[], float] = time.perf_counter, flop
 
     with jstep.precision_flags(cfg.precision), jax.default_device(jdev), \
             telemetry.for_benchmark(cfg.telemetry_interval_s, device, env) as sampler:
-        sampler.idle(telemetry.IDLE_BASELINE_S)
+        if idle_baseline:
+            sampler.idle(telemetry.IDLE_BASELINE_S)
         t = clock()
         module = jm.build(dtype, size, spec.num_classes)
         built = jstep.build(module, jm.kind, cfg.mode, cfg.method, cfg.optimizer, batch, size,
