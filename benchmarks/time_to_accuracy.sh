@@ -17,7 +17,8 @@
 # DATADIR: Fashion-MNIST's four idx files (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
 #   t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz). Without it, dlbench looks where
 #   Debian's package puts them (apt-get install dataset-fashion-mnist). Nothing is downloaded.
-# GPUS: GPU counts, default 1; 1,2 on two GPUs, 1,2,4 on four (DDP through torchrun).
+# GPUS: GPU counts, default 1; 1,2 on two GPUs, 1,2,4 on four (DDP through torchrun); a list
+#   without 1 (2,4) skips step 1.
 # mlperf-logging is optional (pip install -e '.[train]'): without it the logs are written and
 #   checked by dlbench alone, and the script says so.
 #
@@ -43,8 +44,10 @@ python3 -c "import mlperf_logging" 2>/dev/null ||
 common=(--dataset "${DATASET:-fashion-mnist}" ${data:+--data-dir "$data"} -m "${MODEL:-cnn10}"
         --precision "${PRECISION:-bf16}" --seeds "${SEEDS:-5}" --db "$db" --log-dir "$out/mllog")
 {
-  echo "== 1. ${SEEDS:-5} seeds at each batch size on one GPU"
-  dl train "${common[@]}" -b "${BATCHES:-128,256,512,1024,2048}" --gpus 1 --tag tta-1gpu
+  if [[ ",$gpus," == *,1,* ]]; then
+    echo "== 1. ${SEEDS:-5} seeds at each batch size on one GPU"
+    dl train "${common[@]}" -b "${BATCHES:-128,256,512,1024,2048}" --gpus 1 --tag tta-1gpu
+  fi
   for n in ${gpus//,/ }; do
     [ "$n" = 1 ] && continue
     echo "== 2. ${SEEDS:-5} seeds at 512 per GPU on $n GPUs"
