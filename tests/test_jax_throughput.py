@@ -39,11 +39,30 @@ def test_timer_waits_on_older_steps_only_and_its_steps_tile_the_window():
     for i in range(4):
         issued.append(i)
         timer.lap()
-        timer.throttle(2)  # at most two unfinished steps: never waits on the newest
-        assert all(w <= i - 2 for w in dev.waited)
-    assert dev.waited == [0, 1]
+        timer.throttle(2)  # the window allows two; JAX's timer keeps one: never the newest
+        assert dev.waited == list(range(i))  # step i-1, right after step i was issued
     assert timer.finish() == pytest.approx([1.0, 1.5, 0.5, 1.5])
-    assert dev.waited == [0, 1, 2, 3]  # the rest, oldest first, once the window ends
+    assert dev.waited == [0, 1, 2, 3]  # the last one once the window ends
+
+
+def test_each_completion_is_read_as_it_happens_not_in_bursts():
+    """Steps of 40 ms back to back on the device, and a runtime whose dispatch blocks once 8
+    executions are in flight (XLA's GPU client bounds them too). Had the timer kept the
+    window's bound of 25 steps, dispatch would block first, the timer's waits would find their
+    steps long done, and the step times would come in bursts of 0 s and 320 ms; keeping one
+    step queued, the timer reads each step's own 40 ms."""
+    ends = {i: 0.04 * (i + 1) for i in range(60)}
+    dev = FakeDevice(ends)
+    issued = []
+    timer = JaxStepTimer(lambda: issued[-1], dev.clock, dev.wait)
+    timer.start()
+    for i in range(60):
+        if i >= 8:  # the runtime's own bound: dispatch waits for step i - 8
+            dev.now = max(dev.now, ends[i - 8])
+        issued.append(i)
+        timer.lap()
+        timer.throttle(25)
+    assert timer.finish() == pytest.approx([0.04] * 60)
 
 
 def test_the_zero_default_keeps_old_keys_and_jax_changes_the_key():

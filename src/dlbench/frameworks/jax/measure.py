@@ -4,8 +4,9 @@ JAX dispatches asynchronously: a jitted call returns once its work is queued. Th
 (:mod:`dlbench.measure.window`) is the same as PyTorch's; only the timer differs. PyTorch's
 records a CUDA event per step; JAX has no events to hand, so :class:`JaxStepTimer` keeps each
 step's output (the loss: never donated) and learns when a step ended by waiting on that output
-(``block_until_ready``) where the window bounds its queue anyway (``throttle``): waiting on step
-i-k while steps i-k+1..i stay queued, so the device never runs dry. Completion times on the
+(``block_until_ready``) where the window bounds its queue (``throttle``): waiting on step
+i-1 while step i stays queued, so the device never runs dry and each completion is read as it
+happens (see ``JaxStepTimer.DEPTH``). Completion times on the
 host clock, read as each wait returns, tile the window; their sum is its time. Nothing in the
 loop waits on the step just issued.
 
@@ -61,8 +62,17 @@ class JaxStepTimer:
         self._ends.append(self._clock())
         self._outs[i] = None  # its buffer may go
 
+    #: Unfinished steps the host keeps queued, at most: one behind the one just issued. The
+    #: window's own bound (about a second of work) would let completions be read in bursts,
+    #: many at once when a wait returns, and a step's time would then be the gap between two
+    #: reads, not its duration (a ResNet-50 window on an H100 read as +-189%). Waiting on step
+    #: i-1 right after issuing step i reads each completion as it happens, while step i keeps
+    #: the device busy; only a step shorter than the host's dispatch would leave it idle.
+    DEPTH = 1
+
     def throttle(self, max_in_flight: int) -> None:
-        while len(self._outs) - (len(self._ends) - 1) > max_in_flight:
+        limit = min(max_in_flight, self.DEPTH)
+        while len(self._outs) - (len(self._ends) - 1) > limit:
             self._wait_one()
 
     def ready(self) -> list[float]:
