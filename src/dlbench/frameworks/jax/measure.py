@@ -65,7 +65,10 @@ class JaxStepTimer:
     #: Unfinished steps the host keeps queued, at most: one behind the one just issued. The
     #: window's own bound (about a second of work) would let completions be read in bursts,
     #: many at once when a wait returns, and a step's time would then be the gap between two
-    #: reads, not its duration (a ResNet-50 window on an H100 read as +-189%). Waiting on step
+    #: reads, not its duration (a ResNet-50 window on an H100 read as +-189%): XLA's client
+    #: lets the host enqueue only 32 executions ahead of the device (the semaphore described
+    #: in xla/pjrt/pjrt_stream_executor_client.cc), so with steps under 1/32 s dispatch itself
+    #: blocked and the timer's waits found their steps long done. Waiting on step
     #: i-1 right after issuing step i reads each completion as it happens, while step i keeps
     #: the device busy; only a step shorter than the host's dispatch would leave it idle.
     DEPTH = 1
