@@ -267,3 +267,53 @@ class TrainRecord(Record):
     def headline(self) -> float | None:
         """Time to train in seconds (converged runs only): the figure the store indexes."""
         return self.time_to_train_s if self.ok else None
+
+
+# -- what a training loop books after each evaluated epoch and at the end of a run ---------------
+# One copy for every framework's loop (PyTorch's training.loop, JAX's frameworks.jax.train): the
+# run's raw fields, its MLPerf events and when it stops must not differ between frameworks.
+def book_epoch(out: dict[str, Any], log: Any, cfg: Any, epoch: int, *, acc: float,
+               eval_loss: float, train_loss: float, t0: float, t_epoch: float, t_end: float,
+               t_eval: float, t_eval_end: float, peak_lr: float,
+               on_epoch: Any = None) -> bool:
+    """Book one evaluated epoch into ``out`` (the run's raw fields) and the MLPerf ``log``;
+    True when the run stops here (the loss diverged, or the target was reached and
+    ``cfg.full_epochs`` is off)."""
+    out["eval_times_s"].append(t_eval_end - t_eval)
+    out["eval_end_s"].append(t_eval_end - t0)
+    out["eval_accuracy"].append(acc)
+    out["eval_loss"].append(eval_loss)
+    log.event("eval_accuracy", acc, metadata={"epoch_num": epoch}, t=t_eval_end)
+    log.end("eval_stop", metadata={"epoch_num": epoch}, t=t_eval_end)
+    if on_epoch is not None:
+        on_epoch({"epoch": epoch, "accuracy": acc, "train_loss": train_loss,
+                  "epoch_s": t_end - t_epoch, "elapsed_s": t_eval_end - t0})
+    if not math.isfinite(train_loss):
+        out.update(status="error", error_type="nan",
+                   error=f"the training loss was {train_loss} in epoch {epoch}: the run "
+                         f"diverged (peak lr {peak_lr:.3g}; try a smaller --lr or more "
+                         "--warmup-epochs)")
+        return True
+    if acc >= cfg.target and out["time_to_train_s"] is None:
+        out["time_to_train_s"] = t_eval_end - t0
+        out["epochs_to_converge"] = epoch
+        return not cfg.full_epochs
+    return False
+
+
+def book_run_end(out: dict[str, Any], log: Any, cfg: Any, t0: float, t_now: float,
+                 t_last_eval: float | None) -> None:
+    """Book the run's end: ``run_stop`` at the last evaluation when the target stopped the run
+    (else now), the run's time, and a run that never reached the target as an error."""
+    stopped_at_target = not cfg.full_epochs and out["time_to_train_s"] is not None
+    t_stop = t_last_eval if stopped_at_target and t_last_eval is not None else t_now
+    converged = out["time_to_train_s"] is not None and out["status"] == "ok"
+    log.end("run_stop", metadata={"status": "success" if converged else "aborted",
+                                  "epoch_num": len(out["epoch_times_s"])}, t=t_stop)
+    out["run_s"] = t_stop - t0
+    if out["status"] == "ok" and not converged:
+        best = max(out["eval_accuracy"])
+        out.update(status="error", error_type="not_converged",
+                   error=f"accuracy {out['eval_accuracy'][-1]:.4f} after {cfg.max_epochs} "
+                         f"epochs (best {best:.4f}) did not reach the target "
+                         f"{cfg.target:g}; raise --max-epochs or lower --target")

@@ -32,6 +32,7 @@ from dlbench.frameworks.jax import step as jstep
 from dlbench.frameworks.jax.measure import JaxStepTimer, jax_device, peak_memory
 from dlbench.frameworks.jax.models import JAX_TRAIN_MODELS
 from dlbench.measure.window import MeasuredWindow, steps_in_flight
+from dlbench.records.train import book_epoch, book_run_end
 
 import jax  # heavy: jax  # noqa: E402
 import jax.numpy as jnp  # heavy: jax  # noqa: E402
@@ -173,37 +174,12 @@ def _run(cfg, data, hp, lr_at, log, order, eval_batch, synthetic_warmup, measure
         log.start("eval_start", metadata={"epoch_num": epoch}, t=t_eval)
         acc, eval_loss = _evaluate(eval_fn, state, eval_x, eval_y, n_eval, eval_n)
         t_eval_end = clock()
-        out["eval_times_s"].append(t_eval_end - t_eval)
-        out["eval_end_s"].append(t_eval_end - t0)
-        out["eval_accuracy"].append(acc)
-        out["eval_loss"].append(eval_loss)
-        log.event("eval_accuracy", acc, metadata={"epoch_num": epoch}, t=t_eval_end)
-        log.end("eval_stop", metadata={"epoch_num": epoch}, t=t_eval_end)
-        if on_epoch is not None:
-            on_epoch({"epoch": epoch, "accuracy": acc, "train_loss": train_loss,
-                      "epoch_s": t_end - t_epoch, "elapsed_s": t_eval_end - t0})
-        if not math.isfinite(train_loss):
-            out.update(status="error", error_type="nan",
-                       error=f"the training loss was {train_loss} in epoch {epoch}: the run "
-                             f"diverged (peak lr {hp.peak_lr:.3g}; try a smaller --lr or more "
-                             "--warmup-epochs)")
+        if book_epoch(out, log, cfg, epoch, acc=acc, eval_loss=eval_loss,
+                      train_loss=train_loss, t0=t0, t_epoch=t_epoch, t_end=t_end,
+                      t_eval=t_eval, t_eval_end=t_eval_end, peak_lr=hp.peak_lr,
+                      on_epoch=on_epoch):
             break
-        if acc >= cfg.target and out["time_to_train_s"] is None:
-            out["time_to_train_s"] = t_eval_end - t0
-            out["epochs_to_converge"] = epoch
-            if not cfg.full_epochs:
-                break
-    t_stop = clock() if cfg.full_epochs or out["time_to_train_s"] is None else t_eval_end
-    converged = out["time_to_train_s"] is not None and out["status"] == "ok"
-    log.end("run_stop", metadata={"status": "success" if converged else "aborted",
-                                  "epoch_num": len(out["epoch_times_s"])}, t=t_stop)
-    out["run_s"] = t_stop - t0
-    if out["status"] == "ok" and not converged:
-        best = max(out["eval_accuracy"])
-        out.update(status="error", error_type="not_converged",
-                   error=f"accuracy {out['eval_accuracy'][-1]:.4f} after {cfg.max_epochs} "
-                         f"epochs (best {best:.4f}) did not reach the target "
-                         f"{cfg.target:g}; raise --max-epochs or lower --target")
+    book_run_end(out, log, cfg, t0, clock(), t_eval_end)
     out["memory"] = peak_memory(jdev)
     if measure_side and cfg.throughput_steps > 0:
         # After run_stop, so the side measurement never touches the time to train.
