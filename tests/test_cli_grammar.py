@@ -1,7 +1,8 @@
 """One grammar for the command line: every subcommand's parser is walked and the flags they
 share are checked to mean the same thing (same destination, same value parser, lists or single
-values of the same values), on/off options parse on/off, the commands that print results take
---json (and those that measure, -q), and every --help lists the exit codes. CPU only, no torch.
+values of the same values), on/off options parse on/off, every command that prints results
+takes --json and -q (and, run on a tiny store, prints JSON that parses with --json and less with
+-q), and every --help lists the exit codes. CPU only.
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from __future__ import annotations
 import argparse
 import collections
 import io
+import json
+import sys
 from contextlib import redirect_stdout
 
 import pytest
 
-from dlbench.cli import build_parser
+from dlbench.cli import build_parser, main
 from dlbench.commands.common import on_off
 
 # Deliberate differences of one flag's values between commands, each with its reason. A new
@@ -33,8 +36,15 @@ ALLOWED = {
 ON_OFF = ("--channels-last", "--cuda-graph", "--compile-loss", "--augment")
 # Commands that measure and store results: --json (the records) and -q (no progress).
 MEASURE = ("run", "throughput", "scale", "maxbatch", "comm", "net", "train", "peak", "tune")
-# Commands that print stored results or figures: --json.
-PRINT = ("results ls", "results show", "compare", "gpus", "whatif", "env", "models", "telemetry")
+# Commands that print stored results or figures: --json (the figures as data) and -q (less).
+PRINT = ("results ls", "results show", "compare", "gpus", "whatif", "env", "models", "telemetry",
+         "roofline", "report", "monitor")
+# The commands that print no results, each with its reason; every other takes --json and -q.
+NO_RESULTS = {
+    "results export": "writes records in the format --format names (json or csv), to -o or stdout",
+    "results check": "prints the store's problems, not results; its exit code is the answer",
+    "results merge": "copies results between stores; prints one line per source on stderr",
+}
 
 
 def _walk(p: argparse.ArgumentParser, name: str = ""):
@@ -98,12 +108,18 @@ def test_on_off_options_parse_on_and_off_everywhere():
     assert found >= 6  # throughput, scale, maxbatch channels-last; cuda-graph; ...
 
 
-def test_commands_that_print_results_take_json_and_measuring_ones_q():
-    for name in MEASURE + PRINT:
-        flags = {o for a in PARSERS[name]._actions for o in a.option_strings}
-        assert "--json" in flags, name
-        if name in MEASURE:
-            assert {"-q", "--quiet"} <= flags, name
+def test_every_command_is_listed_once():
+    listed = [*MEASURE, *PRINT, *NO_RESULTS]
+    assert sorted(listed) == sorted(PARSERS), "a new command: put it in MEASURE, PRINT or NO_RESULTS"
+
+
+@pytest.mark.parametrize("name", MEASURE + PRINT)
+def test_commands_that_print_results_take_json_and_q_and_say_what_they_do(name):
+    by_flag = {o: a for a in PARSERS[name]._actions for o in a.option_strings}
+    assert "--json" in by_flag and {"-q", "--quiet"} <= set(by_flag), name
+    for flag in ("--json", "-q"):  # each command says what its JSON holds and -q leaves out
+        text = by_flag[flag].help or ""
+        assert len(text) > 10 and text != argparse.SUPPRESS, (name, flag)
 
 
 @pytest.mark.parametrize("name", sorted(PARSERS))
@@ -142,3 +158,131 @@ def test_version():
     with redirect_stdout(out), pytest.raises(SystemExit) as e:
         build_parser().parse_args(["--version"])
     assert e.value.code == 0 and out.getvalue().strip() == f"dlbench {__version__}"
+
+
+# -- --json parses and -q prints less, on a tiny store -------------------------------------------
+H100_ENV = {"accelerator": "cuda", "gpu_count": 1, "gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Two runs: a matmul ceiling and a throughput result of tiny_cnn with its counted FLOPs."""
+    from dlbench.measure.flops import count_flops
+    from dlbench.models import get_model
+    from dlbench.records.peak import PeakConfig, PeakRecord
+    from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
+    from dlbench.store import Store
+
+    db = tmp_path_factory.mktemp("grammar") / "tiny.db"
+    cfg = ThroughputConfig(model="tiny_cnn", batch_size=8, mode="eval", precision="fp32")
+    tput = ThroughputRecord(config=cfg, env=H100_ENV, step_times_s=(0.001,) * 5,
+                            samples_per_step=8, flops_per_sample=count_flops(
+                                get_model("tiny_cnn"), "eval"),
+                            stop_reason="converged", run_id="t1")
+    peak = PeakRecord(config=PeakConfig("matmul", precision="fp32", shape=(8, 8, 8)),
+                      env=H100_ENV, times_s=(1.0,), work=50e12, run_id="p1")
+    with Store(db) as s:
+        for run, rec in (("p1", peak), ("t1", tput)):
+            s.start_run(run, "test", H100_ENV, "k", "H100")
+            s.add(rec, "k")
+    return str(db)
+
+
+def _run(argv: list[str], capsys) -> str:
+    capsys.readouterr()
+    assert main(argv) == 0, argv
+    return capsys.readouterr().out
+
+
+# Each command with arguments that print results (DB: the tiny store).
+PRINTING = {
+    "results ls": ["results", "ls", "--db", "DB"],
+    "results ls --results": ["results", "ls", "--results", "--db", "DB"],
+    "results show": ["results", "show", "t1", "--db", "DB"],
+    "results show RESULT": ["results", "show", "RESULT", "--db", "DB"],
+    "roofline": ["roofline", "--db", "DB", "--no-plot"],
+    "gpus": ["gpus", "--db", "DB"],
+    "gpus --specs": ["gpus", "--specs"],
+    "whatif": ["whatif", "-m", "resnet50", "-b", "64", "--step-ms", "100", "--nodes", "1,2",
+               "--network", "100gbe", "--db", "DB"],
+    "whatif --networks": ["whatif", "--networks"],
+    "env": ["env"],
+}
+
+
+def _argv(key: str, store: str) -> list[str]:
+    from dlbench.store import Store
+    with Store(store) as s:
+        rid = s.results(run_id="t1")[0].id
+    return [store if a == "DB" else rid if a == "RESULT" else a for a in PRINTING[key]]
+
+
+@pytest.mark.parametrize("key", sorted(PRINTING))
+def test_quiet_prints_less_and_json_parses(key, store, capsys):
+    argv = _argv(key, store)
+    full = _run(argv, capsys)
+    quiet = _run([*argv, "-q"], capsys)
+    assert quiet.strip() and len(quiet) < len(full), (key, quiet)
+    json.loads(_run([*argv, "--json"], capsys))
+
+
+def test_results_ls_quiet_prints_the_ids_alone(store, capsys):
+    assert _run(["results", "ls", "--db", store, "-q"], capsys).split() == ["t1", "p1"]
+    ids = _run(["results", "ls", "--results", "--db", store, "-q"], capsys).split()
+    assert len(ids) == 2 and all(len(i) == 12 for i in ids)
+
+
+def test_models_quiet_prints_the_names_alone(capsys):
+    from dlbench.models import list_models
+    names = _run(["models", "--all", "-q"], capsys).split()
+    assert names == [s.name for s in list_models(include_test=True)]
+    assert len(_run(["models", "--all", "--no-flops"], capsys)) > len("\n".join(names))
+
+
+def test_roofline_json_holds_the_mfu_figures(store, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = json.loads(_run(["roofline", "--db", store, "--json", "-o", str(tmp_path / "r")],
+                          capsys))
+    assert [d["device"] for d in out] == ["NVIDIA H100 80GB HBM3"]
+    (row,) = out[0]["results"]
+    assert row["model"] == "tiny_cnn" and row["achieved_tflops"] > 0
+    assert 0 < row["mfu_measured"] < 1 and row["bound"] in ("memory", "compute")
+    assert out[0]["roofs"]["compute_tflops"]["fp32"] == pytest.approx(50.0)
+    assert out[0]["plot"] == [str(tmp_path / "r.png"), str(tmp_path / "r.svg")]
+
+
+def test_report_json_prints_the_records_and_writes_a_file_only_with_o(store, capsys, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    recs = json.loads(_run(["report", "--db", store, "--json"], capsys))
+    assert sorted(r["run_id"] for r in recs) == ["p1", "t1"]
+    assert not (tmp_path / "report.html").exists()
+    recs = json.loads(_run(["report", "--db", store, "--json", "--run", "t1", "-q", "--markdown",
+                            "-o", "r.md"], capsys))
+    assert [r["kind"] for r in recs] == ["throughput"] and (tmp_path / "r.md").stat().st_size
+    assert capsys.readouterr().err == ""  # -q: no 'wrote' line
+
+
+def _fake_gpu(monkeypatch):
+    try:
+        from tests.fakes.fake_nvml import FakeGpu, make_fake_pynvml
+    except ModuleNotFoundError:
+        from fakes.fake_nvml import FakeGpu, make_fake_pynvml  # type: ignore[no-redef]
+    monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml([FakeGpu()]))
+
+
+def test_monitor_json_is_a_json_line_per_sample(monkeypatch, capsys):
+    _fake_gpu(monkeypatch)
+    out = _run(["monitor", "--json", "--interval", "0.05", "--duration", "0.12"], capsys)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert len(rows) >= 2 and all(r["gpu"] == 0 and "power_w" in r for r in rows)
+
+
+def test_monitor_quiet_writes_the_csv_alone_and_needs_it(monkeypatch, capsys, tmp_path):
+    _fake_gpu(monkeypatch)
+    out = tmp_path / "m.csv"
+    assert _run(["monitor", "-q", "--csv", str(out), "--interval", "0.05", "--duration", "0.12"],
+                capsys) == ""
+    assert len(out.read_text().splitlines()) >= 3  # header and samples
+    assert main(["monitor", "-q", "--duration", "0.1"]) == 2
+    assert "--csv" in capsys.readouterr().err

@@ -79,7 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dist_flags(p)
     p.add_argument("--tag", help="label this run")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress line per link profile on stderr")
     add_store_flags(p)
     p.set_defaults(handler=cmd_comm)
 

@@ -8,8 +8,11 @@ Nothing here may import torch (``dlbench --help`` reads this module).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import math
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -17,6 +20,7 @@ from rich.markup import escape
 
 from dlbench.config import ConfigError
 from dlbench.report import tables, terminal
+from dlbench.report.table import Table
 from dlbench.store import Store
 
 EXIT_OK = 0
@@ -238,8 +242,28 @@ def add_sweep_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isolate", action="store_true",
                    help="run each benchmark in a fresh process (survives fatal CUDA errors; "
                         "costs a few seconds of start-up per benchmark, outside the timing)")
-    p.add_argument("--json", action="store_true", help="print this run's records as JSON on stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_output_flags(p, "print this run's records as JSON on stdout", "no progress bar")
+
+
+def add_output_flags(p: argparse.ArgumentParser, json_help: str, quiet_help: str) -> None:
+    """``--json`` and ``-q/--quiet``, which every command that prints results takes. Each
+    command says what its JSON holds and what ``-q`` leaves out: "quiet" cannot mean one thing
+    for a sweep (no progress bar) and for a listing (the ids alone), but it always prints less
+    and never changes what is measured or stored. With ``--json`` stdout holds the JSON alone;
+    progress and notes go to stderr."""
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
+
+
+def print_json(data: object) -> None:
+    """``data`` as indented JSON on stdout, the one thing ``--json`` puts there."""
+    sys.stdout.write(json.dumps(data, indent=1, default=str) + "\n")
+
+
+def show_table(table: Table, quiet: bool = False) -> None:
+    """A table; with ``-q`` its rows alone, without its title and notes (the figures for a
+    reader who knows what they are)."""
+    terminal.print_table(dataclasses.replace(table, title="", notes=()) if quiet else table)
 
 
 MULTINODE = """\
@@ -315,13 +339,14 @@ def exit_code(records: Sequence, interrupted: bool = False) -> int:
     return EXIT_FAILED_RESULTS if any(not r.ok for r in records) else EXIT_OK
 
 
-def show_tables(records: Sequence, view: str, label: str) -> None:
-    """The tables for a set of records of any kinds: each kind gets its own layout."""
+def show_tables(records: Sequence, view: str, label: str, quiet: bool = False) -> None:
+    """The tables for a set of records of any kinds: each kind gets its own layout (with
+    ``quiet``, without titles and notes: :func:`show_table`)."""
     if not records:
         terminal.stdout.print("no results")
         return
     for table in tables.tables_for(records, label, view):
-        terminal.print_table(table)
+        show_table(table, quiet)
     for r in records:
         skipped = getattr(r, "skipped_steps", lambda: None)()
         if skipped:

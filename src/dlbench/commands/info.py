@@ -7,7 +7,7 @@ import json
 import sys
 
 from dlbench import env as envmod
-from dlbench.commands.common import EXIT_OK, add_command
+from dlbench.commands.common import EXIT_OK, add_command, add_output_flags
 from dlbench.report import tables, terminal
 
 ORDER = 90
@@ -15,10 +15,15 @@ ORDER = 90
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "env", help="the environment results are stamped with")
-    p.add_argument("--json", action="store_true")
+    add_output_flags(p, "print the whole environment as one JSON object on stdout (the 'env' "
+                        "every record carries)",
+                     "print only the fields that decide whether two results compare (device, "
+                     "driver, CUDA, cuDNN, torch, CPU), one 'key value' line each, no table")
     p.set_defaults(handler=cmd_env)
     p = add_command(sub, "models", help="list the models, with input, unit and FLOPs")
-    p.add_argument("--json", action="store_true")
+    add_output_flags(p, "print the models as a JSON array on stdout (name, source, kind, unit, "
+                        "input_size, default_batch, eval/train FLOPs per sample, description)",
+                     "print only the model names, one per line (no FLOPs are counted: fast)")
     p.add_argument("--all", action="store_true", help="include the tiny test models")
     p.add_argument("--no-flops", action="store_true", help="skip counting FLOPs (faster)")
     p.set_defaults(handler=cmd_models)
@@ -26,6 +31,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_env(args: argparse.Namespace) -> int:
     env = envmod.capture_environment()
+    if args.quiet and not args.json:
+        for k, v in envmod.identity(env).items():
+            shown = json.dumps(v) if isinstance(v, (dict, list)) else str(v)
+            sys.stdout.write(f"{k} {shown}\n")
+        return EXIT_OK
     if args.json:
         sys.stdout.write(json.dumps(env, indent=1) + "\n")
         return EXIT_OK
@@ -42,6 +52,9 @@ def cmd_env(args: argparse.Namespace) -> int:
 def cmd_models(args: argparse.Namespace) -> int:
     from dlbench.models import list_models  # heavy: torch
     specs = list_models(include_test=args.all)
+    if args.quiet and not args.json:
+        sys.stdout.write("".join(f"{s.name}\n" for s in specs))
+        return EXIT_OK
     rows, docs = [], []
     for s in specs:
         ev = tr = None

@@ -103,7 +103,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="remove namespaces and links left by killed runs, then exit")
     p.add_argument("--tag", help="label this run")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress line per result on stderr")
     add_store_flags(p)
     p.set_defaults(handler=cmd_net)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -15,15 +16,18 @@ from dlbench.commands.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     add_command,
+    add_output_flags,
     add_store_flags,
     csv_list,
     device,
     flatten,
     metavar,
     one_of,
+    print_json,
+    show_table,
 )
 from dlbench.config import PRECISIONS, ConfigError
-from dlbench.measure.mfu import device_key, measured_peaks
+from dlbench.measure.mfu import device_key, measured_peaks, mfu
 from dlbench.report import cards, export, tables, terminal
 from dlbench.store import Store, StoreError
 from dlbench.workloads.gpu_fit import SOURCE_IDS, fit_gpus
@@ -75,6 +79,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", default="roofline",
                    help="plot path without extension (default: ./roofline -> .png and .svg)")
     p.add_argument("--no-plot", action="store_true", help="tables only")
+    add_output_flags(p, "print as JSON on stdout, a list with one object per device: 'device', "
+                        "'roofs' (source, bandwidth_gbs, compute_tflops per precision), "
+                        "'results' (per throughput result: id, run_id, model, mode, batch_size, "
+                        "precision, achieved_tflops, datasheet and measured peak and MFU, "
+                        "why_no_mfu, intensity in FLOP/byte, bound) and 'plot' (the files "
+                        "written; [] with --no-plot)",
+                     "print only the MFU table, without its title and notes, nor the line "
+                     "naming the roofs")
     p.set_defaults(handler=cmd_roofline)
 
     p = add_command(
@@ -104,7 +116,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(img/s, 1-4 GPUs, NVLink on/off), ms-per-batch (vgg16, resnet152, "
                         "densenet161 at batch 16), cifar10-frameworks (epoch times, PyTorch vs "
                         "TensorFlow)")
-    p.add_argument("--json", action="store_true")
+    add_output_flags(p, "print as JSON on stdout: the fit (model, mode, x, slope, r2, n, "
+                        "points, predictions); with --specs the spec rows, with --source that "
+                        "source and its rows, with --cards the card-to-card spreads",
+                     "print only the tables, without their titles and notes (the fit's "
+                     "equation and R^2, the sources)")
     p.set_defaults(handler=cmd_gpus)
 
 
@@ -162,48 +178,86 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     by_dev: dict[str, list] = {}
     for r in recs:
         by_dev.setdefault(device_key(r.env), []).append(r)
+    docs = []
     for dev, rs in by_dev.items():
         roofs = roofs_for(dev, rs[0].env, peak_recs)
-        terminal.print_table(tables.mfu_table(rs, peaks, roofs, f"MFU and roofline on {dev}"))
+        if not args.json:
+            show_table(tables.mfu_table(rs, peaks, roofs, f"MFU and roofline on {dev}"),
+                       args.quiet)
         bw = f"{tables.fmt_num(roofs.bandwidth_gbs)} GB/s" if roofs.bandwidth_gbs else "unknown"
-        terminal.stdout.print(f"roofs ({roofs.source}): memory {bw}; compute "
-                              + ", ".join(f"{p} {tables.fmt_num(v)} TFLOP/s"
-                                        for p, v in roofs.compute_tflops.items()))
-        if args.no_plot:
-            continue
-        pts = [p for p in (point_for(r, roofs) for r in rs) if p is not None]
-        stem = Path(args.output)
-        if len(by_dev) > 1:
-            stem = stem.with_name(f"{stem.name}-{envmod._slug(dev)}")
-        from dlbench.report.plots import roofline_plot  # heavy: matplotlib
-        paths = roofline_plot(pts, roofs, stem)
-        terminal.stderr.print("wrote " + ", ".join(str(p) for p in paths))
+        if not args.json and not args.quiet:
+            terminal.stdout.print(f"roofs ({roofs.source}): memory {bw}; compute "
+                                  + ", ".join(f"{p} {tables.fmt_num(v)} TFLOP/s"
+                                              for p, v in roofs.compute_tflops.items()))
+        paths = []
+        if not args.no_plot:
+            pts = [p for p in (point_for(r, roofs) for r in rs) if p is not None]
+            stem = Path(args.output)
+            if len(by_dev) > 1:
+                stem = stem.with_name(f"{stem.name}-{envmod._slug(dev)}")
+            from dlbench.report.plots import roofline_plot  # heavy: matplotlib
+            paths = roofline_plot(pts, roofs, stem)
+            terminal.stderr.print("wrote " + ", ".join(str(p) for p in paths))
+        docs.append({"device": dev, "roofs": {"source": roofs.source,
+                                              "bandwidth_gbs": roofs.bandwidth_gbs,
+                                              "compute_tflops": roofs.compute_tflops},
+                     "results": [_roofline_row(r, peaks, roofs) for r in rs],
+                     "plot": [str(p) for p in paths]})
+    if args.json:
+        print_json(docs)
     return EXIT_OK
+
+
+def _roofline_row(r, peaks: dict, roofs) -> dict:
+    """One throughput result of ``roofline --json``: the figures of its MFU table row, as
+    numbers (MFU as a fraction; None where the table shows '-')."""
+    from dlbench.measure.roofline import point_for  # heavy: torch
+    m = mfu(r, peaks)
+    pt = point_for(r, roofs) if m.achieved_tflops is not None else None
+    c = r.config
+    return {"id": r.id, "run_id": r.run_id, "model": c.model, "mode": c.mode,
+            "batch_size": c.batch_size, "precision": c.precision,
+            "achieved_tflops": m.achieved_tflops,
+            "datasheet_peak_tflops": m.datasheet_peak_tflops, "mfu_datasheet": m.datasheet,
+            "measured_peak_tflops": m.measured_peak_tflops, "mfu_measured": m.measured,
+            "why_no_mfu": list(dict.fromkeys(w for w in (m.datasheet_reason, m.measured_reason)
+                                             if w)),
+            "intensity": pt.intensity if pt else None, "bound": pt.bound if pt else None}
 
 
 # -- gpus ------------------------------------------------------------------------------------------
 def cmd_gpus(args: argparse.Namespace) -> int:
     if args.cards:
-        terminal.print_table(cards.spread_table())
+        if args.json:
+            print_json(cards.card_spreads())
+        else:
+            show_table(cards.spread_table(), args.quiet)
         return EXIT_OK
     if args.specs:
+        if args.json:
+            print_json([dataclasses.asdict(s) for s in ref.gpu_specs()])
+            return EXIT_OK
         rows = tuple((s.id, s.name, *(tables.fmt_num(s.tflops(p)) for p in PRECISIONS),
                       tables.fmt_num(s.memory_bandwidth_gbs), tables.fmt_num(s.memory_gb),
                       tables.fmt_num(s.tdp_w), s.source) for s in ref.gpu_specs())
-        terminal.print_table(tables.Table(
+        show_table(tables.Table(
             "GPU datasheet figures (dense TFLOPS; fp32 non-tensor)",
-            ("id", "name", *PRECISIONS, "GB/s", "GB", "W", "source"), rows))
+            ("id", "name", *PRECISIONS, "GB/s", "GB", "W", "source"), rows), args.quiet)
         return EXIT_OK
     if args.source:
         rs = ref.select(source=SOURCE_IDS[args.source])
         src = ref.sources()[SOURCE_IDS[args.source]]
+        if args.json:
+            print_json({"source": args.source, **src,
+                        "rows": [dataclasses.asdict(r) for r in rs]})
+            return EXIT_OK
         rows = tuple((r.device, str(r.gpus), r.model, r.mode, r.precision or "-",
                       str(r.batch_size or "-"), r.metric, tables.fmt_num(r.value), r.setup or "")
                      for r in rs)
-        terminal.print_table(tables.Table(f"{args.source}: {src['title']}",
-                                          ("device", "GPUs", "model", "mode", "prec", "batch",
-                                           "metric", "value", "setup"), rows,
-                                          (f"source: {src['document']}", src["setup"])))
+        show_table(tables.Table(f"{args.source}: {src['title']}",
+                                ("device", "GPUs", "model", "mode", "prec", "batch", "metric",
+                                 "value", "setup"), rows,
+                                (f"source: {src['document']}", src["setup"])), args.quiet)
         return EXIT_OK
     try:
         g = fit_gpus(args.model, args.mode, args.x_precision, args.db, flatten(args.predict, []))
@@ -223,20 +277,21 @@ def cmd_gpus(args: argparse.Namespace) -> int:
              tables.fmt_num(1000 / p.y_speed), tables.fmt_num(fit.slope * p.x_tflops))
             for who, pts in (("published (ms-per-batch)", g.published), ("yours", g.own))
             for p in pts]
-    terminal.print_table(tables.Table(
+    show_table(tables.Table(
         f"{args.model} {args.mode}, batch 16: speed on {args.x_precision} TFLOPS",
         ("device", "from", "TFLOPS", "batches/s", "ms/batch", "fit"), tuple(rows),
         (f"fit through the origin on the {len(g.published)} published FP32 points: batches/s = "
          f"{fit.slope:.4f} x TFLOPS; R^2 = {fit.r2:.3f} (uncentred, as the ms-per-batch "
          f"article; centred {fit.r2_centered:.3f}); your rows are shown, not fitted",
          "each row is one card, and cards of one GPU model differ: a published row's card is "
-         "not yours ('dlbench gpus --cards': the spread measured across cards)")))
-    terminal.print_table(tables.Table(
+         "not yours ('dlbench gpus --cards': the spread measured across cards)")), args.quiet)
+    show_table(tables.Table(
         "Predicted for GPUs not measured (95% prediction interval)",
         ("gpu", "TFLOPS", "batches/s", "interval", "ms/batch"),
         tuple((s.name, tables.fmt_num(s.tflops(args.x_precision)), tables.fmt_num(y),
                f"{tables.fmt_num(lo)} - {tables.fmt_num(hi)}", tables.fmt_num(1000 / y))
               for s, y, lo, hi in g.predictions),
         ("a line fitted on 2017-2021 GPUs at batch 16 in FP32; far outside that range "
-         "(tensor-core GPUs, large batches) the prediction says what FP32 TFLOPS alone implies",)))
+         "(tensor-core GPUs, large batches) the prediction says what FP32 TFLOPS alone implies",)),
+        args.quiet)
     return EXIT_OK

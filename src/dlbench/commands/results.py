@@ -14,9 +14,11 @@ from dlbench.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     add_command,
+    add_output_flags,
     add_store_flags,
     metavar,
     one_of,
+    show_table,
     show_tables,
 )
 from dlbench.report import export, outfile, tables, terminal
@@ -40,7 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--suite", help="only runs of this suite (e.g. classic-cnn, tune, peak)")
     q.add_argument("--limit", type=COUNT, default=50,
                    help="at most this many rows (default 50; 0: all)")
-    q.add_argument("--json", action="store_true")
+    add_output_flags(q, "print as JSON on stdout: the runs (run_id, command, tag, suite, device, "
+                        "started_at, status, results, errors, ...), or with --results the "
+                        "records in full, as 'results export --format json'",
+                     "print only the ids, one per line (run ids, or with --results result "
+                     "ids): for scripts, e.g. 'for r in $(dlbench results ls -q); do ...'")
     q = add_command(rsub, "show", help="a run's tables, or one result in full",
                         description="Show a run (id prefix or 'latest') as tables, or one result "
                                     "(id prefix) with its summary, environment and raw step times.")
@@ -52,7 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "precision, eager and compiled, as tf_cnn_benchmarks); ms-per-batch "
                         "(eval and train ms per batch, as the classic per-model scripts) "
                         "(default: the run's suite's)")
-    q.add_argument("--json", action="store_true")
+    add_output_flags(q, "print the records in full as JSON on stdout, as 'results export "
+                        "--format json'",
+                     "print only the tables: no run header line, no table titles or notes, "
+                     "and for one result its table without the step times and environment")
     q = add_command(
         rsub, "export", help="write results as JSON (full records) or CSV (one table per kind)",
         description="Write the selected results as JSON (every record in full: config, raw "
@@ -145,6 +154,9 @@ def _results_ls(args: argparse.Namespace, store: Store) -> int:
         if args.json:
             sys.stdout.write(export.to_json(recs) + "\n")
             return EXIT_OK
+        if args.quiet:
+            _ids(r.id for r in recs)
+            return EXIT_OK
         rows = []
         for r in recs:
             fig = r.units_per_s() if r.kind == "throughput" else r.headline()
@@ -164,6 +176,9 @@ def _results_ls(args: argparse.Namespace, store: Store) -> int:
     if args.json:
         sys.stdout.write(json.dumps([r.__dict__ for r in runs], indent=1) + "\n")
         return EXIT_OK
+    if args.quiet:
+        _ids(r.run_id for r in runs)
+        return EXIT_OK
     rows = tuple((r.run_id, r.started_at, r.status, canonical(r.suite) or "-", r.tag or "-",
                   r.device or "-",
                   str(r.results), str(r.errors), r.command) for r in runs)
@@ -171,6 +186,10 @@ def _results_ls(args: argparse.Namespace, store: Store) -> int:
                                                              "tag", "device", "results", "errors",
                                                              "command"), rows))
     return EXIT_OK
+
+
+def _ids(ids) -> None:
+    sys.stdout.write("".join(f"{i}\n" for i in ids))
 
 
 def _results_show(args: argparse.Namespace, store: Store) -> int:
@@ -183,8 +202,9 @@ def _results_show(args: argparse.Namespace, store: Store) -> int:
         if not runs:
             raise StoreError(f"no run is tagged {args.tag!r} in {args.db}")
         view = args.view or view_of_suite(runs[0].suite)
-        terminal.stdout.print(f"tag {args.tag}: {len(runs)} run(s), {len(recs)} result(s)")
-        show_tables(recs, view, runs[0].device or "?")
+        if not args.quiet:
+            terminal.stdout.print(f"tag {args.tag}: {len(runs)} run(s), {len(recs)} result(s)")
+        show_tables(recs, view, runs[0].device or "?", args.quiet)
         return EXIT_OK
     try:
         run_id = store.resolve_run(args.ref)
@@ -193,7 +213,7 @@ def _results_show(args: argparse.Namespace, store: Store) -> int:
         if args.json:
             sys.stdout.write(export.to_json([record]) + "\n")
         else:
-            _print_record(record)
+            _print_record(record, args.quiet)
         return EXIT_OK
     recs = store.results(run_id=run_id)
     if args.json:
@@ -202,25 +222,30 @@ def _results_show(args: argparse.Namespace, store: Store) -> int:
     info = next(r for r in store.runs() if r.run_id == run_id)
     fwd_bwd = any(getattr(r.config, "method", None) == "fwd-bwd" for r in recs)
     view = args.view or view_of_suite(info.suite, "ms-per-batch" if fwd_bwd else "throughput")
-    terminal.stdout.print(f"run {run_id} ({info.status}) {info.started_at}: {info.command}")
-    show_tables(recs, view, info.device or "?")
+    if not args.quiet:
+        terminal.stdout.print(f"run {run_id} ({info.status}) {info.started_at}: {info.command}")
+    show_tables(recs, view, info.device or "?", args.quiet)
     return EXIT_OK
 
 
-def _print_record(r) -> None:
+def _print_record(r, quiet: bool = False) -> None:
     out = terminal.stdout
     if r.kind != "throughput":
-        show_tables([r], "throughput", envmod.device_label(getattr(r, "env", {}) or {}))
+        show_tables([r], "throughput", envmod.device_label(getattr(r, "env", {}) or {}), quiet)
+        if quiet:
+            return
         out.print_json(json.dumps({"config": r.config.to_dict()}, default=str))
         if r.error:
             out.print(f"[red]{r.error_type}[/red]: {r.error}", highlight=False)
         return
-    terminal.print_table(tables.throughput_table([r], f"Result {r.id} (run {r.run_id})"))
+    show_table(tables.throughput_table([r], f"Result {r.id} (run {r.run_id})"), quiet)
+    if quiet:
+        return
     s = r.summary()
     if s is not None:
-        out.print(f"window: {s.steps} steps, {s.total_s:.3f} s (host clock {r.window_wall_s:.3f} s),"
-                  f" stopped by {r.stop_reason}; first step {r.first_step_s:.3f} s; "
-                  f"warm-up {len(r.warmup_times_s)} steps")
+        out.print(f"window: {s.steps} steps, {s.total_s:.3f} s (host clock "
+                  f"{_seconds(r.window_wall_s)}), stopped by {r.stop_reason}; first step "
+                  f"{_seconds(r.first_step_s)}; warm-up {len(r.warmup_times_s)} steps")
         out.print(f"interval ({s.confidence:.0%}): {tables.fmt_num(s.throughput_low)} - "
                   f"{tables.fmt_num(s.throughput_high)} samples/s; cv {s.cv:.1%}")
         out.print("step times (ms): " + " ".join(f"{t * 1e3:.2f}" for t in r.step_times_s[:50])
@@ -232,6 +257,10 @@ def _print_record(r) -> None:
         out.print(f"card: {' '.join(uuids)}", highlight=False)
     out.print_json(json.dumps({"config": r.config.to_dict(), "memory": r.memory,
                                "environment": envmod.identity(r.env)}))
+
+
+def _seconds(t: float | None) -> str:
+    return "-" if t is None else f"{t:.3f} s"  # a record that did not time it
 
 
 def _results_export(args: argparse.Namespace, store: Store) -> int:

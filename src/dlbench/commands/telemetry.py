@@ -17,9 +17,12 @@ from dlbench.commands.common import (
     EXIT_OK,
     SECONDS,
     add_command,
+    add_output_flags,
     add_store_flags,
     csv_list,
+    show_table,
 )
+from dlbench.config import ConfigError
 from dlbench.report import export, outfile, tables, terminal
 from dlbench.store import Store, StoreError
 from dlbench.telemetry.monitor import Monitor, format_line
@@ -41,9 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("ref", nargs="?", help="result id (or unique prefix)")
     p.add_argument("--run", help="instead of one result, the energy table of a run (id or 'latest')")
     p.add_argument("--csv", metavar="FILE", help="write the series as CSV ('-' for stdout)")
-    p.add_argument("--json", action="store_true",
-                   help="print as JSON: the result's telemetry summary, marks and series (with "
-                        "--run: the run's records)")
+    add_output_flags(p, "print as JSON: the result's telemetry summary, marks and series (with "
+                        "--run: the run's records)",
+                     "print only the energy table, without its title and notes, nor the marks "
+                     "line and the series table")
     p.set_defaults(handler=cmd_telemetry)
 
     p = add_command(
@@ -51,7 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "CIFAR-10 framework comparison: --interval 5)",
         description="Print one line per GPU per interval: utilisation, memory, power, energy "
                     "since start, temperature, SM clock and throttle reasons. Run any workload "
-                    "beside it. Without NVML the host's CPU and memory are sampled instead.")
+                    "beside it. Without NVML the host's CPU and memory are sampled instead.",
+        epilog="examples:\n  dlbench monitor --interval 5\n"
+               "  dlbench monitor --json --duration 60 > gpu.jsonl   # one JSON object a line\n"
+               "  dlbench monitor -q --csv gpu.csv                   # the file alone",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--interval", type=SECONDS, default=1.0,
                    help="seconds between samples, > 0 (default 1)")
     p.add_argument("--duration", type=SECONDS,
@@ -59,6 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", metavar="FILE", help="also write every sample to this CSV file")
     p.add_argument("--gpu", type=csv_list(COUNT),
                    help="comma-separated NVML indices (default: every GPU)")
+    add_output_flags(p, "print JSON lines on stdout: one object per GPU per sample (the host's "
+                        "row without NVML), as soon as it is read, with the keys of the --csv "
+                        "columns (time, t_s, gpu, util_gpu_pct, mem_used_mib, power_w, "
+                        "energy_j, temp_c, sm_clock_mhz, throttle, ...); null where NVML gave "
+                        "no value",
+                     "print no line per sample and no count at the end: the --csv file alone "
+                     "(so it needs --csv)")
     p.set_defaults(handler=cmd_monitor)
 
 
@@ -74,7 +89,8 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
             if args.json:
                 sys.stdout.write(export.to_json(recs) + "\n")
                 return EXIT_OK
-            terminal.print_table(tables.energy_table(recs, f"Energy and telemetry, run {args.run}"))
+            show_table(tables.energy_table(recs, f"Energy and telemetry, run {args.run}"),
+                       args.quiet)
             return EXIT_OK
         if not args.ref:
             raise StoreError("name a result id (dlbench results ls --results) or pass --run")
@@ -98,7 +114,9 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
             outfile.write_text(args.csv, text, args.db, "--csv")
             terminal.stderr.print(f"wrote {len(rows)} sample rows of {rec.id} to {args.csv}")
         return EXIT_OK
-    terminal.print_table(tables.energy_table([rec], f"Result {rec.id}: {rec.config.label}"))
+    show_table(tables.energy_table([rec], f"Result {rec.id}: {rec.config.label}"), args.quiet)
+    if args.quiet:
+        return EXIT_OK
     if tele.get("nvml_error"):
         terminal.stdout.print(f"no GPU telemetry: {tele['nvml_error']}", highlight=False)
     marks = ", ".join(f"{k} {v:.3f} s" for k, v in (tele.get("marks") or {}).items())
@@ -110,6 +128,8 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
 
 def cmd_monitor(args: argparse.Namespace) -> int:
     gpus = args.gpu or None
+    if args.quiet and not args.csv:
+        raise ConfigError("monitor -q prints no sample: add --csv FILE to keep them, or drop -q")
     if args.csv:  # refused before sampling starts: a store, an SQLite file, a directory
         outfile.check_output(args.csv, "dlbench.db", "--csv")
         if not Path(args.csv).resolve().parent.is_dir():
@@ -127,7 +147,10 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     try:
         for rows in mon.ticks(args.interval, args.duration):
             for row in rows:
-                print(format_line(row), flush=True)
+                if args.json:  # a line per row, flushed: a reader follows it as it comes
+                    print(json.dumps(row), flush=True)
+                elif not args.quiet:
+                    print(format_line(row), flush=True)
                 if writer:
                     writer.writerow({k: "" if v is None else v for k, v in row.items()})
             if fh:
@@ -139,7 +162,8 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         mon.close()
         if fh:
             fh.close()
-    terminal.stderr.print(f"{n} sample(s)" + (f" written to {args.csv}" if args.csv else ""))
+    if not args.quiet:
+        terminal.stderr.print(f"{n} sample(s)" + (f" written to {args.csv}" if args.csv else ""))
     return EXIT_OK
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -11,10 +12,13 @@ from dlbench.commands.common import (
     POSITIVE,
     POSITIVE_REAL,
     add_command,
+    add_output_flags,
     add_store_flags,
     csv_list,
     flatten,
+    print_json,
     real,
+    show_table,
 )
 from dlbench.report import terminal
 from dlbench.report.network import (
@@ -110,17 +114,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "InfiniBand, predicted")
     p.add_argument("--seed004", dest="ps_cluster", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--networks", action="store_true", help="list the named links and exit")
-    p.add_argument("--json", action="store_true")
+    add_output_flags(p, "print as JSON on stdout: the predictions (one object per model, strategy, "
+                        "cluster and network: compute, communication, step time, throughput, "
+                        "efficiency); with --check the rows of prediction against measurement, "
+                        "with --ps-cluster its rows and figures, with --networks the links",
+                     "print only the tables, without titles and notes, nor the lines on where "
+                     "communication stops hiding and where the compute time came from")
     add_store_flags(p)
     p.set_defaults(handler=cmd_whatif)
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
     if args.networks:
-        terminal.print_table(networks_table())
+        if args.json:
+            from dlbench.whatif.networks import NETWORKS
+            print_json([dataclasses.asdict(n) for n in NETWORKS])
+        else:
+            show_table(networks_table(), args.quiet)
         return EXIT_OK
     if args.ps_cluster:
-        return _ps_cluster()
+        return _ps_cluster(args)
     if args.check:
         return _check(args)
     return _predict(args)
@@ -144,10 +157,11 @@ def _predict(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps([scenarios.prediction_dict(x) for x in p.detail], indent=1)
                          + "\n")
         return EXIT_OK
-    terminal.print_table(prediction_table(p.detail, f"PREDICTED step time (overlap "
-                                                    f"{args.overlap}, {args.allreduce} "
-                                                    "all-reduce)"))
-    terminal.print_table(predicted_scaling_table(p.all, scenarios.units(workloads)))
+    show_table(prediction_table(p.detail, f"PREDICTED step time (overlap {args.overlap}, "
+                                          f"{args.allreduce} all-reduce)"), args.quiet)
+    show_table(predicted_scaling_table(p.all, scenarios.units(workloads)), args.quiet)
+    if args.quiet:
+        return EXIT_OK
     for line in hiding_lines(p.hiding):
         terminal.stdout.print(line, highlight=False)
     for w in workloads:
@@ -163,13 +177,22 @@ def _check(args: argparse.Namespace) -> int:
     c = scenarios.check_against(args.db, intra=args.intra, busbw_from=args.busbw_from,
                                 bytes_per_param=args.bytes_per_param,
                                 backward_fraction=args.backward_fraction)
+    if args.json:
+        print_json({"net": [_row(r) for r in c.net], "scaling": [_row(r) for r in c.scaling],
+                    "scaling_link": c.scaling_link,
+                    "net_error": error_summary(c.net) if c.net else None,
+                    "scaling_error": error_summary(c.scaling) if c.scaling else None})
+        return EXIT_OK
     if c.net:
-        terminal.print_table(check_table(c.net, "The what-if model against dlbench net "
-                                                "(emulated links, gloo)"))
-        _summary(error_summary(c.net))
+        show_table(check_table(c.net, "The what-if model against dlbench net "
+                                      "(emulated links, gloo)"), args.quiet)
+        if not args.quiet:
+            _summary(error_summary(c.net))
     if c.scaling:
-        terminal.print_table(check_table(c.scaling, f"The what-if model against dlbench scale "
-                                                    f"(intra-node link: {c.scaling_link})"))
+        show_table(check_table(c.scaling, f"The what-if model against dlbench scale "
+                                          f"(intra-node link: {c.scaling_link})"), args.quiet)
+        if args.quiet:
+            return EXIT_OK
         _summary(error_summary(c.scaling))
         for profile in dict.fromkeys(r.link for r in c.scaling):
             part = [r for r in c.scaling if r.link == profile]
@@ -185,10 +208,21 @@ def _summary(s: dict) -> None:
     terminal.stdout.print("mean absolute error " + ", ".join(parts), highlight=False)
 
 
-def _ps_cluster() -> int:
+def _row(r) -> dict:
+    """A check row with its errors (properties, which ``asdict`` leaves out)."""
+    return dataclasses.asdict(r) | {"error_none": r.error_none, "error_full": r.error_full,
+                                    "error_fit": r.error_fit}
+
+
+def _ps_cluster(args: argparse.Namespace) -> int:
     from dlbench.whatif import scenarios  # heavy: torch (model sizes)
     c = scenarios.ps_cluster()
-    terminal.print_table(ps_cluster_table(c.rows))
+    if args.json:
+        print_json(dataclasses.asdict(c))
+        return EXIT_OK
+    show_table(ps_cluster_table(c.rows), args.quiet)
+    if args.quiet:
+        return EXIT_OK
     terminal.stdout.print(
         f"If the busiest server carried 2.5 Gbit/s each way on InfiniBand, the model implies "
         f"{c.implied_compute_s * 1e3:.0f} ms of compute per step; then 1 GbE is predicted "
