@@ -1,36 +1,27 @@
 """``dlbench train --framework jax``: the JAX loop (:mod:`dlbench.frameworks.jax.train`) fed the
 PyTorch run's rules, schedule, data order and MLPerf log, so one command compares the two.
 
-A runner of the shape of :class:`dlbench.training.runner.InlineRunner` (``dataset``, ``run``):
-runs of one device in this process, each outcome (failures too) a :class:`TrainRecord`.
+PyTorch's :class:`dlbench.training.runner.InlineRunner` with JAX's ``run``: runs of one device
+in this process, each outcome (failures too) a :class:`TrainRecord`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
 
-from dlbench.data import load_dataset
 from dlbench.launch.failures import classify, describe
 from dlbench.records.train import TrainConfig, TrainRecord
 from dlbench.training import loop, mlperf, recipe
 from dlbench.training.pipeline import epoch_permutation
-from dlbench.training.runner import failure_record, to_record
+from dlbench.training.runner import InlineRunner, failure_record, to_record
 
 
 @dataclass
-class JaxTrainRunner:
-    """One-device JAX runs in this process; the dataset is read once per (name, folder)."""
-
-    mllog: bool = True
-    _data: dict[tuple, Any] = field(default_factory=dict)
-
-    def dataset(self, cfg: TrainConfig):
-        key = (cfg.dataset, cfg.data_dir, cfg.image_size)
-        if key not in self._data:
-            self._data[key] = load_dataset(cfg.dataset, cfg.data_dir, cfg.image_size)
-        return self._data[key]
+class JaxTrainRunner(InlineRunner):
+    """One-device JAX runs in this process; the dataset is read once per (name, folder), as
+    PyTorch's :class:`InlineRunner` reads it."""
 
     def run(self, cfg: TrainConfig, env: dict, measure_side: bool = True,
             on_epoch: Callable[[dict], None] | None = None) -> TrainRecord:
