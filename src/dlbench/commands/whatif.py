@@ -29,6 +29,7 @@ from dlbench.report.network import (
     prediction_table,
     ps_cluster_table,
 )
+from dlbench.whatif.networks import NETWORKS
 
 ORDER = 23
 
@@ -127,7 +128,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_whatif(args: argparse.Namespace) -> int:
     if args.networks:
         if args.json:
-            from dlbench.whatif.networks import NETWORKS
             print_json([dataclasses.asdict(n) for n in NETWORKS])
         else:
             show_table(networks_table(), args.quiet)
