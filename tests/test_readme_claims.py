@@ -56,6 +56,20 @@ def test_flags_are_what_the_records_carry(rendered):
     assert "noisy (time cap)" in rendered["cpu-suite"][0]
     assert "throttled (power)" in rendered["h100-tuned"][0]
     assert all("one process" in lines[0] for lines in rendered.values())
+    # The hand-kept tables these replaced had dropped these: the ms-per-batch fp16 windows the
+    # time cap stopped, the socket-only VGG-16 window (±58%) behind the 0.341 factor, the
+    # DataParallel window at batch 256 on two H200s.
+    fp16 = next(line for line in rendered["h100-ms-per-batch"] if line.startswith("| FP16"))
+    assert fp16.count("noisy (time cap)") == 4
+    vgg = next(line for line in rendered["h200-interconnect-4"] if line.startswith("| vgg16"))
+    assert "(0.341) ±58.5%, noisy (time cap)" in vgg
+    dp = next(line for line in rendered["two-h200"] if line.startswith("| dp"))
+    assert "noisy (time cap); cv 15%" in dp
+
+
+def test_lever_gains_are_computed_from_their_records(rendered):
+    row = next(line for line in rendered["h100-levers"] if "compiled with the model** (" in line)
+    assert "| 349,601 tok/s ±0.55% | 448,926 tok/s ±1.31%, noisy | +28.4% | 8269422c2a78 |" in row
 
 
 def test_replacing_blocks_keeps_the_rest_and_refuses_a_lost_table():

@@ -350,6 +350,194 @@ def classic_cnn(store: Store) -> list[str]:
          "fp32 compiled"), rows)
 
 
+# -- hand-picked records: tables whose rows name their records ---------------------------------
+def _ids(cell: Any) -> tuple[str, ...]:
+    return () if cell is None else (cell,) if isinstance(cell, str) else tuple(cell)
+
+
+def _get(store: Store, rid: str) -> Any:
+    r = store.get(rid)
+    if not r.ok:
+        raise LookupError(f"record {rid} is not ok ({r.error_type}): a table cannot quote it")
+    return r
+
+
+def _value(r: Any, unit: str) -> str:
+    """The cell's figure: the rate (``unit`` "rate": with its unit; "bare": without) or the
+    mean step time in ms ("ms", as the ms-per-batch scripts print it)."""
+    if unit == "ms":
+        return fmt_num(r.summary().mean_s * 1e3, 3)
+    return _rate(r) if unit == "rate" else _rate_bare(r)
+
+
+def _figure(r: Any, flags: list[str], common: list[str], unit: str,
+            base: Any = None, digits: int = 2) -> str:
+    """``value (factor over base) ±95%, flags`` of one record."""
+    text = _value(r, unit)
+    if base is not None:
+        text += f" ({r.summary().throughput / base.summary().throughput:.{digits}f})"
+    text += f" ±{fmt_pct(r.summary().rel_halfwidth)}"
+    rest = _rest(flags, common)
+    return text + ("" if rest == "–" else f", {rest}")
+
+
+def picked(caption: str, columns: Sequence[str],
+           rows: Sequence[tuple[tuple[str, ...], tuple[Any, ...]]], unit: str = "bare",
+           factor_over: int | dict[int, int] | str | None = None, digits: int = 2
+           ) -> Callable[[Store], list[str]]:
+    """A table of records named by id: each row is (its label cells, its record cells); each
+    record cell shows its figure ±95% and the flags not common to the whole table, and, with
+    ``factor_over``, its factor over the row's record in that cell (a dict: per cell, the cell
+    it is a factor over; "first": the table's first record)."""
+    def render(store: Store) -> list[str]:
+        recs = {rid: _get(store, rid) for _, cells in rows for c in cells for rid in _ids(c)}
+        flags = {rid: record_flags(r) for rid, r in recs.items()}
+        common = _common(list(flags.values()))
+        out = []
+        for labels, cells in rows:
+            line = list(labels)
+            for i, c in enumerate(cells):
+                if c is None:
+                    line.append("–")
+                    continue
+                if factor_over == "first":
+                    first = recs[_ids(rows[0][1][0])[0]]
+                    base = None if _ids(c)[0] == first.id else first
+                else:
+                    over = factor_over.get(i) if isinstance(factor_over, dict) else \
+                        None if factor_over == i else factor_over
+                    base_ids = _ids(cells[over]) if over is not None else ()
+                    base = recs[base_ids[0]] if base_ids else None
+                line.append(" / ".join(_figure(recs[rid], flags[rid], common, unit, base, digits)
+                                       for rid in _ids(c)))
+            out.append(tuple(line))
+        return [caption + " " + _caption(common), ""] + _table(columns, out)
+    return render
+
+
+def gains(caption: str, rows: Sequence[tuple[str, str, Any]],
+          unit: str = "rate") -> Callable[[Store], list[str]]:
+    """Lever tables: each row (what changed, the record before, the record(s) with the lever),
+    with the gain computed from the records and the runs they came from."""
+    def render(store: Store) -> list[str]:
+        recs = {rid: _get(store, rid) for _, b, a in rows for rid in (b,) + _ids(a)}
+        flags = {rid: record_flags(r) for rid, r in recs.items()}
+        common = _common(list(flags.values()))
+        out = []
+        for label, before, after in rows:
+            b = recs[before]
+            afters = [recs[a] for a in _ids(after)]
+            gain = " / ".join(f"{a.summary().throughput / b.summary().throughput - 1:+.1%}"
+                              for a in afters)
+            runs = ", ".join(dict.fromkeys(r.run_id for r in [b] + afters))
+            out.append((label, _figure(b, flags[before], common, unit),
+                        " / ".join(_figure(a, flags[a.id], common, unit) for a in afters),
+                        gain, runs))
+        return [caption + " " + _caption(common), ""] + _table(
+            ("config (train)", "before", "with the lever", "gain", "runs"), out)
+    return render
+
+
+MS_PER_BATCH = picked(
+    "Run e991c923eb3f (tag seed002), ms per batch of 16 (mean step) ±95%.",
+    ("setup", "vgg16 eval", "vgg16 train", "resnet152 eval", "resnet152 train",
+     "densenet161 eval", "densenet161 train"),
+    ((("FP32",), ("688e5a5feb08", "b5c7020049f1", "41cb734903f0", "62f9f504766c",
+                  "7a99f1685d27", "ae1b02bba69c")),
+     (("FP16",), ("10b12fc6745a", "b41ac2e3bc2e", "ed409ab09f50", "31ed3adf945a",
+                  "9a2fcebda815", "fd334e714567"))), unit="ms")
+
+_INTERCONNECT_COLS = ("model", "default", "no-p2p (NCCL_P2P_DISABLE=1: host shared memory)",
+                      "no-p2p+no-shm (sockets)")
+INTERCONNECT_4 = picked(
+    "ddp at 4 GPUs, bf16, img/s (factor over default) ±95%; default: the latest default-profile "
+    "record, the others run da0b697532f1.", _INTERCONNECT_COLS,
+    ((("resnet50",), ("c828ce0b1be2", "a6caee5619e7", "3f3c18c77d7d")),
+     (("vgg16",), ("7190dd83c291", "dc3ef3d46074", "d569391748b8"))), factor_over=0, digits=3)
+INTERCONNECT_2 = picked(
+    "ddp at 2 GPUs, bf16, img/s (factor over default) ±95%; default: the latest default-profile "
+    "record, the others run f9417393c970.", _INTERCONNECT_COLS,
+    ((("resnet50",), ("6c2f92a69183", "c770acbdda24", "04403c31db22")),
+     (("inception_v3",), ("bc5e01c065a6", "eb86d53eeb10", "c9e29a346090")),
+     (("vgg16",), ("118404dd871c", "2ffffe1afc99", "47008f8b541f")),
+     (("resnet152",), ("0d1c921b1697", "ae135e8ff36e", "6f5e6dbeb6c4"))),
+    factor_over=0, digits=3)
+
+_STRATEGY_IDS = (
+    ("resnet50", "bf16", ("9478f7656a7c 6c2f92a69183 ef8132aedfea 79b39690db08 651c871669e7 "
+     "755f74bc543c")),
+    ("inception_v3", "bf16", ("e56acfc14477 bc5e01c065a6 1f7f5e8670bf dc4c5c8240fe ff7886d82863 "
+     "205af75f63c7")),
+    ("vgg16", "bf16", ("5f5e0e98f843 118404dd871c bf84688e9f35 cba166dd6925 30103cb87d52 "
+     "7c0e60c3d98e")),
+    ("resnet152", "bf16", ("5dbec394a54c 0d1c921b1697 a438bcd28e73 28ccbd81a426 158c1d4b7da5 "
+     "a48c108b4269")),
+    ("resnet50", "fp32", ("1db98cba86d5 9e17caddada4 86e7bde4b89b cb0f58297327 755c0541d92f "
+     "9c25ffa369df")),
+    ("inception_v3", "fp32", ("0a24ac009403 b9a9f97db8cf 72d2b2b25c3f b24067a0c22d b9efead5739e "
+     "39ef8e951d69")),
+    ("vgg16", "fp32", ("7ce3cf6d9ff8 178c87a17cb5 7c045caf2621 a4a66686e64f 1001ab457c4e "
+     "e8031bfd1a49")),
+    ("resnet152", "fp32", ("0085794229f5 cab4b4fe8ca5 4a69c12b6ad4 59312266914e 1b114fb9fc81 "
+     "49d344d505c7")),
+)
+STRATEGIES = picked(
+    "The latest ok record of each config (default interconnect); img/s (factor over the "
+    "strategy's 1 GPU) ±95%.",
+    ("model", "precision", "ddp, 1 GPU", "ddp, 2 GPUs", "dp, 1 GPU", "dp, 2 GPUs", "ps, 1 GPU",
+     "ps, 2 GPUs"),
+    tuple(((m, p), tuple(ids.split())) for m, p, ids in _STRATEGY_IDS),
+    factor_over={1: 0, 3: 2, 5: 4})
+TWO_H200 = picked(
+    "ResNet-50 b256 bf16 on a host of two H200, runs f10e1774b20e and 9e6e5c8fd9e5; img/s "
+    "(factor over 1 GPU) ±95%.", ("strategy", "1 GPU", "2 GPUs"),
+    ((("ddp",), ("559698c9c8ee", "616fb942c9ef")),
+     (("ddp, `--interconnect no-p2p`",), ("559698c9c8ee", "98c8c56bdeb5")),
+     (("dp (nn.DataParallel)",), ("9a72179b0678", "96bd0fbd23fa")),
+     (("ps (parameter server)",), ("976d85852c3e", "85be22ea8411"))), factor_over=0)
+
+TUNE_RESNET50 = picked(
+    "`dlbench tune -m resnet50 -b 256`, run 8a823bc3d0ed; img/s (factor over plain) ±95%.",
+    ("lever (ResNet-50, batch 256, train)", "decision", "img/s"),
+    ((("plain eager, bf16, NCHW", ""), ("8176a184fe2a",)),
+     (("+ channels_last", "kept"), ("65433e4a972f",)),
+     (("fused optimizer", "within 1%, not kept"), ("dd834f72689d",)),
+     (("+ fp16 instead of bf16", "kept"), ("d8083762cdf1",)),
+     (("+ torch.compile (60 s setup)", "kept"), ("ae446f3f686d",)),
+     (("+ batch 512", "kept"), ("5ba53d191b31",))), factor_over="first")
+
+LEVERS = gains(
+    "Each row: the record before and the record(s) with the lever; gain from the records.", (
+        ("ResNet-50 b512 fp16, channels_last, compiled: fused SGD kernels",
+         "5ba53d191b31", "4b3343316b41"),
+        ("the same, whole step in a CUDA graph (`--cuda-graph on`)",
+         "4b3343316b41", "b066ae76b34c"),
+        ("the same at batch 1024", "b066ae76b34c", "b995a35552fa"),
+        ("the same at batch 1536; 1792 ran out of memory", "b995a35552fa", "98648aba3e3a"),
+        ("GPT-2 b32 bf16, compiled: vocabulary padded to 50,304 (`--pad-vocab`)",
+         "815d994385a0", "9a82306552cc"),
+        ("the same, whole step in a CUDA graph", "9a82306552cc", "0dc69f7697fc"),
+        ("the padded GPT-2 at batch 64, no graph", "9a82306552cc", "8b6e0002b1d0"),
+        (("GPT-2 b32 padded, compiled: **the loss compiled with the model** "
+          "(`--compile-loss on`)"), "1dc508558c9f", "a917c039122a"),
+        ("the same in a CUDA graph", "a917c039122a", "6643ec864ddf"),
+        ("the same at batch 64, on two machines", "a917c039122a",
+         ("414a11c800af", "f18e050f4967")),
+        ("GPT-2 b64 with the compiled loss: fused SGD kernels", "f18e050f4967", "3211ed22d070"),
+        ("the same, fused SGD and a CUDA graph", "f18e050f4967", "b803d84458d2"),
+        ("GPT-2 b32 with the compiled loss under max-autotune-no-cudagraphs (375 s to compile)",
+         "a917c039122a", "aa096ad997c3"),
+        ("GPT-2's tuned config at batch 96 and 128 (not profiled)", "b5e8c00d4a24",
+         ("62c32bf94b6d", "486b657efec7")),
+        ("ResNet-50's tuned config (fp16, graph, b1024): the loss compiled with the model",
+         "b70a3c3f08c9", "4922517cdf1d"),
+        ("the same with cuDNN's heuristics (`--no-autotune`), not its autotuning",
+         "b70a3c3f08c9", "fcfa20784ca2"),
+        (("the same compiled under **max-autotune-no-cudagraphs**, against the default compile "
+          "on the same machine"), "f315a66c6417", "5879c12c763d"),
+    ))
+
+
 @dataclass(frozen=True)
 class Headline:
     name: str                                   # the marker's name
@@ -379,6 +567,14 @@ HEADLINES = (
     Headline("h200-default-suite", H200_4,
              suite_run("eea04ab2c011", ("tflops", "mfu", "ceiling")), H200_4_PAGE),
     Headline("cpu-suite", CPU, suite_run(CPU_SUITE_RUN, ("mode", "ms", "steps")), CPU_PAGE),
+    Headline("h100-ms-per-batch", H100, MS_PER_BATCH, H100_PAGE),
+    Headline("h100-tune-resnet50", H100, TUNE_RESNET50, H100_PAGE),
+    Headline("h100-levers", H100, LEVERS, H100_PAGE),
+    Headline("h200-interconnect-4", H200_4, INTERCONNECT_4, H200_4_PAGE),
+    Headline("h200-interconnect-2", H200_4, INTERCONNECT_2, H200_4_PAGE),
+    Headline("h200-strategies", H200_4, STRATEGIES, H200_4_PAGE),
+    Headline("two-h200", H200_4, TWO_H200, H200_4_PAGE),
+    Headline("scaling-interconnect-4", H200_4, INTERCONNECT_4, "docs/scaling.md"),
 )
 
 
