@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from dlbench.measure.mfu import measured_peaks, mfu
+from dlbench.measure.mfu import datasheet_mfu, measured_peaks, mfu
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.store import Store
 from dlbench.telemetry.summary import energy_mismatch, mismatch_note
@@ -538,6 +538,52 @@ LEVERS = gains(
     ))
 
 
+TUNE_GPT2 = picked(
+    "`dlbench tune -m gpt2 -b 16` (seq 1024), run 8b9f1a9d0b82; tok/s (factor over plain) ±95%.",
+    ("lever (GPT-2)", "decision", "tok/s"),
+    ((("plain eager, bf16", ""), ("e019c9bc054c",)),
+     (("vocabulary padded to 50,304", "kept"), ("ef4a8a4826fc",)),
+     (("fused optimizer", "within 1%"), ("8bfaf49b7261",)),
+     (("flash attention pinned", "within 1%"), ("6abdde3aba6a",)),
+     (("fp16", "lost"), ("e3b8ac7dca51",)),
+     (("torch.compile (36 s setup)", "kept"), ("5980ced1bafc",)),
+     (("the loss compiled with the model", "kept"), ("abd65dd5700b",)),
+     (("CUDA graph", "within 1%"), ("37c7b712d2bd",)),
+     (("batch 32", "kept"), ("2faa8df463a3",))), factor_over="first", digits=3)
+
+#: GPT-2 b64 (padded vocabulary, compiled with its loss) on each card it ran on, best first.
+GPT2_CARD_RECORDS = (("de2870c46ef2", "tuned mode"), ("b803d84458d2", "fused SGD, CUDA graph"),
+                     ("3211ed22d070", "fused SGD"), ("f18e050f4967", ""), ("414a11c800af", ""),
+                     ("b5e8c00d4a24", ""), ("c4cf9e9b617a", ""))
+#: GPT-2 small's FLOPs per token by the PaLM formula 6N + 12LHT: N = 124,439,808 parameters
+#: (tied embedding), L = 12 layers, H = 768, T = 1,024 tokens.
+GPT2_FLOP_PER_TOKEN = 6 * 124_439_808 + 12 * 12 * 768 * 1024
+
+
+def gpt2_cards(store: Store) -> list[str]:
+    """The GPT-2 40% MFU goal, per card: tok/s ±95%, MFU against the datasheet by the formula
+    and by dlbench's count, with the card's UUID prefix."""
+    recs = [(_get(store, rid), note) for rid, note in GPT2_CARD_RECORDS]
+    flags = [record_flags(r) for r, _ in recs]
+    common = _common(flags)
+    rows = []
+    for (r, note), fl in zip(recs, flags):
+        tok_s = r.summary().throughput * r.units_per_sample
+        uuid = (r.env.get("gpus") or [{}])[0].get("uuid", "?")
+        # the datasheet's dense peak (reference/gpus.json, with its source), as dlbench's MFU
+        formula, _, _, _ = datasheet_mfu(tok_s * GPT2_FLOP_PER_TOKEN / 1e12, r.env,
+                                         r.config.precision)
+        m = mfu(r)
+        rows.append((uuid[:12], fmt_num(tok_s) + (f" ({note})" if note else ""),
+                     fmt_pct(r.summary().rel_halfwidth),
+                     "–" if formula is None else f"{formula:.1%}",
+                     "–" if m.datasheet is None else f"{m.datasheet:.1%}", _rest(fl, common),
+                     r.run_id))
+    return ["GPT-2 b64, bf16, padded vocabulary, compiled with its loss. " + _caption(common),
+            ""] + _table(("card (UUID prefix)", "tok/s", "±95%", "6N + 12LHT",
+                          "dlbench's count", "flags", "run"), rows)
+
+
 @dataclass(frozen=True)
 class Headline:
     name: str                                   # the marker's name
@@ -570,6 +616,8 @@ HEADLINES = (
     Headline("h100-ms-per-batch", H100, MS_PER_BATCH, H100_PAGE),
     Headline("h100-tune-resnet50", H100, TUNE_RESNET50, H100_PAGE),
     Headline("h100-levers", H100, LEVERS, H100_PAGE),
+    Headline("h100-tune-gpt2", H100, TUNE_GPT2, H100_PAGE),
+    Headline("h100-gpt2-cards", H100, gpt2_cards, H100_PAGE),
     Headline("h200-interconnect-4", H200_4, INTERCONNECT_4, H200_4_PAGE),
     Headline("h200-interconnect-2", H200_4, INTERCONNECT_2, H200_4_PAGE),
     Headline("h200-strategies", H200_4, STRATEGIES, H200_4_PAGE),
