@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from dlbench.measure.mfu import datasheet_mfu, measured_peaks, mfu
 from dlbench.report.table import fmt_num, fmt_pct
+from dlbench.report.tuned_tables import _payback_cell
 from dlbench.store import Store
 from dlbench.telemetry.summary import energy_mismatch, mismatch_note
 
@@ -584,6 +585,60 @@ def gpt2_cards(store: Store) -> list[str]:
                           "dlbench's count", "flags", "run"), rows)
 
 
+def plain_tuned(caption: str, label_columns: Sequence[str],
+                rows: Sequence[tuple[tuple[str, ...], str, str]],
+                pick: bool = False) -> Callable[[Store], list[str]]:
+    """Plain against tuned per config: each row (its labels, the plain record, the tuned one),
+    the tuned figure's factor over plain, and when the tuned setup pays back its extra setup
+    time (``pick``: which of the two tuned mode keeps, the faster)."""
+    def render(store: Store) -> list[str]:
+        recs = {rid: _get(store, rid) for _, a, b in rows for rid in (a, b)}
+        flags = {rid: record_flags(r) for rid, r in recs.items()}
+        common = _common(list(flags.values()))
+        out = []
+        for labels, plain, tuned in rows:
+            p, q = recs[plain], recs[tuned]
+            faster = q.summary().throughput > p.summary().throughput
+            last = ("tuned" if faster else "plain (tuned lost)") if pick else \
+                _payback_cell(p, q)
+            out.append(tuple(labels) + (_figure(p, flags[plain], common, "rate"),
+                                        _figure(q, flags[tuned], common, "rate", base=p), last))
+        return [caption + " " + _caption(common), ""] + _table(
+            tuple(label_columns) + ("plain", "tuned (factor)",
+                                    "pick" if pick else "tuned pays back after"), out)
+    return render
+
+
+TUNED_SUITE = plain_tuned(
+    "`dlbench run --tuned --resume`, run 7e4154f06811; the tuned ResNet-50, BERT and GPT-2 rows "
+    "from runs 7c70f3fafaf5 and 46792a1570d6 (newer recipes); ±95%.", ("model",), (
+        (("resnet50 (b1024)",), "cdaae0bb64a2", "c9aad42eb7e2"),
+        (("inception_v3",), "cd5c3f48c91c", "3e30e96f2a92"),
+        (("nasnet (large)",), "4562d1c172e3", "3d4ee6c77ccc"),
+        (("vgg16",), "b52b88879dc0", "07cfbedad0ea"),
+        (("resnet152",), "5d5543fbf80c", "1c89b01c49b1"),
+        (("inception_v4",), "cb6bceea07e3", "5e366d6a16cb"),
+        (("vit_b_16",), "88f59be0c424", "1f917be966d6"),
+        (("bert-base",), "06e58d035b45", "30cd275b3161"),
+        (("gpt2 (b32)",), "aae30843c2db", "0cefa4bbe04b"),
+        (("resnet50, eval",), "c6e030c8a3ce", "732f8d5abcdd")))
+
+_MPB_TUNED = ("bd5ae592869f 372593c2bb4b f838c966e6d7 89315f442ea2 13d5c9c7ec36 406b4bef3b9e "
+              "481b07c25079 d9deccd96645 b3c13820fb2e e7c2cc7ca06b 3bc1a72c0726 87ebf55347e9 "
+              "d425b77c6867 6fff5cd76353 d189444cafd8 9b915d7ff2a1 0936b433b905 ea39e6da6c7e "
+              "e6961b999d5d adb068bdc451 2f609ca7d53f 5ab1530b9f63 71e7afebed3f 888d546ec2c3"
+              ).split()
+MS_PER_BATCH_TUNED = plain_tuned(
+    "`dlbench throughput -m vgg16,resnet152,densenet161 -b 16 --precision fp32,fp16 --mode "
+    "eval,train --method fwd-bwd --tuned`, run b235ab913c19; ±95%.",
+    ("model", "mode", "precision"),
+    tuple(((m, mode, prec), _MPB_TUNED[2 * i], _MPB_TUNED[2 * i + 1])
+          for i, (m, mode, prec) in enumerate(
+              (m, mode, prec) for m in ("vgg16", "resnet152", "densenet161")
+              for mode in ("eval", "train") for prec in ("fp32", "fp16"))),
+    pick=True)
+
+
 @dataclass(frozen=True)
 class Headline:
     name: str                                   # the marker's name
@@ -618,6 +673,8 @@ HEADLINES = (
     Headline("h100-levers", H100, LEVERS, H100_PAGE),
     Headline("h100-tune-gpt2", H100, TUNE_GPT2, H100_PAGE),
     Headline("h100-gpt2-cards", H100, gpt2_cards, H100_PAGE),
+    Headline("h100-tuned-suite", H100, TUNED_SUITE, H100_PAGE),
+    Headline("h100-ms-per-batch-tuned", H100, MS_PER_BATCH_TUNED, H100_PAGE),
     Headline("h200-interconnect-4", H200_4, INTERCONNECT_4, H200_4_PAGE),
     Headline("h200-interconnect-2", H200_4, INTERCONNECT_2, H200_4_PAGE),
     Headline("h200-strategies", H200_4, STRATEGIES, H200_4_PAGE),
