@@ -142,6 +142,11 @@ class TrainConfig:
         ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
         if ident.get("framework") == "torch":  # the key of a run stored before the field
             del ident["framework"]
+        # Runs stored before the rules are read with decay_epochs 0 (their constant rate after
+        # the warm-up, see from_dict) and keep their keys; a new run's default (None: the
+        # rules' decay) gets a key of its own.
+        if ident.get("decay_epochs") == 0.0:
+            del ident["decay_epochs"]
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     def setup_key(self) -> str:
