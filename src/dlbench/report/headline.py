@@ -587,7 +587,7 @@ def gpt2_cards(store: Store) -> list[str]:
 
 def plain_tuned(caption: str, label_columns: Sequence[str],
                 rows: Sequence[tuple[tuple[str, ...], str, str]],
-                pick: bool = False) -> Callable[[Store], list[str]]:
+                pick: bool = False, setup: bool = False) -> Callable[[Store], list[str]]:
     """Plain against tuned per config: each row (its labels, the plain record, the tuned one),
     the tuned figure's factor over plain, and when the tuned setup pays back its extra setup
     time (``pick``: which of the two tuned mode keeps, the faster)."""
@@ -601,11 +601,12 @@ def plain_tuned(caption: str, label_columns: Sequence[str],
             faster = q.summary().throughput > p.summary().throughput
             last = ("tuned" if faster else "plain (tuned lost)") if pick else \
                 _payback_cell(p, q)
-            out.append(tuple(labels) + (_figure(p, flags[plain], common, "rate"),
-                                        _figure(q, flags[tuned], common, "rate", base=p), last))
+            out.append(tuple(labels) + (_figure(p, flags[plain], common, "rate"),)
+                       + ((_setup(q.config),) if setup else ())
+                       + (_figure(q, flags[tuned], common, "rate", base=p), last))
         return [caption + " " + _caption(common), ""] + _table(
-            tuple(label_columns) + ("plain", "tuned (factor)",
-                                    "pick" if pick else "tuned pays back after"), out)
+            tuple(label_columns) + ("plain",) + (("tuned configuration",) if setup else ())
+            + ("tuned (factor)", "pick" if pick else "tuned pays back after"), out)
     return render
 
 
@@ -637,6 +638,42 @@ MS_PER_BATCH_TUNED = plain_tuned(
               (m, mode, prec) for m in ("vgg16", "resnet152", "densenet161")
               for mode in ("eval", "train") for prec in ("fp32", "fp16"))),
     pick=True)
+
+
+def energy_run(run: str) -> Callable[[Store], list[str]]:
+    """Every ok throughput record of a run with its telemetry: mean power, energy per sample
+    (the energy counter's, over the window), samples per joule and the mean SM clock."""
+    def render(store: Store) -> list[str]:
+        recs = [r for r in store.results(run_id=run, kind="throughput") if r.ok]
+        flags = [record_flags(r) for r in recs]
+        common = _common(flags)
+        rows = []
+        for r, fl in zip(recs, flags):
+            summ = (r.telemetry or {}).get("summary") or {}
+            tot, gpus = summ.get("total") or {}, summ.get("gpus") or [{}]
+            clock = gpus[0].get("mean_sm_clock_mhz")
+            name = _name(r) + (", eval" if r.config.mode == "eval" else "")
+            rows.append((name, str(r.config.batch_size), _rate(r),
+                         fmt_pct(r.summary().rel_halfwidth),
+                         "–" if tot.get("mean_power_w") is None else f"{tot['mean_power_w']:.0f}",
+                         "–" if tot.get("j_per_sample") is None else fmt_num(tot["j_per_sample"], 3),
+                         "–" if tot.get("samples_per_j") is None else
+                         fmt_num(tot["samples_per_j"], 3),
+                         "–" if clock is None else fmt_num(clock), _rest(fl, common)))
+        return [f"Run {run}; energy from the NVML energy counter over the window. "
+                + _caption(common), ""] + _table(
+            ("model", "batch", "throughput", "±95%", "mean W", "J/sample", "samples/J",
+             "SM MHz", "flags"), rows)
+    return render
+
+
+TARGETS = plain_tuned(
+    "`dlbench throughput -m MODEL --tuned`, runs 746d600ae7f2 (ResNet-50) and 4c616c19295b "
+    "(GPT-2; its plain record stored earlier, taken by `--resume`); ±95%.", ("command",), (
+        (("`dlbench throughput -m resnet50 --tuned --profile 10`",), "8b248dcfe99f",
+         "1d65b62624ab"),
+        (("`dlbench throughput -m gpt2 --tuned`",), "aae30843c2db", "de2870c46ef2")),
+    setup=True)
 
 
 @dataclass(frozen=True)
@@ -675,6 +712,17 @@ HEADLINES = (
     Headline("h100-gpt2-cards", H100, gpt2_cards, H100_PAGE),
     Headline("h100-tuned-suite", H100, TUNED_SUITE, H100_PAGE),
     Headline("h100-ms-per-batch-tuned", H100, MS_PER_BATCH_TUNED, H100_PAGE),
+    Headline("h100-targets", H100, TARGETS, H100_PAGE),
+    Headline("h100-energy-suite", H100, energy_run("21dab0cda4ef"), H100_PAGE),
+    Headline("h100-roofline", H100, suite_run(DEFAULT_SUITE_RUN, ("tflops", "mfu", "ceiling")),
+             H100_PAGE),
+    Headline("h100-cli", H100, picked(
+        "The same code through the command line; ±95%.", ("command", "result"), (
+            (("`dlbench throughput -m resnet50 -b 256 --precision bf16 --channels-last on`",),
+             ("04dd7146ab2f",)),
+            (("`dlbench scale -m resnet50 -b 256 --gpus 1 --strategy ddp,ps --precision bf16 "
+              "--channels-last on` (torchrun, one rank; ddp / ps)",),
+             (("41d288676723", "2b54f6152df1"),))), unit="rate"), H100_PAGE),
     Headline("h200-interconnect-4", H200_4, INTERCONNECT_4, H200_4_PAGE),
     Headline("h200-interconnect-2", H200_4, INTERCONNECT_2, H200_4_PAGE),
     Headline("h200-strategies", H200_4, STRATEGIES, H200_4_PAGE),
