@@ -23,6 +23,11 @@ every figure carries its record's flags:
 - ``one process``: no ``--repeat`` group, so run-to-run variance is not in the interval.
 
 A flag every figure of a table carries is said once, in its caption, rather than on each row.
+
+Most tables select records by config (the latest ok record of each); the hand-curated
+comparisons of the campaign pages (lever searches, before/after rows, interconnect A/B) name
+their records by id (:func:`picked`, :func:`gains`, :func:`plain_tuned`): the labels stay
+prose, every figure, factor, gain and flag comes from the record.
 """
 
 from __future__ import annotations
@@ -624,11 +629,12 @@ TUNED_SUITE = plain_tuned(
         (("gpt2 (b32)",), "aae30843c2db", "0cefa4bbe04b"),
         (("resnet50, eval",), "c6e030c8a3ce", "732f8d5abcdd")))
 
-_MPB_TUNED = ("bd5ae592869f 372593c2bb4b f838c966e6d7 89315f442ea2 13d5c9c7ec36 406b4bef3b9e "
-              "481b07c25079 d9deccd96645 b3c13820fb2e e7c2cc7ca06b 3bc1a72c0726 87ebf55347e9 "
-              "d425b77c6867 6fff5cd76353 d189444cafd8 9b915d7ff2a1 0936b433b905 ea39e6da6c7e "
-              "e6961b999d5d adb068bdc451 2f609ca7d53f 5ab1530b9f63 71e7afebed3f 888d546ec2c3"
-              ).split()
+_MPB_TUNED = (
+    "bd5ae592869f", "372593c2bb4b", "f838c966e6d7", "89315f442ea2", "13d5c9c7ec36", "406b4bef3b9e",
+    "481b07c25079", "d9deccd96645", "b3c13820fb2e", "e7c2cc7ca06b", "3bc1a72c0726", "87ebf55347e9",
+    "d425b77c6867", "6fff5cd76353", "d189444cafd8", "9b915d7ff2a1", "0936b433b905", "ea39e6da6c7e",
+    "e6961b999d5d", "adb068bdc451", "2f609ca7d53f", "5ab1530b9f63", "71e7afebed3f", "888d546ec2c3",
+)
 MS_PER_BATCH_TUNED = plain_tuned(
     "`dlbench throughput -m vgg16,resnet152,densenet161 -b 16 --precision fp32,fp16 --mode "
     "eval,train --method fwd-bwd --tuned`, run b235ab913c19; ±95%.",
@@ -713,6 +719,8 @@ HEADLINES = (
     Headline("h100-tuned-suite", H100, TUNED_SUITE, H100_PAGE),
     Headline("h100-ms-per-batch-tuned", H100, MS_PER_BATCH_TUNED, H100_PAGE),
     Headline("h100-targets", H100, TARGETS, H100_PAGE),
+    Headline("tuning-resnet50", H100, TUNE_RESNET50, "docs/tuning.md"),
+    Headline("h200-8-page", H200_8, h200_8, "docs/results/2026-11-8x-h200.md"),
     Headline("h100-energy-suite", H100, energy_run("21dab0cda4ef"), H100_PAGE),
     Headline("h100-roofline", H100, suite_run(DEFAULT_SUITE_RUN, ("tflops", "mfu", "ceiling")),
              H100_PAGE),
@@ -720,8 +728,8 @@ HEADLINES = (
         "The same code through the command line; ±95%.", ("command", "result"), (
             (("`dlbench throughput -m resnet50 -b 256 --precision bf16 --channels-last on`",),
              ("04dd7146ab2f",)),
-            (("`dlbench scale -m resnet50 -b 256 --gpus 1 --strategy ddp,ps --precision bf16 "
-              "--channels-last on` (torchrun, one rank; ddp / ps)",),
+            ((("`dlbench scale -m resnet50 -b 256 --gpus 1 --strategy ddp,ps --precision bf16 "
+               "--channels-last on` (torchrun, one rank; ddp / ps)"),),
              (("41d288676723", "2b54f6152df1"),))), unit="rate"), H100_PAGE),
     Headline("h200-interconnect-4", H200_4, INTERCONNECT_4, H200_4_PAGE),
     Headline("h200-interconnect-2", H200_4, INTERCONNECT_2, H200_4_PAGE),
