@@ -56,10 +56,11 @@ TUNED_HELP = ("tuned mode: also run each config in the fastest configuration dlb
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "run", help="run a named suite (default: the one for this machine)",
                          description="Run a named suite. With no --suite: 'default' on a GPU "
-                         "(ResNet-50, VGG-16, ViT-B/16, GPT-2: train, bf16/fp16, and ResNet-50 eval, "
-                         "each config in 3 fresh processes so that every figure shows the spread "
-                         "across processes; --repeat 1 measures each once), 'cpu' on a machine without one (one process per config, about 2 "
-                         "minutes on 2 cores).", epilog=EPILOG,
+                         "(ResNet-50, VGG-16, ViT-B/16, GPT-2: train, bf16/fp16, and ResNet-50 "
+                         "eval, each config in 3 fresh processes so that every figure shows the "
+                         "spread across processes: about 5 minutes on an H100; --repeat 1 "
+                         "measures each once), 'cpu' on a machine without one (one process per "
+                         "config, about 2 minutes on 2 cores).", epilog=EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", type=one_of(tuple(SUITES), OLD_NAMES, "suite"),
                    metavar=metavar(SUITES), help="suite name; --list-suites says what each runs")
