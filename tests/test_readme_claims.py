@@ -97,3 +97,18 @@ def test_record_flags_name_the_cap_the_missing_telemetry_and_the_process():
                               repeat_group="g", repeat_index=0, repeat_count=3)
     assert H.record_flags(steady) == []
     assert H._common([["a", "b"], ["b", "a", "c"]]) == ["a", "b"]
+
+
+def test_maxbatch_rows_carry_their_bracket_and_flags(rendered):
+    # The hand-kept table had dropped the bf16 VGG-16 measurement's time cap and every
+    # interval; the bracket, a failure that was not an out-of-memory and the corrected search
+    # come from the records.
+    rows = {line.split(" | ")[0]: line for line in rendered["h100-maxbatch"]
+            if line.startswith("| ")}
+    assert "3,300 img/s ±1.60%, noisy (time cap); throttled (power)" in rows["| vgg16 (fp32 ‡)"]
+    assert "845 (922: CUDNN_STATUS_INTERNAL_ERROR)" in rows["| inception_v4"]
+    assert "597 (657)*" in rows["| densenet161"]
+    assert rendered["memory-maxbatch"][2:] == [
+        line for line in rendered["h100-maxbatch"][2:]
+        if not line.startswith("| ") or line.split(" | ")[0] in (
+            "| model", "| resnet50", "| vit_b_16", "| gpt2 (seq 1024)")]

@@ -38,7 +38,7 @@ import re
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -682,6 +682,92 @@ TARGETS = plain_tuned(
     setup=True)
 
 
+_ERROR_CODE = re.compile(r"[A-Z][A-Z_]{7,}")
+
+
+def _bracket(m: Any) -> str:
+    """``1,792 (1,920)``: the largest batch that fitted and the first that failed, the failure
+    named when it was not an out-of-memory; ``*`` where the probe at that batch fitted and the
+    longer measurement ran out of memory (the search record corrected); ``†``: no autotuning."""
+    failed = [p for p in m.probes if p.batch == m.first_oom_batch]
+    first = failed[-1] if failed else None
+    why = ""
+    if first is not None and first.outcome not in ("ok", "oom"):
+        code = _ERROR_CODE.search(first.error or "")
+        why = f": {code.group(0) if code else first.outcome}"
+    text = f"{m.best_batch:,} ({m.first_oom_batch:,}{why})"
+    if any(p.fits for p in failed):
+        text += "*"
+    if not getattr(m.config.base, "autotune", True):
+        text += " †"
+    return text
+
+
+def _peak(m: Any) -> str:
+    p = m.best_probe()
+    if p is None or not p.allocated_peak_bytes:
+        return "–"
+    share = f" ({p.allocated_peak_bytes / p.device_total_bytes:.0%})" if p.device_total_bytes \
+        else ""
+    return f"{p.allocated_peak_bytes / 2**30:.1f} GiB{share}"
+
+
+def _measured_at(store: Store, search: str, measured: str) -> tuple[Any, Any]:
+    """A search record and the throughput record measured at its batch; a throughput record
+    of another setup or batch is an error (the table would pair figures that do not belong)."""
+    m = store.get(search)
+    if not m.ok:
+        raise LookupError(f"search {search} found no batch ({m.error_type}): a table cannot "
+                          "quote it")
+    t = _get(store, measured)
+    if t.config.key() != replace(m.config.base, batch_size=m.best_batch).key():
+        raise LookupError(f"record {measured} was not measured at search {search}'s batch "
+                          f"{m.best_batch} and setup")
+    return m, t
+
+
+def maxbatch_picked(caption: str,
+                    rows: Sequence[tuple[str, tuple[str, str], tuple[str, str]]]
+                    ) -> Callable[[Store], list[str]]:
+    """The largest batch per model in bf16 and fp32: each row (its label, the bf16 search and
+    the throughput record measured at its batch, the same for fp32); each side shows the
+    bracket, the probe's allocated peak there and the throughput ±95% with its flags."""
+    def render(store: Store) -> list[str]:
+        pairs = {ids: _measured_at(store, *ids) for _, *sides in rows for ids in sides}
+        flags = {ids: record_flags(t) for ids, (_, t) in pairs.items()}
+        common = _common(list(flags.values()))
+        out = []
+        for label, *sides in rows:
+            line = [label]
+            for ids in sides:
+                m, t = pairs[ids]
+                line += [_bracket(m), _peak(m), _figure(t, flags[ids], common, "rate")]
+            out.append(tuple(line))
+        return [caption + " " + _caption(common), ""] + _table(
+            ("model", "bf16: largest (first failure)", "peak", "throughput there ±95%",
+             "fp32: largest (first failure)", "peak", "throughput there ±95%"), out)
+    return render
+
+
+_MAXBATCH_ROWS = (
+    ("resnet50", ("fed55c9f21c6", "ba6e4a4319bf"), ("12c16ebf4d9c", "6aa625f93fd5")),
+    ("resnet152", ("3b9e77281427", "3b3d7cc1fa12"), ("5bfd5aa136b9", "d53c86b3975b")),
+    ("inception_v3", ("2198d7ff2250", "724568336ddb"), ("1d99d2c41835", "ffcae7608e1d")),
+    ("inception_v4", ("77ba5567b9e2", "ebdd78a516f7"), ("69e89c2569a4", "b8d168bc0132")),
+    ("vgg16 (fp32 ‡)", ("938a08d02d02", "b371808bbe10"), ("cb73c08a34b4", "abca1da88146")),
+    ("nasnet (large)", ("6b1b888398f4", "865b732ec51c"), ("921793283c15", "2d38fb616894")),
+    ("densenet161", ("39c06d6f012e", "795a278ab3a6"), ("00665f71045a", "31a6bb130fa5")),
+    ("vit_b_16", ("daaeadff20c0", "7fed8a90c2bd"), ("4ac373fab281", "832f0f099424")),
+    ("gpt2 (seq 1024)", ("30463d0bb000", "e58e2635cbb9"), ("43c37f233185", "d496571b22c2")),
+)
+MAXBATCH = maxbatch_picked(
+    "Each search's record, and the throughput measured at its batch after it; ±95%.",
+    _MAXBATCH_ROWS)
+MAXBATCH_EXCERPT = maxbatch_picked(
+    "From the H100 campaign's records (searches and the throughput measured at their batch); "
+    "±95%.", tuple(r for r in _MAXBATCH_ROWS if r[0] in ("resnet50", "vit_b_16", "gpt2 (seq 1024)")))
+
+
 @dataclass(frozen=True)
 class Headline:
     name: str                                   # the marker's name
@@ -736,6 +822,8 @@ HEADLINES = (
     Headline("h200-strategies", H200_4, STRATEGIES, H200_4_PAGE),
     Headline("two-h200", H200_4, TWO_H200, H200_4_PAGE),
     Headline("scaling-interconnect-4", H200_4, INTERCONNECT_4, "docs/scaling.md"),
+    Headline("h100-maxbatch", H100, MAXBATCH, H100_PAGE),
+    Headline("memory-maxbatch", H100, MAXBATCH_EXCERPT, "docs/memory.md"),
 )
 
 
