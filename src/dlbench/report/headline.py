@@ -42,7 +42,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from dlbench.measure import stats
 from dlbench.measure.mfu import datasheet_mfu, measured_peaks, mfu
+from dlbench.records.peak import ceilings
+from dlbench.reference import spec_for_env
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.report.tuned_tables import _payback_cell
 from dlbench.store import Store
@@ -765,7 +768,53 @@ MAXBATCH = maxbatch_picked(
     _MAXBATCH_ROWS)
 MAXBATCH_EXCERPT = maxbatch_picked(
     "From the H100 campaign's records (searches and the throughput measured at their batch); "
-    "±95%.", tuple(r for r in _MAXBATCH_ROWS if r[0] in ("resnet50", "vit_b_16", "gpt2 (seq 1024)")))
+    "±95%.",
+    tuple(r for r in _MAXBATCH_ROWS if r[0] in ("resnet50", "vit_b_16", "gpt2 (seq 1024)")))
+
+
+def _peak_flags(r: Any) -> list[str]:
+    """A ceiling point's flags: its iterations' spread (``cv N%`` at 10% or more) and
+    ``one process`` (a ``dlbench peak`` sweep runs once, its points are not repeated)."""
+    cv = stats.stdev(r.times_s) / stats.mean(r.times_s) if len(r.times_s) > 1 else 0.0
+    return ([f"cv {cv:.0%}"] if cv >= 0.1 else []) + (
+        ["one process"] if getattr(r, "repeat_group", None) is None else [])
+
+
+def ceilings_run(run: str) -> Callable[[Store], list[str]]:
+    """A ``dlbench peak`` run: per matmul precision and memory verb, the ceiling (the largest
+    median rate over the points swept, :func:`dlbench.records.peak.ceilings`), the point that
+    set it, the 95% interval of that point's mean iteration time (relative) and its flags, and
+    the datasheet's dense peak for the matmuls."""
+    def render(store: Store) -> list[str]:
+        recs = [r for r in store.results(run_id=run, kind="peak") if r.ok]
+        if not recs:
+            raise LookupError(f"run {run} has no ok peak record")
+        tops = ceilings(recs)
+        setters = {}
+        for key, c in tops.items():  # the point whose median is the ceiling
+            setters[key] = next(r for r in recs if r.config.label == c["label"]
+                                and r.median() == c["median"])
+        flags = {key: _peak_flags(r) for key, r in setters.items()}
+        common = _common(list(flags.values()))
+        spec, _ = spec_for_env(recs[0].env)
+        rows = []
+        for key, c in tops.items():
+            r = setters[key]
+            half = stats.interval(r.times_s).halfwidth / stats.mean(r.times_s)
+            sheet = "–"
+            if r.config.verb == "matmul" and spec is not None:
+                try:
+                    sheet = fmt_num(spec.tflops(key)) if spec.tflops(key) else "–"
+                except ValueError:
+                    sheet = "–"
+            name = f"{key} matmul" if r.config.verb == "matmul" else key
+            rows.append((name, f"{fmt_num(c['median'])} {c['unit']}", fmt_pct(half),
+                         c["label"], str(c["points"]), sheet, _rest(flags[key], common)))
+        return [f"Run {run}; ±95%: the interval of the ceiling point's mean iteration time. "
+                + _caption(common), ""] + _table(
+            ("ceiling", "measured (median)", "±95%", "set by", "points", "datasheet (dense)",
+             "flags"), rows)
+    return render
 
 
 @dataclass(frozen=True)
@@ -824,6 +873,7 @@ HEADLINES = (
     Headline("scaling-interconnect-4", H200_4, INTERCONNECT_4, "docs/scaling.md"),
     Headline("h100-maxbatch", H100, MAXBATCH, H100_PAGE),
     Headline("memory-maxbatch", H100, MAXBATCH_EXCERPT, "docs/memory.md"),
+    Headline("h100-ceilings", H100, ceilings_run("c52cfaa9d7a8"), H100_PAGE),
 )
 
 
