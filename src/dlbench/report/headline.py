@@ -26,8 +26,9 @@ A flag every figure of a table carries is said once, in its caption, rather than
 
 Most tables select records by config (the latest ok record of each); the hand-curated
 comparisons of the campaign pages (lever searches, before/after rows, interconnect A/B) name
-their records by id (:func:`picked`, :func:`gains`, :func:`plain_tuned`): the labels stay
-prose, every figure, factor, gain and flag comes from the record.
+their records by id (:func:`picked`, :func:`gains`, :func:`plain_tuned`,
+:func:`maxbatch_picked`): the labels stay prose, every figure, factor, gain and flag comes from
+the record. Runs shown whole (a ``dlbench peak`` or ``dlbench net`` run) are named by run id.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.report.tuned_tables import _payback_cell
 from dlbench.store import Store
 from dlbench.telemetry.summary import energy_mismatch, mismatch_note
+from dlbench.whatif.model import fmt_bps
 
 #: Where the committed stores live, relative to the repository root.
 RESULTS = Path("results")
@@ -817,6 +819,50 @@ def ceilings_run(run: str) -> Callable[[Store], list[str]]:
     return render
 
 
+def _net_flags(r: Any) -> list[str]:
+    """An emulated-network record's flags: a fixed step count stops its window (no interval
+    target to miss), so the spread of its steps (``cv N%``) and ``one process``."""
+    s = r.summary()
+    return ([f"cv {s.cv:.0%}"] if s.noisy else []) + (
+        ["one process"] if getattr(r, "repeat_group", None) is None else [])
+
+
+_LINK_ORDER = ("unshaped", "1gbit", "100mbit", "10mbit")
+
+
+def net_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
+    """``dlbench net`` runs: per hosts, link and strategy, the slowest host's mean step ±95%, all
+    hosts' samples/s, compute alone, bytes sent per step per host, the busiest host's traffic and
+    the link probe, with each record's flags."""
+    def render(store: Store) -> list[str]:
+        recs = [r for run in runs for r in store.results(run_id=run, kind="net")]
+        bad = [r.id for r in recs if not r.ok]
+        if bad or not recs:
+            raise LookupError(f"runs {', '.join(runs)}: failed or no net records {bad}")
+        recs.sort(key=lambda r: (r.config.hosts, _LINK_ORDER.index(r.config.link)
+                                 if r.config.link in _LINK_ORDER else 99, r.config.strategy))
+        flags = {r.id: _net_flags(r) for r in recs}
+        common = _common(list(flags.values()))
+        rows = []
+        for r in recs:
+            c, s, probe = r.config, r.summary(), r.probe or {}
+            h, busy = r.busiest_host(), r.busiest_bps()
+            rows.append((
+                str(c.hosts), c.link, c.strategy,
+                f"{fmt_num(s.mean_s * 1e3, 3)} ±{fmt_pct(s.rel_halfwidth)}",
+                fmt_num(s.throughput), fmt_num(r.compute_s * 1e3, 2),
+                " / ".join(f"{x / 1e3:,.1f}" for x in r.tx_per_step()),
+                f"h{h}: {fmt_bps(busy[0])} / {fmt_bps(busy[1])}" if busy else "–",
+                f"{fmt_bps(probe['goodput_bps'])}, {probe['rtt_s'] * 1e6:.0f} us"
+                if probe.get("goodput_bps") else "–",
+                _rest(flags[r.id], common)))
+        return [f"Runs {', '.join(runs)}. " + _caption(common), ""] + _table(
+            ("hosts", "link", "strategy", "step ms ±95%", "samples/s", "compute ms",
+             "sent kB/step per host", "busiest host out / in", "probe goodput, RTT", "flags"),
+            rows)
+    return render
+
+
 @dataclass(frozen=True)
 class Headline:
     name: str                                   # the marker's name
@@ -874,6 +920,7 @@ HEADLINES = (
     Headline("h100-maxbatch", H100, MAXBATCH, H100_PAGE),
     Headline("memory-maxbatch", H100, MAXBATCH_EXCERPT, "docs/memory.md"),
     Headline("h100-ceilings", H100, ceilings_run("c52cfaa9d7a8"), H100_PAGE),
+    Headline("cpu-net", CPU, net_runs(("cae6d8e89191", "680215e0133c")), CPU_PAGE),
 )
 
 
