@@ -351,3 +351,30 @@ def test_test_oom_raises_above_32() -> None:
     with pytest.raises(torch.OutOfMemoryError, match="simulated"):
         model(spec.make_batch(33, "cpu")[0])
     assert issubclass(torch.OutOfMemoryError, torch.cuda.OutOfMemoryError)
+
+
+def _spec(factory) -> ModelSpec:
+    return ModelSpec(name="t", source="test", kind="image", unit="images", input_size=8,
+                     num_classes=3, default_batch=2, description="", factory=factory)
+
+
+def test_build_on_initialises_the_weights_on_the_device_itself() -> None:
+    seen = []
+
+    def factory(size: int) -> torch.nn.Module:
+        seen.append(torch.empty(0).device.type)  # the default device while the module is built
+        return torch.nn.Linear(size, 3)
+
+    model = _spec(factory).build_on("meta")
+    assert seen == ["meta"]  # built there, not on the CPU and copied
+    assert next(model.parameters()).device.type == "meta"
+
+
+def test_build_on_falls_back_to_a_cpu_build_for_a_module_that_insists_on_the_cpu() -> None:
+    def factory(size: int) -> torch.nn.Module:
+        lin = torch.nn.Linear(size, 3)
+        lin.weight.detach().numpy()  # as a module that reads its weights in numpy: CPU only
+        return lin
+
+    model = _spec(factory).build_on("meta")
+    assert next(model.parameters()).device.type == "meta"

@@ -97,7 +97,7 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
                 and device.type == "cuda":  # the same answer on every rank: all or none wait
             dist.barrier(group=control)  # no rank starts work during the idle baseline
         t = clock()
-        model = spec.build(size).to(device)
+        model = spec.build_on(device, size)  # DDP then broadcasts rank 0's weights
         x, y = spec.make_batch(batch, device, size, generator=gen)
         if base.channels_last:
             model = model.to(memory_format=torch.channels_last)

@@ -243,10 +243,12 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
         if idle_baseline:  # GPU power before anything runs: the baseline
             sampler.idle(telemetry.IDLE_BASELINE_S)
         t = clock()
-        model = spec.build(size)
         if cfg.pad_vocab:  # before the move: the device never holds both embedding tables
+            model = spec.build(size)
             pad_vocabulary(model)
-        model = model.to(device)
+            model = model.to(device)
+        else:
+            model = spec.build_on(device, size)
         # Token ids and targets stay in the unpadded vocabulary (spec.num_classes).
         x, y = spec.make_batch(cfg.batch_size, device, size)
         if cfg.channels_last:
