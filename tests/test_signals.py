@@ -84,6 +84,21 @@ class Cmd:
     def children_running(self, needle: str) -> bool:
         return any(needle in " ".join(_cmdline(p)) for p in self.marked())
 
+    def worker_running(self) -> bool:
+        """A throughput worker computes: a new interpreter, or a child forked by the zygote
+        (which shows the zygote's command line; its parent is the zygote)."""
+        for p in self.marked():
+            line = " ".join(_cmdline(p))
+            if "dlbench.launch.worker" in line:
+                return True
+            try:
+                if "dlbench.launch.zygote" in line and \
+                        "dlbench.launch.zygote" in " ".join(_cmdline(p.parent())):
+                    return True
+            except (psutil.Error, AttributeError):
+                continue
+        return False
+
     def signal(self, sig: int, timeout: float = 20.0) -> int | None:
         os.kill(self.proc.pid, sig)
         try:
@@ -205,7 +220,7 @@ def test_a_signal_during_an_isolated_sweep_ends_it_like_ctrl_c(tmp_path, sig):
     db = tmp_path / "s.db"
     cmd = _sweep(tmp_path, db)
     # the first result is stored and the second config's worker is computing
-    cmd.wait_for(lambda: _count(db) >= 1 and cmd.children_running("dlbench.launch.worker"),
+    cmd.wait_for(lambda: _count(db) >= 1 and cmd.worker_running(),
                  label="the second worker")
     kept = _result_ids(db)
     code = cmd.signal(sig)
@@ -224,7 +239,7 @@ def test_a_signal_during_an_isolated_sweep_ends_it_like_ctrl_c(tmp_path, sig):
 def test_sigkill_leaves_no_worker_and_the_next_command_marks_the_run_stale(tmp_path):
     db = tmp_path / "s.db"
     cmd = _sweep(tmp_path, db)
-    cmd.wait_for(lambda: _count(db) >= 1 and cmd.children_running("dlbench.launch.worker"),
+    cmd.wait_for(lambda: _count(db) >= 1 and cmd.worker_running(),
                  label="the second worker")
     kept = _result_ids(db)
     cmd.signal(signal.SIGKILL)
@@ -326,7 +341,7 @@ def test_a_signal_during_a_maxbatch_search(tmp_path, sig):
     cmd = Cmd(tmp_path, *args)
     # the first probe finished, the second is computing
     cmd.wait_for(lambda: "batch 2: fits" in cmd.stderr()
-                 and cmd.children_running("dlbench.launch.worker"), label="the second probe")
+                 and cmd.worker_running(), label="the second probe")
     code = cmd.signal(sig)
     assert cmd.orphans_after() == []
     if sig == signal.SIGKILL:

@@ -1,18 +1,26 @@
 """Run each benchmark in a fresh Python process (``--isolate``).
 
 A fresh process per benchmark means a fatal CUDA error, a leak or a fragmented allocator cannot
-touch the next benchmark, at the price of the interpreter and CUDA start-up (a few seconds, which
-is outside every measured window). The child gets the config as JSON on stdin and writes the
-record as JSON to a file the parent names; the parent alone talks to the store.
+touch the next benchmark, and each process autotunes afresh (``--repeat``'s run-to-run spread).
+The price is its start-up, outside every measured window: PyTorch workers are forked by a zygote
+that imported torch and the model libraries once (:mod:`dlbench.launch.zygote` says why that is
+still a fresh process for the GPU), which saves seconds of imports per process; JAX workers, and
+every worker where ``DLBENCH_SPAWN=1`` is set or the OS has no ``fork``, start a new interpreter
+(``python -m dlbench.launch.worker``). Either child gets the config as JSON and writes the record
+as JSON to a file the parent names; the parent alone talks to the store.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import selectors
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from dlbench.launch import signals
 from dlbench.records.base import ErrorType
@@ -41,9 +49,11 @@ class SubprocessLauncher:
     def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
         with tempfile.TemporaryDirectory(prefix="dlbench-") as tmp:
             out_path = os.path.join(tmp, "record.json")
-            payload = json.dumps({"config": cfg.to_dict(), "env": env, "out": out_path,
-                                  "count_flops": self.count_flops,
-                                  "idle_baseline": self.idle_baseline})
+            job = {"config": cfg.to_dict(), "env": env, "out": out_path,
+                   "count_flops": self.count_flops, "idle_baseline": self.idle_baseline}
+            if _forks(cfg):
+                return self._run_forked(cfg, env, job)
+            payload = json.dumps(job)
             # A session of its own: stopping it reaches everything it started, and a Ctrl-C
             # at the terminal reaches dlbench alone, which ends the worker itself.
             with subprocess.Popen(
@@ -67,6 +77,144 @@ class SubprocessLauncher:
                                 f"worker exited with code {proc.returncode} and wrote no result; "
                                 f"its stderr ends:\n{stderr[-2000:]}")
 
+    def _run_forked(self, cfg: ThroughputConfig, env: dict, job: dict) -> ThroughputRecord:
+        out_path = job["out"]
+        zygote = Zygote.shared()
+        try:
+            returncode = zygote.run(job, self.timeout_s)
+        except TimeoutError:
+            return self._failed(cfg, env, ErrorType.TIMEOUT,
+                                f"the worker ran past {self.timeout_s:.0f} s and was killed")
+        except ZygoteLost as e:
+            return self._failed(cfg, env, ErrorType.CRASHED, str(e))
+        if os.path.exists(out_path):
+            with open(out_path) as f:
+                return ThroughputRecord.from_dict(json.load(f))
+        stderr = _tail(out_path + ".stderr")
+        return self._failed(cfg, env, ErrorType.CRASHED,
+                            f"worker exited with code {returncode} and wrote no result; "
+                            f"its stderr ends:\n{stderr}")
+
     @staticmethod
     def _failed(cfg: ThroughputConfig, env: dict, kind: str, msg: str) -> ThroughputRecord:
         return ThroughputRecord(config=cfg, env=env, status="error", error_type=kind, error=msg)
+
+
+def _forks(cfg: ThroughputConfig) -> bool:
+    """Whether this config's worker is forked by the zygote (else a new interpreter)."""
+    return (hasattr(os, "fork") and cfg.framework != "jax"
+            and os.environ.get("DLBENCH_SPAWN", "") in ("", "0"))
+
+
+def _tail(path: str, n: int = 2000) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-n:]
+    except OSError:
+        return ""
+
+
+class ZygoteLost(RuntimeError):
+    """The zygote ended or broke its protocol; the job it held is lost (not the sweep)."""
+
+
+class Zygote:
+    """The parent's handle on one :mod:`dlbench.launch.zygote` process, shared by every launcher
+    of this dlbench process (started at the first forked job, ended at exit)."""
+
+    _shared: "Zygote | None" = None
+
+    @classmethod
+    def shared(cls) -> "Zygote":
+        if cls._shared is None or cls._shared.proc.poll() is not None:
+            cls._shared = cls()
+        return cls._shared
+
+    def __init__(self) -> None:
+        self._errors = tempfile.TemporaryFile(prefix="dlbench-zygote-")
+        env = signals.child_env({**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dlbench.launch.zygote"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self._errors, env=env, start_new_session=True)
+        self._buffer = b""
+        atexit.register(self.close)
+
+    def run(self, job: dict, timeout_s: float | None) -> int:
+        """Run ``job`` in a forked child; its exit code. Raises TimeoutError (the child was
+        ended), ZygoteLost, or what interrupted the wait (the child ended first)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        try:
+            self.proc.stdin.write((json.dumps({**job, "environ": signals.child_env()})
+                                   + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError as e:
+            raise self._lost(f"could not send it the job ({e})") from None
+        try:  # the zygote's imports for a library's first job count against the timeout
+            pid = self._read(deadline)["pid"]
+        except BaseException:  # no pid to end: the zygote goes, a child it forked follows it
+            self.close()
+            raise
+        try:
+            return self._read(deadline)["returncode"]
+        except TimeoutError:
+            self._end_child(pid)
+            raise
+        except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no worker outlives dlbench
+            self._end_child(pid)
+            raise
+
+    def _read(self, deadline: float | None) -> dict:
+        """The zygote's next answer line, waiting until ``deadline`` at most."""
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError
+                if not sel.select(left):
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise self._lost("it ended")
+                self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise self._lost(f"it answered {line[:200]!r}") from None
+
+    def _lost(self, why: str) -> ZygoteLost:
+        self.close()
+        self._errors.seek(0)
+        tail = self._errors.read()[-2000:].decode(errors="replace")
+        return ZygoteLost(f"the zygote that forks the workers was lost: {why}; its stderr "
+                          f"ends:\n{tail}")
+
+    def _end_child(self, pid: int) -> None:
+        """SIGTERM to the child's process group, SIGKILL after the grace; waits for the
+        zygote to see it end (or ends the zygote too). Signals to dlbench wait meanwhile."""
+        with signals.deferred():
+            for sig, wait_s in ((signal.SIGTERM, signals.STOP_GRACE_S), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                try:
+                    self._read(time.monotonic() + wait_s)
+                    return
+                except TimeoutError:
+                    continue
+                except ZygoteLost:
+                    return
+            self.close()
+
+    def close(self) -> None:
+        """End the zygote (and with it any child still running: it ends with its parent)."""
+        if self.proc.poll() is None:
+            signals.stop([self.proc], grace_s=1.0)
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass

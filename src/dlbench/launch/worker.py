@@ -1,4 +1,8 @@
-"""Child side of the subprocess launcher: read a config on stdin, write one record to a file."""
+"""Child side of the subprocess launcher: read a config on stdin, write one record to a file.
+
+The same job runs in a process started for it (``python -m dlbench.launch.worker``) or in one
+forked by the zygote (:mod:`dlbench.launch.zygote`); both call :func:`run_job`.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +14,18 @@ from dlbench.launch.signals import exit_with_parent
 from dlbench.records.throughput import ThroughputConfig
 
 
-def main() -> int:
-    exit_with_parent()  # a parent killed with SIGKILL must not leave this probe computing
-    job = json.load(sys.stdin)
+def run_job(job: dict) -> None:
+    """Measure ``job["config"]`` and write its record (as JSON) to ``job["out"]``."""
     cfg = ThroughputConfig.from_dict(job["config"])
     record = InlineLauncher(count_flops=job.get("count_flops", True),
                             idle_baseline=job.get("idle_baseline", True)).run(cfg, job["env"])
     with open(job["out"], "w") as f:
         json.dump(record.to_dict(), f)
+
+
+def main() -> int:
+    exit_with_parent()  # a parent killed with SIGKILL must not leave this probe computing
+    run_job(json.load(sys.stdin))
     return 0
 
 

@@ -1,0 +1,123 @@
+"""The zygote: PyTorch workers forked from one process that imported torch once.
+
+Real processes on the CPU. A worker forked by the zygote must be a process of its own (a
+fresh module state, its own pid, a child of the zygote), fail the way a new interpreter fails
+(a crash with its stderr, a timeout that ends it), and leave the zygote able to fork the next.
+JAX workers, and every worker under ``DLBENCH_SPAWN=1``, start a new interpreter instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dlbench.launch import zygote
+from dlbench.launch.subprocess_launcher import SubprocessLauncher, Zygote, _forks
+from dlbench.records.base import ErrorType
+from dlbench.records.throughput import ThroughputConfig
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the zygote forks")
+
+MODEL = '''
+import os, time
+from torch import nn
+from dlbench import InputSpec
+
+BUILT = []  # module state: a fresh process starts with it empty
+
+def build(input_size=None):
+    BUILT.append(1)
+    if os.environ.get("PROBE_OUT"):
+        with open(os.environ["PROBE_OUT"], "a") as f:
+            f.write(f"{os.getpid()} {os.getppid()} {len(BUILT)}\\n")
+    what = os.environ.get("PROBE_DO", "")
+    if what == "abort" and len(BUILT) > 1:  # not on the meta-device call that reads the spec
+        print("about to abort", flush=True)
+        os.abort()
+    if what == "hang" and len(BUILT) > 1:
+        time.sleep(60)
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 4)), InputSpec("image", 8, 4)
+'''
+
+
+def _cfg(model: str, **kw) -> ThroughputConfig:
+    return ThroughputConfig(model=model, batch_size=2, device="cpu", warmup_steps=1,
+                            warmup_seconds=0.0, telemetry_interval_s=None, **kw)
+
+
+@pytest.fixture()
+def probe(tmp_path, monkeypatch):
+    path = tmp_path / "probe_model.py"
+    path.write_text(MODEL)
+    out = tmp_path / "builds.txt"
+    monkeypatch.setenv("PROBE_OUT", str(out))
+    monkeypatch.delenv("DLBENCH_SPAWN", raising=False)
+    return f"{path}:build", out
+
+
+def _builds(out: Path) -> list[tuple[int, int, int]]:
+    return [tuple(map(int, line.split())) for line in out.read_text().splitlines()]
+
+
+def test_each_worker_is_a_fresh_child_of_one_zygote(probe):
+    model, out = probe
+    launcher = SubprocessLauncher(timeout_s=120)
+    first = launcher.run(_cfg(model), {})
+    second = launcher.for_later_processes().run(_cfg(model), {})
+    assert first.ok and second.ok, (first.error, second.error)
+    z = Zygote.shared().proc.pid
+    workers = [b for b in _builds(out) if b[0] != os.getpid()]
+    pids = list(dict.fromkeys(b[0] for b in workers))
+    assert len(pids) == 2                                # two processes
+    for pid in pids:  # each built the model from a fresh module: its count starts at 1
+        assert [b[2] for b in workers if b[0] == pid][0] == 1
+    assert {b[1] for b in workers} == {z}                # both forked by the one zygote
+
+
+def test_a_crashed_worker_is_a_record_with_its_stderr_and_the_zygote_goes_on(probe, monkeypatch):
+    model, _ = probe
+    monkeypatch.setenv("PROBE_DO", "abort")
+    rec = SubprocessLauncher(timeout_s=120).run(_cfg(model), {})
+    assert rec.error_type == ErrorType.CRASHED
+    assert "exited with code -6" in rec.error and "about to abort" in rec.error
+    monkeypatch.delenv("PROBE_DO")
+    assert SubprocessLauncher(timeout_s=120).run(_cfg("tiny_mlp"), {}).ok
+
+
+def test_a_worker_past_its_timeout_is_ended_and_the_next_one_runs(probe, monkeypatch):
+    model, out = probe
+    SubprocessLauncher(timeout_s=120).run(_cfg("tiny_mlp"), {})  # the zygote's imports done
+    monkeypatch.setenv("PROBE_DO", "hang")
+    t = time.monotonic()
+    rec = SubprocessLauncher(timeout_s=3).run(_cfg(model), {})
+    assert rec.error_type == ErrorType.TIMEOUT and time.monotonic() - t < 20
+    hung = [b[0] for b in _builds(out) if b[0] != os.getpid()][-1]
+    assert not psutil.pid_exists(hung) or psutil.Process(hung).status() == psutil.STATUS_ZOMBIE
+    monkeypatch.delenv("PROBE_DO")
+    assert SubprocessLauncher(timeout_s=120).run(_cfg("tiny_mlp"), {}).ok
+
+
+def test_dlbench_spawn_starts_a_new_interpreter(probe, monkeypatch):
+    model, out = probe
+    monkeypatch.setenv("DLBENCH_SPAWN", "1")
+    assert SubprocessLauncher(timeout_s=120).run(_cfg(model), {}).ok
+    assert {b[1] for b in _builds(out) if b[0] != os.getpid()} == {os.getpid()}
+
+
+def test_jax_workers_are_never_forked(monkeypatch):
+    monkeypatch.delenv("DLBENCH_SPAWN", raising=False)
+    assert _forks(_cfg("tiny_mlp")) and not _forks(_cfg("tiny_mlp", framework="jax"))
+
+
+def test_the_zygote_preloads_each_source_s_library_and_never_a_user_file():
+    assert zygote.library_for("resnet50") == "torchvision"
+    assert zygote.library_for("gpt2") == "transformers"
+    assert zygote.library_for("timm:convnext_tiny") == "timm"
+    assert zygote.library_for("hf:gpt2?n_layer=2") == "transformers"
+    assert zygote.library_for("examples/my_model.py:build") is None
+    assert zygote.library_for("no_such_model") is None
