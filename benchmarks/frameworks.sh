@@ -2,11 +2,14 @@
 # PyTorch vs JAX on this machine's GPU: the same models, the same timer, one store:
 #   benchmarks/frameworks.sh OUTDIR [PART ...]
 #
-# Parts (default: all four, in this order):
+# Parts (default: all five, in this order):
 #   throughput  both frameworks, one batch each: ResNet-50 (b128), VGG-16 (b64), ViT-B/16 (b64)
 #               and GPT-2 124M (b8 x 1024 tokens) in bf16, and the CNNs (ResNet-50, VGG-16) in
-#               true fp32; a short window each (--max-time 4), the first step (PyTorch: cuDNN
-#               autotuning; JAX: XLA compilation) timed apart
+#               true fp32; PyTorch eager, its CNNs in both layouts (NCHW, its default, and
+#               channels_last NHWC, JAX's); a short window each (--max-time 4), the first step
+#               (PyTorch: cuDNN autotuning; JAX: XLA compilation) timed apart
+#   compiled    PyTorch with torch.compile (mode default, CNNs channels_last) for the bf16
+#               configs: the counterpart of JAX's jit-compiled step
 #   fidelity    dlbench's JAX path against a bare JAX loop (benchmarks/fidelity.py --framework
 #               jax, ResNet-50 b128 bf16, 2 rounds): the ratio must sit in 0.99-1.01
 #   train       time to accuracy on Fashion-MNIST, cnn10 to the rules' 0.90, batch 256, one seed,
@@ -20,12 +23,13 @@
 # for JAX), so its peak memory is what it used, not the 75% of the GPU it grabs by default.
 # Each framework runs in its own process (one `dlbench` command each).
 #
-# How long on one H100 (estimated from compile and autotuning times; JAX compiles each model in
-# 10-40 s, PyTorch autotunes fp32 convolutions for up to half a minute): throughput 5-6 minutes
-# (12 configs), fidelity about 2.5 minutes, train about 2.5 minutes. Where one command may run
-# 10 minutes at most, run it as two into the same OUTDIR (one store):
+# How long on one H100 (JAX compiles each model in 15-30 s, PyTorch autotunes fp32 convolutions
+# for up to 15 s and torch.compile takes up to a minute a model): throughput about 7 minutes
+# (16 configs), compiled about 4, fidelity about 2.5, train about 2.5. Where one command may run
+# 10 minutes at most, run it as three into the same OUTDIR (one store):
 #   benchmarks/frameworks.sh OUT throughput
-#   benchmarks/frameworks.sh OUT fidelity train
+#   benchmarks/frameworks.sh OUT compiled fidelity
+#   benchmarks/frameworks.sh OUT train
 #
 # DATA: Fashion-MNIST's four idx files (default: .carry/fashion-mnist in the repository, else
 #   where Debian's package puts them). Nothing is downloaded.
@@ -35,11 +39,11 @@
 #   e.g.  benchmarks/frameworks.sh results/2026-11-h100-frameworks
 #         benchmarks/frameworks.sh /tmp/fw throughput     # one part
 set -uo pipefail
-usage="usage: $0 OUTDIR [throughput|fidelity|train|scale ...]"
+usage="usage: $0 OUTDIR [throughput|compiled|fidelity|train|scale ...]"
 out=${1:?$usage}; shift
-parts=${*:-throughput fidelity train scale}
+parts=${*:-throughput compiled fidelity train scale}
 source "$(dirname "$0")/lib.sh"
-begin throughput fidelity train scale
+begin throughput compiled fidelity train scale
 nvlink_multicast_off
 export XLA_PYTHON_CLIENT_PREALLOCATE=${XLA_PYTHON_CLIENT_PREALLOCATE:-false}
 data=${DATA:-$repo/.carry/fashion-mnist}
@@ -53,6 +57,7 @@ window=(--warmup 3 --warmup-time 0.5 --min-time 1.5 --max-time 4 --db "$db")
 cnns="resnet50:128 vgg16:64"; others="vit_b_16:64 gpt2:8"; tta=(-m cnn10 -b 256); dev=()
 fid=(--model resnet50 --batch 128 --precision bf16 --rounds 2); precs="bf16 fp32"
 ds=(--dataset fashion-mnist ${data:+--data-dir "$data"})
+declare -A layouts=([torch]="--channels-last off,on" [jax]="")
 if [ -n "${SMOKE:-}" ]; then
   cnns="tiny_cnn:8"; others="tiny_gpt:4"; dev=(--device cpu)
   tta=(-m cnn10_small -b 256 --max-epochs 1 --target 0.5 --throughput-steps 3)
@@ -67,13 +72,27 @@ throughput() {
   for fw in torch jax; do
     echo "== throughput, $fw"
     for m in $cnns; do
+      # PyTorch in both layouts; JAX's models take NHWC and XLA picks the rest.
       dl throughput --framework "$fw" -m "${m%:*}" -b "${m#*:}" --precision bf16,fp32 \
-        "${dev[@]}" "${window[@]}"
+        ${layouts[$fw]} "${dev[@]}" "${window[@]}"
     done
     for m in $others; do
       dl throughput --framework "$fw" -m "${m%:*}" -b "${m#*:}" --precision bf16 "${dev[@]}" \
         "${window[@]}"
     done
+  done
+}
+
+compiled() {
+  local m
+  echo "== throughput, torch compiled (bf16)"
+  for m in $cnns; do
+    dl throughput -m "${m%:*}" -b "${m#*:}" --precision bf16 --channels-last on \
+      --compile default "${dev[@]}" "${window[@]}"
+  done
+  for m in $others; do
+    dl throughput -m "${m%:*}" -b "${m#*:}" --precision bf16 --compile default "${dev[@]}" \
+      "${window[@]}"
   done
 }
 

@@ -38,6 +38,10 @@ run_parts() {
 
 # export_results: the store as CSV and JSON, every table as Markdown, and the HTML report.
 export_results() {
+  if [ ! -f "$db" ]; then
+    echo "no store at $db: nothing was measured into one (fidelity writes its own JSON)"
+    return 0
+  fi
   dl results export --db "$db" --format csv -o "$out/all.csv"
   dl results export --db "$db" --format json -o "$out/all.json"
   dl report --db "$db" --markdown -o "$out/tables.md"

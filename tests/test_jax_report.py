@@ -9,24 +9,54 @@ from dlbench.report.frameworks import framework_tables, throughput_table
 
 
 def _rec(framework: str, step_s: float, batch: int = 8, model: str = "resnet50",
-         precision: str = "bf16") -> ThroughputRecord:
+         precision: str = "bf16", **levers) -> ThroughputRecord:
     cfg = ThroughputConfig(model=model, batch_size=batch, precision=precision,
-                           framework=framework, stop=StopRule())
+                           framework=framework, stop=StopRule(), **levers)
     times = tuple(step_s * (1 + 0.001 * (i % 3)) for i in range(40))
     return ThroughputRecord(config=cfg, env={}, step_times_s=times, first_step_s=2.0,
                             samples_per_step=batch, unit="images",
-                            memory={"peak_allocated": 3 * 1024 ** 3})
+                            memory={"allocated_peak_bytes": 3 * 1024 ** 3})
 
 
 def test_a_pair_makes_a_row_with_the_ratio():
     t = throughput_table([_rec("torch", 0.010), _rec("jax", 0.008)])
     assert len(t.rows) == 1
     row = dict(zip(t.columns, t.rows[0]))
-    assert row["JAX/PyTorch"] == "1.25" and row["peak GiB JAX"] == "3.0"
+    assert row["JAX/PyTorch"] == "1.25"
+    assert row["peak GiB PT"] == "3.0" and row["peak GiB JAX"] == "3.0"
     rate = lambda cell: float(cell.split()[0].replace(",", ""))
     assert rate(row["PyTorch"]) == pytest.approx(800, rel=2e-3)
     assert rate(row["JAX"]) == pytest.approx(1000, rel=2e-3)
     assert any("XLA_PYTHON_CLIENT_PREALLOCATE=false" in n for n in t.notes)
+
+
+def test_a_jax_record_stored_with_the_first_memory_keys_reads_as_pytorchs():
+    old = _rec("jax", 0.008).to_dict()
+    old["memory"] = {"peak_allocated": 5 * 1024 ** 3, "allocated": 1, "reserved": 60 * 1024 ** 3}
+    back = ThroughputRecord.from_dict(old)
+    assert back.memory == {"allocated_peak_bytes": 5 * 1024 ** 3, "allocated_bytes": 1}
+    row = dict(zip(*(lambda t: (t.columns, t.rows[0]))(throughput_table([_rec("torch", 0.01),
+                                                                          back]))))
+    assert row["peak GiB JAX"] == "5.0"
+
+
+def test_jax_stands_beside_each_pytorch_setting_of_its_config():
+    recs = [_rec("torch", 0.010), _rec("torch", 0.009, channels_last=True),
+            _rec("torch", 0.008, channels_last=True, compile="default"), _rec("jax", 0.008)]
+    t = throughput_table(recs)
+    rows = [dict(zip(t.columns, row)) for row in t.rows]
+    assert [(r["PyTorch as"], r["JAX/PyTorch"]) for r in rows] == [
+        ("eager NCHW", "1.25"), ("eager NHWC", "1.12"), ("compiled NHWC", "1.00")]
+
+
+def test_jax_rows_of_the_throughput_table_say_jit_and_nhwc_and_stay_out_of_the_classic_view():
+    from dlbench.report.tables import classic_cnn_table, throughput_table as main_table
+    jax = _rec("jax", 0.008)
+    row = dict(zip(main_table([jax]).columns, main_table([jax]).rows[0]))
+    assert (row["layout"], row["compile"]) == ("NHWC", "jit")
+    classic = classic_cnn_table([_rec("torch", 0.010), jax])
+    assert not any("jit" in col for col in classic.columns)
+    assert [float(r[2]) for r in classic.rows] == [pytest.approx(800, rel=2e-3)]  # PyTorch's
 
 
 def test_unpaired_or_different_configs_make_no_row():

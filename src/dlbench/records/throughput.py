@@ -232,7 +232,9 @@ class ThroughputConfig:
     @property
     def compiled_as(self) -> str:
         """The compile cell of a table: ``eager``, the mode, and ``+loss`` where the loss is
-        compiled with the model."""
+        compiled with the model; ``jit`` for JAX, whose step XLA always compiles."""
+        if self.framework != "torch":
+            return "jit"
         if not self.compile:
             return "eager"
         return self.compile + ("+loss" if self.compile_loss else "")
@@ -367,6 +369,18 @@ class ThroughputRecord(StepRateMixin, Record):
     # --profile: the steps profiled after the window and their kernels, each (name, calls,
     # seconds) summed over those steps (dlbench.measure.kernels); None when not profiled.
     profile: dict[str, Any] | None = None
+
+    #: Memory keys the first JAX records used, read as PyTorch's (their "reserved" was the
+    #: allocator's limit, not a peak, so it is dropped).
+    _OLD_MEMORY_KEYS = {"peak_allocated": "allocated_peak_bytes", "allocated": "allocated_bytes",
+                        "reserved": None}
+
+    @classmethod
+    def _decode(cls, name: str, value: Any) -> Any:
+        if name == "memory" and isinstance(value, dict) and "peak_allocated" in value:
+            value = {cls._OLD_MEMORY_KEYS.get(k, k): v for k, v in value.items()
+                     if cls._OLD_MEMORY_KEYS.get(k, k)}
+        return super()._decode(name, value)
 
     def summary(self) -> Summary | None:
         """Figures from the raw step times; None for a failed result."""

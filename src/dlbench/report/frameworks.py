@@ -31,26 +31,47 @@ def cfg_of(r: Any) -> Any:
     return getattr(r.config, "base", r.config)
 
 
+#: PyTorch's levers that JAX has no counterpart of (XLA always compiles the whole step and picks
+#: layout and kernels itself): a JAX record pairs with PyTorch's records at any of them.
+_TORCH_LEVERS = {"channels_last": False, "compile": None, "compile_loss": False,
+                 "cuda_graph": False}
+
+
 def _pair_key(r: Any) -> tuple:
-    """What must match for two records to share a row: the config without its framework."""
+    """What must match for two records to share a row: the config without its framework and
+    without PyTorch's layout and compile levers."""
     c = cfg_of(r)
-    plain = replace(c, framework="torch")
+    plain = replace(c, framework="torch", **_TORCH_LEVERS)
     return (plain.key(), getattr(r.config, "gpus", 1))
 
 
+def torch_setting(r: Any) -> str:
+    """How a PyTorch record ran: ``eager NCHW``, ``compiled NHWC``, ``max-autotune+graph ...``."""
+    c = cfg_of(r)
+    how = "compiled" if c.compile == "default" else (c.compile or "eager")
+    how += "+loss" if c.compile_loss else ""
+    how += "+graph" if c.cuda_graph else ""
+    return how + (" NHWC" if c.channels_last else (" NCHW" if r.unit == "images" else ""))
+
+
 def pairs(records: Sequence[Any]) -> list[tuple[Any, dict[str, Any]]]:
-    """(a representative record, {framework: newest ok record}) for every config measured in
-    more than one framework, in the records' order."""
-    groups: dict[tuple, dict[str, Any]] = {}
+    """(a representative record, {"torch": record, "jax": record}) for every config measured in
+    both frameworks, in the records' order: one pair per PyTorch setting (eager or compiled,
+    either layout) measured, each with the newest ok JAX record of the config."""
+    torch: dict[tuple, dict[str, Any]] = {}
+    jax: dict[tuple, Any] = {}
     first: dict[tuple, Any] = {}
     for r in records:
         if r.kind not in ("throughput", "scaling") or not r.ok or r.summary() is None:
             continue
         k = _pair_key(r)
         first.setdefault(k, r)
-        fw = getattr(cfg_of(r), "framework", "torch")
-        groups.setdefault(k, {})[fw] = r  # the newest wins (records come oldest first)
-    return [(first[k], g) for k, g in groups.items() if len(g) > 1]
+        if getattr(cfg_of(r), "framework", "torch") == "torch":
+            torch.setdefault(k, {})[torch_setting(r)] = r  # the newest wins (oldest come first)
+        else:
+            jax[k] = r
+    return [(first[k], {"torch": t, "jax": jax[k]}) for k in first if k in jax
+            for t in torch.get(k, {}).values()]
 
 
 def rate(r: Any) -> tuple[float, float, float]:
@@ -71,7 +92,7 @@ def _peak_gib(r: Any | None) -> str:
     if r is None:
         return "-"
     m = r.memory or {}
-    peak = m.get("peak_allocated")
+    peak = m.get("allocated_peak_bytes")
     return "-" if peak is None else f"{peak / GIB:.1f}"
 
 
@@ -91,22 +112,27 @@ def throughput_table(records: Sequence[Any]) -> Table | None:
     rows = []
     for rep, by in pairs(records):
         c = cfg_of(rep)
-        t, j = by.get("torch"), by.get("jax")
-        ratio = rate(j)[0] / rate(t)[0] if t and j else None
+        t, j = by["torch"], by["jax"]
+        ratio = rate(j)[0] / rate(t)[0]
         unit = {"images": "img/s", "tokens": "tok/s", "sequences": "seq/s"}.get(rep.unit,
                                                                                rep.unit)
         rows.append((c.model, c.mode, c.precision, str(c.batch_size),
-                     str(getattr(rep.config, "gpus", 1)), unit, _with_interval(t),
-                     _with_interval(j), "-" if ratio is None else f"{ratio:.2f}",
+                     str(getattr(rep.config, "gpus", 1)), unit, torch_setting(t),
+                     _with_interval(t),
+                     _with_interval(j), f"{ratio:.2f}",
                      _first(t), _first(j), _peak_gib(t), _peak_gib(j), _j_per_sample(t),
                      _j_per_sample(j)))
     if not rows:
         return None
-    cols = ("model", "mode", "prec", "batch/GPU", "GPUs", "unit", "PyTorch", "JAX", "JAX/PyTorch",
+    cols = ("model", "mode", "prec", "batch/GPU", "GPUs", "unit", "PyTorch as", "PyTorch", "JAX",
+            "JAX/PyTorch",
             "1st step PT (s)", "1st step JAX (s)", "peak GiB PT", "peak GiB JAX", "J/sample PT",
             "J/sample JAX")
     notes = ("throughput = samples over the measured window (the same window, stopping rule "
              "and timer semantics in both frameworks); ± is the 95% interval's half-width",
+             "PyTorch as: how each PyTorch row ran (eager or torch.compile, NCHW or NHWC "
+             "images); JAX's step is always jit-compiled by XLA, with NHWC images, so one JAX "
+             "record stands beside each PyTorch setting measured",
              "1st step: timed alone, never in the figure; PyTorch's holds cuDNN autotuning and "
              "lazy initialisation, JAX's tracing and XLA compilation",
              PREALLOC_NOTE, "J/sample: GPU energy over the window (NVML), per sample")

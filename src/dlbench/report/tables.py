@@ -35,7 +35,9 @@ from dlbench.telemetry.summary import energy_mismatch, mismatch_note
 
 
 def _layout(r: ThroughputRecord) -> str:
-    return "NHWC" if r.config.channels_last else ("NCHW" if _is_image(r) else "-")
+    # dlbench's JAX models take NHWC images, XLA's native layout on GPUs.
+    nhwc = r.config.channels_last or getattr(r.config, "framework", "torch") != "torch"
+    return "-" if not _is_image(r) else ("NHWC" if nhwc else "NCHW")
 
 
 def _is_image(r: ThroughputRecord) -> bool:
@@ -246,7 +248,9 @@ def classic_cnn_table(records: Sequence[ThroughputRecord]) -> Table:
     precision: the latest eager record's (else the latest record's), so that a factor over
     eager never compares two batch sizes or layouts when a store holds several.
     """
-    recs = [r for r in records if r.config.mode == "train" and _image_model(r.config.model)]
+    # PyTorch only: JAX's figures are not PyTorch's compiled column, and have their own view.
+    recs = [r for r in records if r.config.mode == "train" and _image_model(r.config.model)
+            and r.config.framework == "torch"]
 
     def shape(r: ThroughputRecord) -> tuple[int, bool]:
         return r.config.batch_size, r.config.channels_last

@@ -124,12 +124,15 @@ def jax_device(name: str):
 
 
 def peak_memory(device=None) -> dict[str, int | None]:
-    """Peak and current bytes of the first device (``memory_stats``; None where the backend
-    keeps none, as the CPU's), the same keys as PyTorch's record."""
+    """Peak bytes of the first device (``memory_stats``; None where the backend keeps none,
+    as the CPU's), under the keys of PyTorch's record. XLA's pool peak stands for PyTorch's
+    reserved peak; ``bytes_limit`` is what the allocator may take (75% of the GPU, or all of
+    it with preallocation off), which is no peak and is kept apart."""
     stats = (device or jax.devices()[0]).memory_stats() or {}
-    return {"peak_allocated": stats.get("peak_bytes_in_use"),
-            "allocated": stats.get("bytes_in_use"),
-            "reserved": stats.get("bytes_reserved") or stats.get("bytes_limit")}
+    return {"allocated_peak_bytes": stats.get("peak_bytes_in_use"),
+            "reserved_peak_bytes": stats.get("peak_pool_bytes") or stats.get("peak_bytes_reserved"),
+            "allocated_bytes": stats.get("bytes_in_use"),
+            "limit_bytes": stats.get("bytes_limit")}
 
 
 def measure(cfg, env: dict, clock: Callable[[], float] = time.perf_counter, flops=None,

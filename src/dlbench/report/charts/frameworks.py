@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from dlbench.report.charts.base import Chart, commands_of, finish, pyplot
-from dlbench.report.frameworks import cfg_of, pairs, rate
+from dlbench.report.frameworks import cfg_of, pairs, rate, torch_setting
 
 
 def framework_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Chart]:
-    """One chart: JAX's throughput relative to PyTorch's (= 1) per config, intervals as error
-    bars (each side's relative half-width, combined), so models of any unit share an axis."""
-    found = [(rep, by) for rep, by in pairs(records) if "torch" in by and "jax" in by]
+    """One chart: JAX's throughput relative to PyTorch's (= 1) per config and PyTorch setting,
+    intervals as error bars (each side's relative half-width, combined), so models of any unit share an axis."""
+    found = pairs(records)
     if not found:
         return []
     plt = pyplot()
@@ -24,7 +24,8 @@ def framework_charts(records: Sequence[Any], commands: Mapping[str, str]) -> lis
         c = cfg_of(rep)
         gpus = getattr(rep.config, "gpus", 1)
         labels.append(f"{c.model} {c.precision} b{c.batch_size}" + (f" x{gpus}" if gpus > 1
-                                                                     else ""))
+                                                                     else "")
+                      + f" (PT {torch_setting(by['torch'])})")
         vals.append(ratio)
         errs.append(ratio * rel)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(vals) + 2), 4.6), dpi=100)
