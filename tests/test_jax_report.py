@@ -49,6 +49,27 @@ def test_jax_stands_beside_each_pytorch_setting_of_its_config():
         ("eager NCHW", "1.25"), ("eager NHWC", "1.12"), ("compiled NHWC", "1.00")]
 
 
+def test_a_repeat_group_shows_its_processes_mean_and_the_interval_across_them():
+    group = [_rec("torch", step).in_group("g1", i, 3) for i, step in
+             enumerate((0.010, 0.011, 0.012))]
+    row = dict(zip(*(lambda t: (t.columns, t.rows[0]))(throughput_table(group
+                                                                         + [_rec("jax", 0.008)]))))
+    rate = float(row["PyTorch"].split()[0].replace(",", ""))
+    assert rate == pytest.approx((800 + 800 / 1.1 + 800 / 1.2) / 3, rel=3e-3)
+    assert row["PyTorch"].endswith("(3)") and not row["JAX"].endswith(")")
+
+
+def test_sides_from_two_cards_of_one_model_are_flagged():
+    from dataclasses import replace
+    def on(r, uuid):
+        return replace(r, env={"accelerator": "cuda", "gpus": [{"name": "H100", "uuid": uuid}]})
+    row = lambda recs: dict(zip(throughput_table(recs).columns, throughput_table(recs).rows[0]))
+    assert "different cards" in row([on(_rec("torch", 0.01), "GPU-a"),
+                                     on(_rec("jax", 0.01), "GPU-b")])["flags"]
+    assert "different cards" not in row([on(_rec("torch", 0.01), "GPU-a"),
+                                         on(_rec("jax", 0.01), "GPU-a")])["flags"]
+
+
 def test_jax_rows_of_the_throughput_table_say_jit_and_nhwc_and_stay_out_of_the_classic_view():
     from dlbench.report.tables import classic_cnn_table, throughput_table as main_table
     jax = _rec("jax", 0.008)

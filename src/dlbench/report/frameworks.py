@@ -18,6 +18,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Sequence
 
+from dlbench.measure.stats import across_processes
+from dlbench.records.base import repeat_groups
+from dlbench.report.cards import different_cards
+from dlbench.report.flags import flags
 from dlbench.report.table import GIB, Table, fmt_num
 
 FRAMEWORKS = ("torch", "jax")
@@ -54,57 +58,73 @@ def torch_setting(r: Any) -> str:
     return how + (" NHWC" if c.channels_last else (" NCHW" if r.unit == "images" else ""))
 
 
-def pairs(records: Sequence[Any]) -> list[tuple[Any, dict[str, Any]]]:
-    """(a representative record, {"torch": record, "jax": record}) for every config measured in
+def pairs(records: Sequence[Any]) -> list[tuple[Any, dict[str, list[Any]]]]:
+    """(a representative record, {"torch": side, "jax": side}) for every config measured in
     both frameworks, in the records' order: one pair per PyTorch setting (eager or compiled,
-    either layout) measured, each with the newest ok JAX record of the config."""
-    torch: dict[tuple, dict[str, Any]] = {}
-    jax: dict[tuple, Any] = {}
+    either layout) measured, each with the newest JAX side of the config. A side is the ok
+    records of one ``--repeat`` group (its fresh processes), or one record measured alone."""
+    torch: dict[tuple, dict[str, list[Any]]] = {}
+    jax: dict[tuple, list[Any]] = {}
     first: dict[tuple, Any] = {}
-    for r in records:
-        if r.kind not in ("throughput", "scaling") or not r.ok or r.summary() is None:
+    for group in repeat_groups(records):
+        side = [r for r in group if r.kind in ("throughput", "scaling") and r.ok
+                and r.summary() is not None]
+        if not side:
             continue
+        r = side[0]
         k = _pair_key(r)
         first.setdefault(k, r)
         if getattr(cfg_of(r), "framework", "torch") == "torch":
-            torch.setdefault(k, {})[torch_setting(r)] = r  # the newest wins (oldest come first)
+            torch.setdefault(k, {})[torch_setting(r)] = side  # the newest wins (oldest first)
         else:
-            jax[k] = r
+            jax[k] = side
     return [(first[k], {"torch": t, "jax": jax[k]}) for k in first if k in jax
             for t in torch.get(k, {}).values()]
 
 
-def rate(r: Any) -> tuple[float, float, float]:
+def rate(side: Sequence[Any]) -> tuple[float, float, float]:
+    """Units per second with its 95% interval (low, high): one record's within-process
+    interval, or the mean of a group's processes with the interval across them."""
+    if len(side) > 1:
+        m, h = across_processes([r.summary().throughput * r.units_per_sample for r in side])
+        return m, m - h, m + h
+    r = side[0]
     s = r.summary()
     k = r.units_per_sample
     high = s.throughput_high if s.throughput_high != float("inf") else s.throughput
     return s.throughput * k, s.throughput_low * k, high * k
 
 
-def _with_interval(r: Any | None) -> str:
-    if r is None:
+def _with_interval(side: Sequence[Any]) -> str:
+    v, lo, hi = rate(side)
+    if not v:
         return "-"
-    v, lo, hi = rate(r)
-    return f"{fmt_num(v)} ±{(hi - lo) / 2 / v:.1%}" if v else "-"
+    return f"{fmt_num(v)} ±{(hi - lo) / 2 / v:.1%}" + (f" ({len(side)})" if len(side) > 1 else "")
 
 
-def _peak_gib(r: Any | None) -> str:
-    if r is None:
-        return "-"
-    m = r.memory or {}
-    peak = m.get("allocated_peak_bytes")
-    return "-" if peak is None else f"{peak / GIB:.1f}"
+def _peak_gib(side: Sequence[Any]) -> str:
+    peaks = [p for p in ((r.memory or {}).get("allocated_peak_bytes") for r in side) if p]
+    return f"{max(peaks) / GIB:.1f}" if peaks else "-"
 
 
-def _j_per_sample(r: Any | None) -> str:
-    if r is None:
-        return "-"
-    tot = (((r.telemetry or {}).get("summary") or {}).get("total") or {})
-    return fmt_num(tot.get("j_per_sample"), 3)
+def _j_per_sample(side: Sequence[Any]) -> str:
+    js = [j for j in ((((r.telemetry or {}).get("summary") or {}).get("total") or {})
+                      .get("j_per_sample") for r in side) if j is not None]
+    return fmt_num(sum(js) / len(js), 3) if js else "-"
 
 
-def _first(r: Any | None) -> str:
-    return "-" if r is None or r.first_step_s is None else f"{r.first_step_s:.1f}"
+def _first(side: Sequence[Any]) -> str:
+    firsts = sorted(r.first_step_s for r in side if r.first_step_s is not None)
+    return f"{firsts[len(firsts) // 2]:.1f}" if firsts else "-"
+
+
+def _flags(side: Sequence[Any]) -> str:
+    """Each flag a side's records carry, once (noisy, throttled, ...)."""
+    seen: dict[str, None] = {}
+    for r in side:
+        for f in flags(r):
+            seen.setdefault(f, None)
+    return "; ".join(seen)
 
 
 def throughput_table(records: Sequence[Any]) -> Table | None:
@@ -116,26 +136,35 @@ def throughput_table(records: Sequence[Any]) -> Table | None:
         ratio = rate(j)[0] / rate(t)[0]
         unit = {"images": "img/s", "tokens": "tok/s", "sequences": "seq/s"}.get(rep.unit,
                                                                                rep.unit)
+        notes = [f"PT: {_flags(t)}" if _flags(t) else "", f"JAX: {_flags(j)}" if _flags(j) else ""]
+        if any(different_cards(a, b) for a in t for b in j):
+            # Cards of one model differ by more than one process's interval (report.cards).
+            notes.append("PT and JAX on different cards")
         rows.append((c.model, c.mode, c.precision, str(c.batch_size),
-                     str(getattr(rep.config, "gpus", 1)), unit, torch_setting(t),
-                     _with_interval(t),
-                     _with_interval(j), f"{ratio:.2f}",
+                     str(getattr(rep.config, "gpus", 1)), unit, torch_setting(t[0]),
+                     _with_interval(t), _with_interval(j), f"{ratio:.2f}",
                      _first(t), _first(j), _peak_gib(t), _peak_gib(j), _j_per_sample(t),
-                     _j_per_sample(j)))
+                     _j_per_sample(j), "; ".join(n for n in notes if n)))
     if not rows:
         return None
     cols = ("model", "mode", "prec", "batch/GPU", "GPUs", "unit", "PyTorch as", "PyTorch", "JAX",
-            "JAX/PyTorch",
-            "1st step PT (s)", "1st step JAX (s)", "peak GiB PT", "peak GiB JAX", "J/sample PT",
-            "J/sample JAX")
+            "JAX/PyTorch", "1st step PT (s)", "1st step JAX (s)", "peak GiB PT", "peak GiB JAX",
+            "J/sample PT", "J/sample JAX", "flags")
     notes = ("throughput = samples over the measured window (the same window, stopping rule "
-             "and timer semantics in both frameworks); ± is the 95% interval's half-width",
+             "and timer semantics in both frameworks); ± is the 95% interval's half-width: "
+             "within one process, or across the fresh processes of a --repeat group where a "
+             "count follows it, e.g. (3), and the figure is their mean",
              "PyTorch as: how each PyTorch row ran (eager or torch.compile, NCHW or NHWC "
              "images); JAX's step is always jit-compiled by XLA, with NHWC images, so one JAX "
              "record stands beside each PyTorch setting measured",
              "1st step: timed alone, never in the figure; PyTorch's holds cuDNN autotuning and "
-             "lazy initialisation, JAX's tracing and XLA compilation",
-             PREALLOC_NOTE, "J/sample: GPU energy over the window (NVML), per sample")
+             "lazy initialisation (and compilation where compiled), JAX's tracing and XLA "
+             "compilation",
+             PREALLOC_NOTE, "J/sample: GPU energy over the window (NVML), per sample",
+             "flags: as in the throughput table (noisy: the window ended before its interval "
+             "target; throttled: the GPU slowed during it); 'different cards': the two sides "
+             "ran on different cards of one GPU model, which differ by more than one "
+             "process's interval (dlbench gpus --cards)")
     return Table("PyTorch vs JAX, throughput", cols, tuple(rows), notes)
 
 

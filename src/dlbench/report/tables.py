@@ -25,13 +25,13 @@ from dlbench.records.base import repeat_groups
 from dlbench.records.peak import ceilings
 from dlbench.records.scaling import scaling_efficiency, scaling_factor
 from dlbench.records.throughput import ThroughputRecord
+from dlbench.report.flags import flags
 from dlbench.report.frameworks import framework_tables
 from dlbench.report.kernel_tables import kernel_tables
 from dlbench.report.network import loss_table, net_table
 from dlbench.report.table import GIB, Table, fmt_ms, fmt_num, fmt_pct
 from dlbench.report.train_tables import train_tables
 from dlbench.sweep import env_key
-from dlbench.telemetry.summary import energy_mismatch, mismatch_note
 
 
 def _layout(r: ThroughputRecord) -> str:
@@ -52,26 +52,6 @@ def _compile(r: ThroughputRecord) -> str:
 def _short_error(r: ThroughputRecord) -> str:
     first = (r.error or "").splitlines()[0] if r.error else ""
     return f"{r.error_type}: {first[:70]}"
-
-
-def flags(r: ThroughputRecord) -> list[str]:
-    """Why a figure deserves care: a window that never reached its interval target, high spread,
-    a GPU that throttled (power, thermal, clocks) during the window."""
-    s = r.summary()
-    if s is None:
-        return []
-    out = []
-    if not r.converged():
-        out.append(f"noisy ({r.stop_reason})")
-    elif s.noisy:
-        out.append(f"cv {s.cv:.0%}")
-    throttled = ((getattr(r, "telemetry", None) or {}).get("summary") or {}).get("throttled")
-    if throttled:
-        out.append(f"throttled ({', '.join(throttled)})")
-    mismatch = energy_mismatch(getattr(r, "telemetry", None))
-    if mismatch:
-        out.append(mismatch_note(mismatch))
-    return out
 
 
 def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughput") -> Table:

@@ -25,7 +25,7 @@ def framework_charts(records: Sequence[Any], commands: Mapping[str, str]) -> lis
         gpus = getattr(rep.config, "gpus", 1)
         labels.append(f"{c.model} {c.precision} b{c.batch_size}" + (f" x{gpus}" if gpus > 1
                                                                      else "")
-                      + f" (PT {torch_setting(by['torch'])})")
+                      + f" (PT {torch_setting(by['torch'][0])})")
         vals.append(ratio)
         errs.append(ratio * rel)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(vals) + 2), 4.6), dpi=100)
@@ -38,5 +38,5 @@ def framework_charts(records: Sequence[Any], commands: Mapping[str, str]) -> lis
     title = "PyTorch vs JAX: JAX's throughput relative to PyTorch's (1 = equal; 95% intervals)"
     ax.set_title(title, fontsize=10)
     ax.grid(True, axis="y", lw=0.3, alpha=0.6)
-    recs = [r for _, by in found for r in by.values()]
+    recs = [r for _, by in found for side in by.values() for r in side]
     return [finish(plt, fig, title, commands_of(recs, commands))]
