@@ -3,9 +3,9 @@
 #   benchmarks/frameworks.sh OUTDIR [PART ...]
 #
 # Parts (default: all five, in this order):
-#   throughput  both frameworks, one batch each: ResNet-50 (b128), VGG-16 (b64), ViT-B/16 (b64)
-#               and GPT-2 124M (b8 x 1024 tokens) in bf16, and the CNNs (ResNet-50, VGG-16) in
-#               true fp32; PyTorch eager, its CNNs in both layouts (NCHW, its default, and
+#   throughput  both frameworks, one batch each: ResNet-50 (b128), VGG-16 (b64), seed 003's
+#               cnn10 (b256), ViT-B/16 (b64) and GPT-2 124M (b8 x 1024 tokens) in bf16, and
+#               the CNNs (ResNet-50, VGG-16, cnn10) in true fp32; PyTorch eager, its CNNs in both layouts (NCHW, its default, and
 #               channels_last NHWC, JAX's); a short window each (--max-time 4), the first step
 #               (PyTorch: cuDNN autotuning; JAX: XLA compilation) timed apart
 #   compiled    PyTorch with torch.compile (mode default, CNNs channels_last) for the bf16
@@ -54,7 +54,7 @@ python3 -c "import jax, flax, optax" 2>/dev/null ||
 window=(--warmup 3 --warmup-time 0.5 --min-time 1.5 --max-time 4 --db "$db")
 # SMOKE=1: the same commands on the CPU with the tiny test models, in about 3 minutes (a check
 # of the script itself; its figures mean nothing).
-cnns="resnet50:128 vgg16:64"; others="vit_b_16:64 gpt2:8"; tta=(-m cnn10 -b 256); dev=()
+cnns="resnet50:128 vgg16:64 cnn10:256"; others="vit_b_16:64 gpt2:8"; tta=(-m cnn10 -b 256); dev=()
 fid=(--model resnet50 --batch 128 --precision bf16 --rounds 2); precs="bf16 fp32"
 ds=(--dataset fashion-mnist ${data:+--data-dir "$data"})
 declare -A layouts=([torch]="--channels-last off,on" [jax]="")

@@ -59,6 +59,15 @@ def test_a_repeat_group_shows_its_processes_mean_and_the_interval_across_them():
     assert row["PyTorch"].endswith("(3)") and not row["JAX"].endswith(")")
 
 
+def test_an_interval_that_reaches_zero_step_time_is_not_halved():
+    from dataclasses import replace
+    wild = replace(_rec("torch", 0.01), step_times_s=(0.001, 1.0, 0.002))
+    assert wild.summary().throughput_high == float("inf")
+    row = dict(zip(throughput_table([wild, _rec("jax", 0.01)]).columns,
+                   throughput_table([wild, _rec("jax", 0.01)]).rows[0]))
+    assert float(row["PyTorch"].split("±")[1].rstrip("%")) > 100
+
+
 def test_sides_from_two_cards_of_one_model_are_flagged():
     from dataclasses import replace
     def on(r, uuid):

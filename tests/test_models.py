@@ -14,7 +14,8 @@ from dlbench.measure import flops
 from dlbench.measure.flops import count_flops, params_count
 from dlbench.models import ModelSpec, UnknownModelError, get_model, list_models, model_names
 
-SEED = ["resnet50", "resnet152", "inception_v3", "inception_v4", "vgg16", "nasnet", "densenet161"]
+SEED = ["resnet50", "resnet152", "inception_v3", "inception_v4", "vgg16", "nasnet", "densenet161",
+        "cnn10"]
 MODERN = ["vit_b_16", "bert-base", "gpt2"]
 TEST = ["tiny_cnn", "tiny_mlp", "tiny_gpt", "tiny_gpt2", "test_oom", "test_nan"]
 
@@ -29,6 +30,9 @@ EXPECTED = {
     "vgg16": (512, 30.9),
     "nasnet": (64, 47.6),
     "densenet161": (256, 15.5),
+    # Counted by hand: 2 x the multiply-adds of nine 3x3 convolutions, three each at 32, 16
+    # and 8 px with 64, 128 and 256 channels (the dense layer adds 5 kFLOPs).
+    "cnn10": (256, 0.532),
     "vit_b_16": (512, 35.1),
     "bert-base": (128, 121.2),
     "gpt2": (32, 291.6),
@@ -103,9 +107,9 @@ def test_spec_fields(name: str) -> None:
     assert spec.default_batch == EXPECTED[name][0]
     assert spec.description and "\n" not in spec.description
     if spec.kind == "image":
-        assert (spec.unit, spec.num_classes) == ("images", 1000)
+        assert (spec.unit, spec.num_classes) == ("images", 10 if name == "cnn10" else 1000)
     assert spec.input_size == {"inception_v3": 299, "inception_v4": 299, "nasnet": 331,
-                               "bert-base": 512, "gpt2": 1024}.get(name, 224)
+                               "bert-base": 512, "gpt2": 1024, "cnn10": 32}.get(name, 224)
 
 
 def test_text_specs() -> None:

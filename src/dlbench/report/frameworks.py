@@ -22,7 +22,7 @@ from dlbench.measure.stats import across_processes
 from dlbench.records.base import repeat_groups
 from dlbench.report.cards import different_cards
 from dlbench.report.flags import flags
-from dlbench.report.table import GIB, Table, fmt_num
+from dlbench.report.table import GIB, Table, fmt_num, fmt_pct
 
 FRAMEWORKS = ("torch", "jax")
 PREALLOC_NOTE = ("peak memory: each framework's allocator peak (PyTorch max_memory_allocated, "
@@ -99,7 +99,11 @@ def _with_interval(side: Sequence[Any]) -> str:
     v, lo, hi = rate(side)
     if not v:
         return "-"
-    return f"{fmt_num(v)} ±{(hi - lo) / 2 / v:.1%}" + (f" ({len(side)})" if len(side) > 1 else "")
+    if len(side) > 1:
+        return f"{fmt_num(v)} ±{(hi - lo) / 2 / v:.1%} ({len(side)})"
+    # One process: the throughput table's relative half-width (of the mean step time), which
+    # stays honest where the interval reaches zero step time and the upper rate is unbounded.
+    return f"{fmt_num(v)} ±{fmt_pct(side[0].summary().rel_halfwidth)}"
 
 
 def _peak_gib(side: Sequence[Any]) -> str:

@@ -237,6 +237,7 @@ JAX_MODELS: dict[str, JaxModel] = {m.name: m for m in (
     JaxModel("resnet50", "image", _image(ResNet), "resnet50"),
     JaxModel("vgg16", "image", _image(VGG16), "vgg16"),
     JaxModel("vit_b_16", "image", _image(ViT), "vit_b_16"),
+    JaxModel("cnn10", "image", lambda dtype, size, classes: CNN10(classes, 64, dtype), "cnn10"),
     JaxModel("gpt2", "text", lambda dtype, size, vocab: GPT2(
         vocab=vocab, positions=max(1024, size), dtype=dtype), "gpt2"),
     # The registry's tiny test models, for the CPU tests.
