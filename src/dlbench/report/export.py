@@ -151,7 +151,8 @@ def _base_config(get_base: Callable[[Any], Any]) -> tuple[Column, ...]:
         _c("config", "mode", lambda r, s: b(r).mode, "train or eval"),
         _c("config", "precision", lambda r, s: b(r).precision, "fp32 (no TF32), tf32, fp16, bf16"),
         _c("config", "compile", lambda r, s: b(r).compiled_as,
-           "eager, or the torch.compile mode (+loss: the loss compiled with the model)"),
+           "eager, or the torch.compile mode (+loss: the loss compiled with the model); "
+           "jit for JAX"),
         _c("config", "channels_last", lambda r, s: b(r).channels_last, "NHWC memory format"),
         _c("config", "optimizer", lambda r, s: b(r).optimizer, "sgd or adamw"),
         _c("config", "input_size", lambda r, s: b(r).input_size or "default",

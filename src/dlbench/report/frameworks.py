@@ -1,10 +1,13 @@
 """PyTorch vs JAX: the same model, precision, mode and batch, side by side.
 
-Rows pair records whose configs differ only in ``framework`` (throughput, and data-parallel
-``scaling`` records at their GPU count), the newest of each. Per framework: throughput with its
-95% interval, the first step (PyTorch: cuDNN autotuning and lazy init, plus compilation where
-compiled; JAX: tracing and XLA compilation), peak device memory, energy per sample. A second
-table puts the time-to-accuracy runs of both frameworks side by side (the chart: :mod:`dlbench.report.charts.frameworks`).
+Rows pair records whose configs differ only in ``framework`` and in PyTorch's layout and
+compile levers (throughput, and data-parallel ``scaling`` records at their GPU count): the
+newest JAX record or ``--repeat`` group beside the newest of each PyTorch setting. Per
+framework: throughput with its 95% interval (across processes for a group), the first step
+(PyTorch: cuDNN autotuning and lazy init, plus compilation where compiled; JAX: tracing and XLA
+compilation), peak device memory, energy per sample, flags. A second table puts the
+time-to-accuracy runs of both frameworks side by side (the chart:
+:mod:`dlbench.report.charts.frameworks`).
 
 Peak memory is what each framework's allocator reports (PyTorch ``max_memory_allocated``, JAX
 ``memory_stats()['peak_bytes_in_use']``), with JAX's preallocation off
@@ -140,7 +143,7 @@ def throughput_table(records: Sequence[Any]) -> Table | None:
         ratio = rate(j)[0] / rate(t)[0]
         unit = {"images": "img/s", "tokens": "tok/s", "sequences": "seq/s"}.get(rep.unit,
                                                                                rep.unit)
-        notes = [f"PT: {_flags(t)}" if _flags(t) else "", f"JAX: {_flags(j)}" if _flags(j) else ""]
+        notes = [f"{who}: {fl}" for who, fl in (("PT", _flags(t)), ("JAX", _flags(j))) if fl]
         if any(different_cards(a, b) for a in t for b in j):
             # Cards of one model differ by more than one process's interval (report.cards).
             notes.append("PT and JAX on different cards")
@@ -148,7 +151,7 @@ def throughput_table(records: Sequence[Any]) -> Table | None:
                      str(getattr(rep.config, "gpus", 1)), unit, torch_setting(t[0]),
                      _with_interval(t), _with_interval(j), f"{ratio:.2f}",
                      _first(t), _first(j), _peak_gib(t), _peak_gib(j), _j_per_sample(t),
-                     _j_per_sample(j), "; ".join(n for n in notes if n)))
+                     _j_per_sample(j), "; ".join(notes)))
     if not rows:
         return None
     cols = ("model", "mode", "prec", "batch/GPU", "GPUs", "unit", "PyTorch as", "PyTorch", "JAX",
