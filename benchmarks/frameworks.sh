@@ -5,9 +5,10 @@
 # Parts (default: all five, in this order):
 #   throughput  both frameworks, one batch each: ResNet-50 (b128), VGG-16 (b64), seed 003's
 #               cnn10 (b256), ViT-B/16 (b64) and GPT-2 124M (b8 x 1024 tokens) in bf16, and
-#               the CNNs (ResNet-50, VGG-16, cnn10) in true fp32; PyTorch eager, its CNNs in both layouts (NCHW, its default, and
-#               channels_last NHWC, JAX's); a short window each (--max-time 4), the first step
-#               (PyTorch: cuDNN autotuning; JAX: XLA compilation) timed apart
+#               the CNNs (ResNet-50, VGG-16, cnn10) in true fp32; PyTorch eager, its CNNs in
+#               both layouts (NCHW, its default, and channels_last NHWC, JAX's); a short
+#               window each (--max-time 4), the first step (PyTorch: cuDNN autotuning; JAX: XLA
+#               compilation) timed apart
 #   compiled    PyTorch with torch.compile (mode default, CNNs channels_last) for the bf16
 #               configs: the counterpart of JAX's jit-compiled step
 #   fidelity    dlbench's JAX path against a bare JAX loop (benchmarks/fidelity.py --framework
@@ -23,16 +24,16 @@
 # for JAX), so its peak memory is what it used, not the 75% of the GPU it grabs by default.
 # Each framework runs in its own process (one `dlbench` command each).
 #
-# How long on one H100 (JAX compiles each model in 15-30 s, PyTorch autotunes fp32 convolutions
-# for up to 15 s and torch.compile takes up to a minute a model): throughput about 7 minutes
-# (16 configs), compiled about 4, fidelity about 2.5, train about 2.5. Where one command may run
-# 10 minutes at most, run it as three into the same OUTDIR (one store):
+# How long on one H100 (JAX compiles each model in 5-30 s, PyTorch autotunes fp32 convolutions
+# for up to 2 minutes (VGG-16 channels_last) and torch.compile takes up to a minute a model):
+# throughput about 11 minutes (22 configs), compiled about 5, fidelity about 2.5, train about
+# 4. The parts can run as separate commands into the same OUTDIR (one store):
 #   benchmarks/frameworks.sh OUT throughput
 #   benchmarks/frameworks.sh OUT compiled fidelity
 #   benchmarks/frameworks.sh OUT train
 #
-# DATA: Fashion-MNIST's four idx files (default: .carry/fashion-mnist in the repository, else
-#   where Debian's package puts them). Nothing is downloaded.
+# DATA: the folder of Fashion-MNIST's four idx files (default: where Debian's package puts
+#   them, apt-get install dataset-fashion-mnist). Nothing is downloaded.
 #
 # Writes, in OUTDIR: dlbench.db (every result), fidelity-jax.json, all.csv, all.json, tables.md,
 # report.html, and PART.log for each part.
@@ -46,8 +47,7 @@ source "$(dirname "$0")/lib.sh"
 begin throughput compiled fidelity train scale
 nvlink_multicast_off
 export XLA_PYTHON_CLIENT_PREALLOCATE=${XLA_PYTHON_CLIENT_PREALLOCATE:-false}
-data=${DATA:-$repo/.carry/fashion-mnist}
-[ -d "$data" ] || data=
+data=${DATA:-}
 python3 -c "import jax, flax, optax" 2>/dev/null ||
   { echo "JAX, Flax and Optax are needed: pip install -e '.[jax]' (and JAX's CUDA plugin)" >&2
     exit 2; }

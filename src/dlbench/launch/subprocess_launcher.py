@@ -51,49 +51,42 @@ class SubprocessLauncher:
             out_path = os.path.join(tmp, "record.json")
             job = {"config": cfg.to_dict(), "env": env, "out": out_path,
                    "count_flops": self.count_flops, "idle_baseline": self.idle_baseline}
-            if _forks(cfg):
-                return self._run_forked(cfg, env, job)
-            payload = json.dumps(job)
-            # A session of its own: stopping it reaches everything it started, and a Ctrl-C
-            # at the terminal reaches dlbench alone, which ends the worker itself.
-            with subprocess.Popen(
-                    [sys.executable, "-m", "dlbench.launch.worker"], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                    env=signals.child_env(), start_new_session=True) as proc:
-                try:
-                    _, stderr = proc.communicate(payload, timeout=self.timeout_s)
-                except subprocess.TimeoutExpired:
-                    signals.stop([proc])
-                    return self._failed(cfg, env, ErrorType.TIMEOUT,
-                                        f"the worker ran past {self.timeout_s:.0f} s and was "
-                                        "killed")
-                except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no worker outlives dlbench
-                    signals.stop([proc])
-                    raise
+            try:
+                returncode, stderr = (self._forked if _forks(cfg) else self._spawned)(job)
+            except TimeoutError:
+                return self._failed(cfg, env, ErrorType.TIMEOUT,
+                                    f"the worker ran past {self.timeout_s:.0f} s and was killed")
+            except ZygoteLost as e:
+                return self._failed(cfg, env, ErrorType.CRASHED, str(e))
             if os.path.exists(out_path):
                 with open(out_path) as f:
                     return ThroughputRecord.from_dict(json.load(f))
             return self._failed(cfg, env, ErrorType.CRASHED,
-                                f"worker exited with code {proc.returncode} and wrote no result; "
-                                f"its stderr ends:\n{stderr[-2000:]}")
+                                f"worker exited with code {returncode} and wrote no result; "
+                                f"its stderr ends:\n{stderr}")
 
-    def _run_forked(self, cfg: ThroughputConfig, env: dict, job: dict) -> ThroughputRecord:
-        out_path = job["out"]
-        zygote = Zygote.shared()
-        try:
-            returncode = zygote.run(job, self.timeout_s)
-        except TimeoutError:
-            return self._failed(cfg, env, ErrorType.TIMEOUT,
-                                f"the worker ran past {self.timeout_s:.0f} s and was killed")
-        except ZygoteLost as e:
-            return self._failed(cfg, env, ErrorType.CRASHED, str(e))
-        if os.path.exists(out_path):
-            with open(out_path) as f:
-                return ThroughputRecord.from_dict(json.load(f))
-        stderr = _tail(out_path + ".stderr")
-        return self._failed(cfg, env, ErrorType.CRASHED,
-                            f"worker exited with code {returncode} and wrote no result; "
-                            f"its stderr ends:\n{stderr}")
+    def _spawned(self, job: dict) -> tuple[int, str]:
+        """``job`` in a new interpreter: its exit code and the end of its stderr."""
+        # A session of its own: stopping it reaches everything it started, and a Ctrl-C at the
+        # terminal reaches dlbench alone, which ends the worker itself.
+        with subprocess.Popen(
+                [sys.executable, "-m", "dlbench.launch.worker"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=signals.child_env(), start_new_session=True) as proc:
+            try:
+                _, stderr = proc.communicate(json.dumps(job), timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                signals.stop([proc])
+                raise TimeoutError from None
+            except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no worker outlives dlbench
+                signals.stop([proc])
+                raise
+        return proc.returncode, stderr[-2000:]
+
+    def _forked(self, job: dict) -> tuple[int, str]:
+        """``job`` in a child of the zygote: its exit code and the end of its stderr."""
+        returncode = Zygote.shared().run(job, self.timeout_s)
+        return returncode, _tail(job["out"] + ".stderr")
 
     @staticmethod
     def _failed(cfg: ThroughputConfig, env: dict, kind: str, msg: str) -> ThroughputRecord:
@@ -156,10 +149,7 @@ class Zygote:
             raise
         try:
             return self._read(deadline)["returncode"]
-        except TimeoutError:
-            self._end_child(pid)
-            raise
-        except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no worker outlives dlbench
+        except BaseException:  # the timeout, Ctrl-C, SIGTERM, SIGHUP: no worker outlives it
             self._end_child(pid)
             raise
 

@@ -31,8 +31,9 @@ import sys
 import traceback
 import warnings
 
-#: The library each model source needs, imported in the zygote before its first fork.
-LIBRARIES = {"torchvision": "torchvision", "timm": "timm", "transformers": "transformers"}
+#: The registry's model sources that are libraries, imported in the zygote before its first
+#: fork (a registry source names its library).
+LIBRARIES = ("torchvision", "timm", "transformers")
 #: The same for ``PREFIX:NAME`` models (``dlbench.models.sources``); a user's ``FILE.py:FUNC``
 #: is never imported here: the zygote runs no code of a model, which could initialise CUDA.
 PREFIXES = {"timm": "timm", "torchvision": "torchvision", "hf": "transformers"}
@@ -47,7 +48,8 @@ def library_for(model: str) -> str | None:
         return PREFIXES.get(model.split(":", 1)[0])
     try:
         from dlbench.models import get_model
-        return LIBRARIES.get(get_model(model).source)  # the registry: a lookup, no build
+        source = get_model(model).source  # the registry: a lookup, no build
+        return source if source in LIBRARIES else None
     except Exception:  # noqa: BLE001 - an unknown name: the child reports it, as a record
         return None
 

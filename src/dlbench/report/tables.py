@@ -36,7 +36,7 @@ from dlbench.sweep import env_key
 
 def _layout(r: ThroughputRecord) -> str:
     # dlbench's JAX models take NHWC images, XLA's native layout on GPUs.
-    nhwc = r.config.channels_last or getattr(r.config, "framework", "torch") != "torch"
+    nhwc = r.config.channels_last or r.config.framework != "torch"
     return "-" if not _is_image(r) else ("NHWC" if nhwc else "NCHW")
 
 

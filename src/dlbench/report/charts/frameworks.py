@@ -11,7 +11,8 @@ from dlbench.report.frameworks import cfg_of, pairs, rate, torch_setting
 
 def framework_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Chart]:
     """One chart: JAX's throughput relative to PyTorch's (= 1) per config and PyTorch setting,
-    intervals as error bars (each side's relative half-width, combined), so models of any unit share an axis."""
+    intervals as error bars (each side's relative half-width, combined), so models of any unit
+    share an axis."""
     found = pairs(records)
     if not found:
         return []
