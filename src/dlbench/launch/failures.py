@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import gc
 import traceback
+from typing import Any
 
 import torch
 
+from dlbench.records import Record, record_type_for
 from dlbench.records.base import ErrorType
-from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 
 # Errors after which the CUDA context (or a communicator) is broken: nothing more can run in this
 # process. timm's benchmark stops retrying on the same ones.
@@ -69,9 +70,10 @@ def describe(exc: BaseException) -> str:
     return (head[:1500] + "\n" + tail[-2500:]).strip()
 
 
-def failure_record(cfg: ThroughputConfig, env: dict, exc: BaseException) -> ThroughputRecord:
-    return ThroughputRecord(config=cfg, env=env, status="error", error_type=classify(exc),
-                            error=describe(exc))
+def failure_record(cfg: Any, env: dict, exc: BaseException) -> Record:
+    """The failure row of ``cfg`` (a record of the kind whose config it is)."""
+    return record_type_for(cfg)(config=cfg, env=env, status="error", error_type=classify(exc),
+                                error=describe(exc))
 
 
 def release_memory() -> None:

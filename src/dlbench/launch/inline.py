@@ -8,14 +8,17 @@ sweep stops; ``--isolate`` runs each benchmark in a fresh process instead.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from dlbench.launch.failures import FATAL_HINT, failure_record, release_memory
 from dlbench.launch.lookup import find_worker
+from dlbench.records import Record, record_type_for
 from dlbench.records.base import ErrorType
-from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 
 #: What measures one throughput config: ``measure(cfg, env[, flops=...]) -> ThroughputRecord``.
 THROUGHPUT_WORKER = "dlbench.workloads.throughput:measure"
+#: What measures one config of each kind a sweep runs, by record kind.
+WORKERS = {"throughput": THROUGHPUT_WORKER, "generate": "dlbench.workloads.generate:measure"}
 
 
 class InlineLauncher:
@@ -23,18 +26,19 @@ class InlineLauncher:
     # After a fatal error the process must not measure again.
     survives_fatal = False
 
-    def __init__(self, count_flops: bool = True, worker: str = THROUGHPUT_WORKER,
+    def __init__(self, count_flops: bool = True, worker: str | None = None,
                  idle_baseline: bool = True) -> None:
         """``worker`` names the measuring function (``"module:function"``), imported when it
-        runs, so that this package imports no workload. ``idle_baseline=False`` asks it not to
+        runs, so that this package imports no workload; None picks the worker of the config's
+        kind (:data:`WORKERS`). ``idle_baseline=False`` asks it not to
         wait for the GPU's idle power first (a later process of a repeat group)."""
         self.count_flops = count_flops
         self.worker = worker
         self.idle_baseline = idle_baseline
 
-    def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
+    def run(self, cfg: Any, env: dict) -> Record:
         try:
-            measure = find_worker(self.worker)
+            measure = find_worker(self.worker or WORKERS[record_type_for(cfg).kind])
             kwargs = {} if self.idle_baseline else {"idle_baseline": False}
             if self.count_flops:
                 return measure(cfg, env, **kwargs)

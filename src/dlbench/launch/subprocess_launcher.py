@@ -21,10 +21,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 from dlbench.launch import signals
+from dlbench.records import Record, record_from_dict, record_type_for
 from dlbench.records.base import ErrorType
-from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 
 
 class SubprocessLauncher:
@@ -46,11 +47,12 @@ class SubprocessLauncher:
         baseline), so that a group costs its windows, not seconds of waiting per process."""
         return SubprocessLauncher(self.timeout_s, count_flops=False, idle_baseline=False)
 
-    def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord:
+    def run(self, cfg: Any, env: dict) -> Record:
         with tempfile.TemporaryDirectory(prefix="dlbench-") as tmp:
             out_path = os.path.join(tmp, "record.json")
-            job = {"config": cfg.to_dict(), "env": env, "out": out_path,
-                   "count_flops": self.count_flops, "idle_baseline": self.idle_baseline}
+            job = {"kind": record_type_for(cfg).kind, "config": cfg.to_dict(), "env": env,
+                   "out": out_path, "count_flops": self.count_flops,
+                   "idle_baseline": self.idle_baseline}
             try:
                 returncode, stderr = (self._forked if _forks(cfg) else self._spawned)(job)
             except TimeoutError:
@@ -60,7 +62,7 @@ class SubprocessLauncher:
                 return self._failed(cfg, env, ErrorType.CRASHED, str(e))
             if os.path.exists(out_path):
                 with open(out_path) as f:
-                    return ThroughputRecord.from_dict(json.load(f))
+                    return record_from_dict(json.load(f))
             return self._failed(cfg, env, ErrorType.CRASHED,
                                 f"worker exited with code {returncode} and wrote no result; "
                                 f"its stderr ends:\n{stderr}")
@@ -89,13 +91,14 @@ class SubprocessLauncher:
         return returncode, _tail(job["out"] + ".stderr")
 
     @staticmethod
-    def _failed(cfg: ThroughputConfig, env: dict, kind: str, msg: str) -> ThroughputRecord:
-        return ThroughputRecord(config=cfg, env=env, status="error", error_type=kind, error=msg)
+    def _failed(cfg: Any, env: dict, kind: str, msg: str) -> Record:
+        return record_type_for(cfg)(config=cfg, env=env, status="error", error_type=kind,
+                                    error=msg)
 
 
-def _forks(cfg: ThroughputConfig) -> bool:
+def _forks(cfg: Any) -> bool:
     """Whether this config's worker is forked by the zygote (else a new interpreter)."""
-    return (hasattr(os, "fork") and cfg.framework != "jax"
+    return (hasattr(os, "fork") and getattr(cfg, "framework", "torch") != "jax"
             and os.environ.get("DLBENCH_SPAWN", "") in ("", "0"))
 
 

@@ -11,12 +11,13 @@ import sys
 
 from dlbench.launch.inline import InlineLauncher
 from dlbench.launch.signals import exit_with_parent
-from dlbench.records.throughput import ThroughputConfig
+from dlbench.records import RECORD_TYPES
 
 
 def run_job(job: dict) -> None:
-    """Measure ``job["config"]`` and write its record (as JSON) to ``job["out"]``."""
-    cfg = ThroughputConfig.from_dict(job["config"])
+    """Measure ``job["config"]`` (of the record kind ``job["kind"]``, throughput when none is
+    named) and write its record (as JSON) to ``job["out"]``."""
+    cfg = RECORD_TYPES[job.get("kind", "throughput")].config_type.from_dict(job["config"])
     record = InlineLauncher(count_flops=job.get("count_flops", True),
                             idle_baseline=job.get("idle_baseline", True)).run(cfg, job["env"])
     with open(job["out"], "w") as f:

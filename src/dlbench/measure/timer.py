@@ -106,3 +106,44 @@ def synchronize(device: torch.device) -> None:
     """Wait for queued device work (a no-op on the CPU, where work is synchronous)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+class TokenTimer:
+    """Marks inside a request: ``begin()`` before it, ``mark()`` as each token is ready.
+
+    The same one timer, finer: on a GPU a CUDA event per mark, on the CPU the host clock (the
+    work is done when the call returns). Nothing is read until :meth:`read`, after the window's
+    one synchronize, so marking a token costs an event record and never drains the GPU.
+    """
+
+    def __init__(self, device: torch.device, clock: Callable[[], float] = time.perf_counter
+                 ) -> None:
+        self._cuda = device.type == "cuda"
+        self._clock = clock
+        self._requests: list[list] = []
+
+    def _now(self):
+        if self._cuda:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return self._clock()
+
+    def begin(self) -> None:
+        self._requests.append([self._now()])
+
+    def mark(self) -> None:
+        self._requests[-1].append(self._now())
+
+    def clear(self) -> None:
+        """Forget the requests marked so far (the first request's and the warm-up's)."""
+        self._requests = []
+
+    def read(self) -> list[list[float]]:
+        """Per request, the seconds between its consecutive marks: ``[first token, second
+        token - first, ...]``. Waits for the last mark (the window has already waited)."""
+        if self._cuda:
+            if self._requests and self._requests[-1]:
+                self._requests[-1][-1].synchronize()
+            return [[a.elapsed_time(b) / 1e3 for a, b in zip(r, r[1:])] for r in self._requests]
+        return [[b - a for a, b in zip(r, r[1:])] for r in self._requests]

@@ -216,7 +216,10 @@ HUB_NAMES: dict[str, tuple[str, dict[str, Any]]] = {
 _HUB_ORGS = ("openai-community/", "google-bert/", "distilbert/")
 
 
-def _hf(full: str, ref: str) -> ModelSpec:
+def hf_config(full: str, ref: str) -> tuple[Any, str]:
+    """The transformers config ``hf:REF`` names, with its ``?FIELD=VALUE`` changes, and a few
+    words on where it came from; nothing is fetched. Shared by every command that builds an
+    ``hf:`` model (throughput's wrapped model, generation's causal LM)."""
     # Nothing may be fetched: set before transformers (and huggingface_hub) read it.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     ref, _, query = ref.partition("?")
@@ -257,7 +260,12 @@ def _hf(full: str, ref: str) -> ModelSpec:
             raise ModelSourceError(f"{full}: transformers cannot build a default "
                                    f"{model_type} config: {str(exc).splitlines()[0]}") from None
         what = f"{type(base).__name__} defaults" + (" with the hub model's sizes" if known else "")
-    config = _with_overrides(full, base, overrides)
+    return _with_overrides(full, base, overrides), what
+
+
+def _hf(full: str, ref: str) -> ModelSpec:
+    config, what = hf_config(full, ref)
+    transformers = require("transformers")
     if getattr(config, "is_encoder_decoder", False):
         raise ModelSourceError(f"{full}: an encoder-decoder model; dlbench measures models "
                                "called on one input (decoder, encoder or image classifier)")
@@ -352,7 +360,7 @@ def _with_overrides(full: str, config: Any, overrides: Mapping[str, Any]) -> Any
 
 # -- a factory in the user's own file ----------------------------------------------------------
 def _file(full: str, path: str, func: str) -> ModelSpec:
-    factory = _load_factory(full, path, func)
+    factory = load_factory(full, path, func)
     takes_size = _takes_input_size(factory)
     # The factory is called once here to learn the input it describes: on the meta device,
     # where building costs no memory and no time; on the CPU where meta cannot build it.
@@ -376,7 +384,8 @@ def _file(full: str, path: str, func: str) -> ModelSpec:
                      factory=build, notes=f"{path} sha256 {digest}")
 
 
-def _load_factory(full: str, path: str, func: str) -> Callable[..., Any]:
+def load_factory(full: str, path: str, func: str) -> Callable[..., Any]:
+    """``FUNC`` of the user's ``FILE.py`` (imported once), or an error naming close matches."""
     file = Path(path)
     if not file.is_file():
         raise ModelSourceError(f"{full}: no such file {path} (relative to {os.getcwd()})")

@@ -10,6 +10,7 @@ from typing import Any
 
 from dlbench.records.base import SCHEMA_VERSION, ErrorType, Record
 from dlbench.records.comm import CommConfig, CommRecord
+from dlbench.records.generate import GenerateConfig, GenerateRecord
 from dlbench.records.maxbatch import MaxBatchConfig, MaxBatchRecord, Probe
 from dlbench.records.net import NetConfig, NetRecord
 from dlbench.records.peak import PeakConfig, PeakRecord
@@ -20,8 +21,16 @@ from dlbench.records.train import TrainConfig, TrainRecord
 #: kind -> record class.
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.kind: cls for cls in (ThroughputRecord, ScalingRecord, CommRecord, MaxBatchRecord,
-                              PeakRecord, NetRecord, TrainRecord)
+                              PeakRecord, NetRecord, TrainRecord, GenerateRecord)
 }
+
+
+def record_type_for(cfg: Any) -> type[Record]:
+    """The record class whose config ``cfg`` is (a failure of ``cfg`` is a record of it)."""
+    for cls in RECORD_TYPES.values():
+        if isinstance(cfg, cls.config_type):
+            return cls
+    raise TypeError(f"no record kind has a config of type {type(cfg).__name__}")
 
 
 def record_from_dict(d: dict[str, Any]) -> Record:
@@ -34,6 +43,6 @@ def record_from_dict(d: dict[str, Any]) -> Record:
 
 
 __all__ = ["SCHEMA_VERSION", "ErrorType", "Record", "RECORD_TYPES", "record_from_dict",
-           "CommConfig", "CommRecord", "MaxBatchConfig", "MaxBatchRecord", "Probe", "NetConfig",
+           "CommConfig", "CommRecord", "GenerateConfig", "GenerateRecord", "record_type_for", "MaxBatchConfig", "MaxBatchRecord", "Probe", "NetConfig",
            "NetRecord", "PeakConfig", "PeakRecord", "ScalingConfig", "ScalingRecord",
            "ThroughputConfig", "ThroughputRecord", "TrainConfig", "TrainRecord"]
