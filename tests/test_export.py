@@ -5,6 +5,8 @@ The store is built from real records: every kind of tests/data/store-before-reco
 records of an H100 and H200s, failures included), plus records of the committed campaign
 stores where that store has none of a column's kind (a scaling run with GPU telemetry, a matmul
 ceiling, a training run with its pipeline measurements, a CPU net run with its environment).
+No committed store holds a ``generate`` record yet: one with known numbers
+(tests/fakes/generate_records.py) in the environment of the old store's H100, and its failure.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from fakes.generate_records import failed_generate, generate_record
 
 from dlbench.records import RECORD_TYPES
 from dlbench.report import export
@@ -50,6 +54,10 @@ def every_kind(tmp_path_factory) -> Path:
                         else [src.get(i) for i in ids])
             for r in recs:
                 store.add(r)
+        h100 = next(r for r in store.results(kind="throughput")
+                    if r.ok and (r.env.get("gpus") or [{}])[0].get("uuid"))
+        store.add(generate_record(env=h100.env, run_id=h100.run_id))
+        store.add(failed_generate(env=h100.env, run_id=h100.run_id))
     return db
 
 

@@ -137,8 +137,8 @@ def measure_step(step: Callable[[], Any], samples_per_step: int, unit: str = "sa
 def load(db: str | os.PathLike, *, kind: str | None = None, run: str | None = None,
          tag: str | None = None) -> list[Any]:
     """The records of a store, in the order they were stored: every kind, or ``kind`` alone
-    (``throughput``, ``scaling``, ``comm``, ``peak``, ``maxbatch``, ``train``, ``net``); one
-    run (an id or its prefix) or the runs with ``tag``."""
+    (``throughput``, ``scaling``, ``comm``, ``peak``, ``maxbatch``, ``train``, ``net``,
+    ``generate``); one run (an id or its prefix) or the runs with ``tag``."""
     path = Path(db)
     if not path.is_file():
         raise StoreError(f"{path}: no such store")

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub, "compare", help="compare two runs or tags config by config, every kind; exit 5 on "
                              "a regression",
         description="Match the results of A and B by kind and config (throughput, scaling, "
-                    "comm, peak, maxbatch, train, net) and print, for each, the ratio B/A of "
+                    "generate, comm, peak, maxbatch, train, net) and print, for each, the ratio B/A of "
                     "the kind's figure, its 95% interval, a test and a verdict. Where raw "
                     "samples exist the test is Welch's t on them (step times, iteration "
                     "times, the seeds' times to train, or the process figures of a --repeat "

@@ -44,7 +44,9 @@ def card_uuids(r: Any) -> tuple[str, ...]:
     if env.get("accelerator") != "cuda" or not gpus:
         return ()
     c = r.config
-    if r.kind == "throughput":
+    if r.kind == "generate" and c.device == "cpu":  # a CPU run on a GPU host: no card
+        return ()
+    if r.kind in ("throughput", "generate"):
         used = [_device_index(c.device)]
     elif r.kind == "maxbatch":
         used = [_device_index(c.base.device)]

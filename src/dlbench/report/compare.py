@@ -17,9 +17,12 @@ train       1 / time to train    Welch's t on the seeds' times to train     one 
                                  (two or more converged seeds a side)       no test
 train       samples/s, epochs 2+ Welch's t on the epoch times, seeds pooled
 maxbatch    largest batch        none: the search brackets the boundary     the brackets
+generate    output tokens/s      Welch's t on the requests' times
+generate    1 / TPOT mean        Welch's t on the decode steps' times
 =========== ==================== ========================================== =================
 
-- **ratio** = figure B / figure A (for time to train, time A / time B): below 1 is worse.
+- **ratio** = figure B / figure A (for time to train and TPOT, time A / time B): below 1 is
+  worse.
 - **its interval**: from the two sides' relative half-widths, combined on the log scale:
   ``ratio * exp(+-sqrt(ln(1+rA)^2 + ln(1+rB)^2))``; unbounded when a side has none. When the two
   figures come from different physical cards of one GPU model, the card-to-card spread measured
@@ -34,7 +37,7 @@ maxbatch    largest batch        none: the search brackets the boundary     the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from dlbench import env as envmod
@@ -114,6 +117,27 @@ def _step_side(r: Any) -> Side | None:
     return Side(s.throughput, s.rel_halfwidth, times, "samples/s", (r.id,), (r,))
 
 
+#: The unit of a generate record's second figure: 1 / mean time per output token, so that, as
+#: everywhere here, larger is better; shown as the TPOT itself (ms).
+TPOT = "1/TPOT"
+#: The match-key suffix of a generate config's TPOT figure.
+TPOT_KEY = ":tpot"
+
+
+def _generate_side(r: Any) -> Side | None:
+    """Output tokens per second, tested on the requests' end-to-end times."""
+    side = _step_side(r)
+    return None if side is None else replace(side, unit="output tok/s")
+
+
+def _tpot_side(r: Any) -> Side | None:
+    """1 / mean TPOT, tested on every measured decode step's time."""
+    times = tuple(r.decode_times()) if r.ok else ()
+    if len(times) < 2:
+        return None
+    return Side(1.0 / mean(times), _rel_halfwidth(times), times, TPOT, (r.id,), (r,))
+
+
 def _slowest(r: Any) -> tuple[float, ...]:
     return tuple(max(r.rank_step_times_s, key=math.fsum)) if r.rank_step_times_s else ()
 
@@ -143,13 +167,16 @@ def _rel_halfwidth(times: Sequence[float], confidence: float = 0.95) -> float:
     return interval(times, confidence).halfwidth / m if m > 0 else math.inf
 
 
-def _group_side(recs: Sequence[Any]) -> Side | None:
+def _group_side(recs: Sequence[Any],
+                one: Callable[[Any], Side | None] | None = None) -> Side | None:
     """The processes of one repeat group (``--repeat N``): the mean of the process figures, its
     interval across processes, and the process figures as the samples (Welch's t on them: the
-    run-to-run variance one process cannot show)."""
-    per = [s for s in (_ONE[r.kind](r) for r in recs if r.ok) if s is not None]
+    run-to-run variance one process cannot show). ``one`` makes a process's side (default: its
+    kind's headline figure)."""
+    one = one or _ONE[recs[-1].kind]
+    per = [s for s in (one(r) for r in recs if r.ok) if s is not None]
     if len(per) < 2:
-        return _ONE[recs[-1].kind](recs[-1]) if recs[-1].ok else None
+        return one(recs[-1]) if recs[-1].ok else None
     figures = tuple(s.figure for s in per)
     m, h = across_processes(figures)
     return Side(m, h / m, figures, per[0].unit, tuple(s.ids[0] for s in per),
@@ -178,7 +205,7 @@ def _train_side(recs: Sequence[Any]) -> Side | None:
 #: kind -> how a record (or, for train, a setup's seeds) becomes a side.
 _ONE: dict[str, Callable[[Any], Side | None]] = {
     "throughput": _step_side, "scaling": _step_side, "net": _step_side, "comm": _comm_side,
-    "peak": _peak_side, "maxbatch": _maxbatch_side}
+    "peak": _peak_side, "maxbatch": _maxbatch_side, "generate": _generate_side}
 
 
 def _match_key(r: Any) -> str:
@@ -213,6 +240,10 @@ def sides(records: Sequence[Any]) -> dict[tuple[str, str], Side]:
         side = _group_side(recs) if len(recs) > 1 else _ONE[k[0]](recs[0])
         if side is not None:
             out[k] = side
+        if k[0] == "generate":  # its second figure: the time per output token
+            tpot = _group_side(recs, _tpot_side) if len(recs) > 1 else _tpot_side(recs[0])
+            if tpot is not None:
+                out[(k[0], k[1] + TPOT_KEY)] = tpot
     return out
 
 
@@ -314,8 +345,8 @@ def compare_pair(a: Any, b: Any, threshold: float = DEFAULT_THRESHOLD,
                 math.nan
             significant = math.isfinite(high) and not low <= 1.0 <= high
     return Pair(key=ra.config.key() if kind != "train" else ra.config.setup_key(),
-                label=(ra.config.label if kind != "train" else
-                       _setup_label(ra) + (" epoch speed" if "2+" in sa.unit else "")),
+                label=(ra.config.label + (" TPOT" if sa.unit == TPOT else "") if kind != "train"
+                       else _setup_label(ra) + (" epoch speed" if "2+" in sa.unit else "")),
                 a_id=",".join(sa.ids), b_id=",".join(sb.ids), a_per_s=sa.figure,
                 b_per_s=sb.figure, ratio=ratio, ratio_low=low, ratio_high=high, t=t, df=df, p=p,
                 significant=significant, regression=significant and ratio < 1.0 - threshold,
@@ -335,8 +366,9 @@ def compare(a_records: Sequence[Any], b_records: Sequence[Any],
         raise ValueError(f"threshold must be >= 0, got {threshold}")
     ra, rb = sides(a_records), sides(b_records)
     pairs = tuple(compare_pair(ra[k], rb[k], threshold, alpha, kind=k[0]) for k in ra if k in rb)
-    ra = {k: v for k, v in ra.items() if not k[1].endswith(EPOCH)}  # one line per setup
-    rb = {k: v for k, v in rb.items() if not k[1].endswith(EPOCH)}
+    # one line per setup: a second figure of a config is not a config of its own
+    ra = {k: v for k, v in ra.items() if not k[1].endswith((EPOCH, TPOT_KEY))}
+    rb = {k: v for k, v in rb.items() if not k[1].endswith((EPOCH, TPOT_KEY))}
     diffs = tuple(dict.fromkeys(d for p in pairs for d in p.env_differences))
 
     def label(s: Side) -> str:
@@ -365,21 +397,28 @@ def _p(p: Pair) -> str:
 def _fig(p: Pair, x: float) -> str:
     if p.unit == "1/time to train":
         return f"{1 / x:.1f} s"
+    if p.unit == TPOT:
+        return f"{fmt_num(1e3 / x, 4)} ms"
     return fmt_num(x)
+
+
+#: What the figure column says for the figures shown as their inverse.
+_SHOWN_AS = {"1/time to train": "time to train", TPOT: "TPOT mean"}
 
 
 def comparison_table(c: Comparison, title: str = "B against A") -> Table:
     """One row per matched config: both figures, the ratio and its interval, the test."""
     rows = tuple((
-        p.kind, p.label, _fig(p, p.a_per_s), _fig(p, p.b_per_s), p.unit if p.unit != "1/time to train"
-        else "time to train", f"{p.ratio:.4f}",
+        p.kind, p.label, _fig(p, p.a_per_s), _fig(p, p.b_per_s), _SHOWN_AS.get(p.unit, p.unit),
+        f"{p.ratio:.4f}",
         f"{p.ratio_low:.4f}-{p.ratio_high:.4f}" if math.isfinite(p.ratio_high) else "unbounded",
         _p(p), "yes" if p.significant else "no", _verdict(p) + (" (cards differ)" if p.cards
                                                              else ""),
     ) for p in c.pairs)
-    notes = (f"ratio = B / A of the figure (time to train: A / B), below 1 is worse; interval "
-             f"95% from the two sides' intervals; p: Welch's t-test on the raw samples (step, "
-             f"iteration or seed times), significant when p < {c.alpha:g}; 'interval': no raw "
+    notes = (f"ratio = B / A of the figure (time to train, TPOT: A / B), below 1 is worse; "
+             f"interval 95% from the two sides' intervals; p: Welch's t-test on the raw samples "
+             f"(step, request, decode step, iteration or seed times), significant when "
+             f"p < {c.alpha:g}; 'interval': no raw "
              f"samples, significant when the interval excludes 1; 'bracket': largest batch, "
              f"significant when the two searches' brackets are disjoint; regression: "
              f"significant and worse than A by more than {c.threshold:.1%}",

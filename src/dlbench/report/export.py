@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 from dlbench.measure.stats import Summary
 from dlbench.records import RECORD_TYPES, SCHEMA_VERSION
 from dlbench.report.cards import card_uuids
+from dlbench.report.generate_figures import datasheet_roof, prefill_mfu
 from dlbench.telemetry.summary import energy_mismatch
 
 #: Version of the export layouts (CSV columns and the JSON document). It changes when a column
@@ -28,7 +29,7 @@ from dlbench.telemetry.summary import energy_mismatch
 EXPORT_VERSION = 2
 
 #: The kinds in the order an export writes them.
-KINDS = ("throughput", "scaling", "comm", "peak", "maxbatch", "train", "net")
+KINDS = ("throughput", "scaling", "comm", "peak", "maxbatch", "train", "net", "generate")
 
 
 @dataclass(frozen=True)
@@ -427,6 +428,115 @@ NET = (
     _c("result", "param_count", lambda r, s: r.param_count, "model parameters"),
 )
 
+
+def _lat(r: Any, which: str, stat: str) -> float | None:
+    """A latency figure of a generate record in ms: ``which`` ttft/tpot/e2e, ``stat`` a field
+    of :class:`dlbench.measure.generation.Latency`."""
+    lat = getattr(r, which)()
+    return None if lat is None else _ms(getattr(lat, stat))
+
+
+def _roof_gbs(r: Any) -> float | None:
+    roof = datasheet_roof(r)
+    return None if roof is None else roof.gbs
+
+
+# A CSV row has no other records beside it, so the peaks here are the datasheet's; the tables
+# add the measured ones (a `dlbench peak` run of the same device) where the store has them.
+GENERATE = (
+    _c("config", "model", lambda r, s: r.config.model, "model name or source"),
+    _c("config", "batch_size", lambda r, s: r.config.batch_size, "prompts generated together"),
+    _c("config", "prompt_len", lambda r, s: r.config.prompt_len, "tokens of each prompt"),
+    _c("config", "output_len", lambda r, s: r.config.output_len,
+       "tokens generated for each prompt (end-of-sequence ignored)"),
+    _c("config", "precision", lambda r, s: r.config.precision, "fp32, fp16, bf16, fp8"),
+    _c("config", "path", lambda r, s: r.config.path,
+       "eager (model.generate()), static (static KV cache), graph (+ CUDA graph), compile "
+       "(+ torch.compile)"),
+    _c("config", "pair_key", lambda r, s: r.config.pair_key(),
+       "the config's identity without the path: rows of one setup generated different ways"),
+    _c("config", "device", lambda r, s: r.config.device, "device asked for"),
+    _c("config", "warmup_requests", lambda r, s: r.config.warmup_requests,
+       "untimed requests after the first"),
+    _c("config", "seed", lambda r, s: r.config.seed, "seed of the weights and prompts"),
+    *_stop_config(_tp),
+    _c("result", "output_tokens_per_s", lambda r, s: s and s.throughput,
+       "output tokens of the measured requests over their time (prefill included)"),
+    _c("result", "output_tokens_per_s_low", lambda r, s: s and s.throughput_low,
+       "lower end of the interval"),
+    _c("result", "output_tokens_per_s_high", lambda r, s: s and _fin(s.throughput_high),
+       "upper end of the interval (empty: unbounded)"),
+    _c("result", "rel_halfwidth", lambda r, s: s and _fin(s.rel_halfwidth),
+       "interval half-width over the mean request time"),
+    _c("result", "interval_method", lambda r, s: s and getattr(s, "interval_method", None),
+       "how the interval was computed (batch-means, ess, none)"),
+    _c("result", "total_tokens_per_s", lambda r, s: r.total_tokens_per_s(),
+       "prompt and output tokens over the window's time"),
+    _c("result", "requests", lambda r, s: s and s.steps, "measured requests"),
+    _c("result", "window_s", lambda r, s: s and s.total_s, "measured window (device clock)"),
+    _c("result", "stop_reason", lambda r, s: r.stop_reason, "what ended the window"),
+    _c("result", "converged", lambda r, s: s and r.converged(),
+       "the interval reached its target"),
+    _c("result", "flags", step_flags,
+       "noisy, time_cap, step_cap, cv, throttled, energy_mismatch, one_process (;-joined), "
+       "or none"),
+    _c("result", "ttft_mean_ms", lambda r, s: _lat(r, "ttft", "mean_s"),
+       "time to first token (prefill and the first token), mean over the requests"),
+    _c("result", "ttft_median_ms", lambda r, s: _lat(r, "ttft", "median_s"), "its median"),
+    _c("result", "ttft_p99_ms", lambda r, s: _lat(r, "ttft", "p99_s"), "its 99th percentile"),
+    _c("result", "tpot_mean_ms", lambda r, s: _lat(r, "tpot", "mean_s"),
+       "time per output token: a decode step's time, mean over every measured step"),
+    _c("result", "tpot_median_ms", lambda r, s: _lat(r, "tpot", "median_s"), "its median"),
+    _c("result", "tpot_p90_ms", lambda r, s: _lat(r, "tpot", "p90_s"), "its 90th percentile"),
+    _c("result", "tpot_p99_ms", lambda r, s: _lat(r, "tpot", "p99_s"), "its 99th percentile"),
+    _c("result", "decode_steps", lambda r, s: r.tpot() and r.tpot().n,
+       "measured decode steps (the TPOT sample)"),
+    _c("result", "e2e_mean_ms", lambda r, s: _lat(r, "e2e", "mean_s"),
+       "a request end to end, mean"),
+    _c("result", "e2e_p99_ms", lambda r, s: _lat(r, "e2e", "p99_s"),
+       "a request end to end, 99th percentile"),
+    _c("result", "decode_tokens_per_s", lambda r, s: r.decode_tokens_per_s(),
+       "batch over the mean decode step: the decode phase alone"),
+    _c("result", "prefill_tokens_per_s", lambda r, s: r.prefill_tokens_per_s(),
+       "prompt tokens over the mean time to first token"),
+    _c("result", "prefill_tflops", lambda r, s: r.prefill_tflops(),
+       "counted matmul FLOPs of the prefill over the mean time to first token, TFLOP/s"),
+    _c("result", "prefill_mfu_datasheet", lambda r, s: prefill_mfu(r).datasheet,
+       "prefill_tflops over the datasheet dense peak of the precision (empty: CPU, or a GPU or "
+       "precision the spec table lacks)"),
+    _c("result", "decode_bytes_per_step", lambda r, s: r.decode_bytes_per_step(),
+       "bytes a decode step must read: every weight once, the KV cache it attends to"),
+    _c("result", "decode_gbps", lambda r, s: r.decode_gbs(),
+       "decode_bytes_per_step over the mean TPOT, GB/s (1e9)"),
+    _c("result", "datasheet_bandwidth_gbps", lambda r, s: _roof_gbs(r),
+       "the GPU's datasheet memory bandwidth, GB/s (empty: CPU, or a GPU the table lacks)"),
+    _c("result", "roofline_fraction_datasheet", lambda r, s: r.roofline_fraction(_roof_gbs(r)),
+       "decode_gbps over datasheet_bandwidth_gbps"),
+    _c("result", "first_step_s", lambda r, s: r.first_step_s,
+       "the first request (compilation, graph capture, autotuning), kept out of the figures"),
+    _c("result", "build_s", lambda r, s: r.build_s, "model build on the device (and weights load)"),
+    _c("result", "allocated_peak_bytes", lambda r, s: r.memory.get("allocated_peak_bytes"),
+       "peak memory held by tensors"),
+    _c("result", "reserved_peak_bytes", lambda r, s: r.memory.get("reserved_peak_bytes"),
+       "peak memory reserved by the caching allocator"),
+    _c("result", "weights_bytes", lambda r, s: r.memory.get("weights_bytes"),
+       "the model's parameters on the device"),
+    _c("result", "kv_cache_bytes", lambda r, s: r.memory.get("kv_cache_bytes"),
+       "the KV cache as allocated"),
+    _c("result", "energy_j", lambda r, s: _telemetry_total(r).get("energy_j"),
+       "GPU energy over the window (empty: telemetry off or no NVML)"),
+    _c("result", "mean_power_w", lambda r, s: _telemetry_total(r).get("mean_power_w"),
+       "energy over window time"),
+    _c("result", "idle_power_w", lambda r, s: r.idle_power_w(),
+       "GPU power before the model was built"),
+    _c("result", "j_per_output_token", lambda r, s: r.energy_per_output_token_j(),
+       "energy over the window's output tokens"),
+    _c("result", "net_j_per_output_token", lambda r, s: r.net_energy_per_output_token_j(),
+       "the same above the idle power"),
+    _c("result", "throttled", lambda r, s: _throttled(r),
+       "throttle reasons seen in the window (;-joined), no, or empty: unknown"),
+)
+
 _KIND_COLUMNS: dict[str, tuple[Column, ...]] = {
     "throughput": IDENTITY + THROUGHPUT + GPU_ENV + ERROR,
     "scaling": IDENTITY + SCALING + GPU_ENV + ERROR,
@@ -436,6 +546,7 @@ _KIND_COLUMNS: dict[str, tuple[Column, ...]] = {
     "train": IDENTITY + TRAIN + GPU_ENV + ERROR,
     # dlbench net trains on the CPU only: no GPU columns.
     "net": IDENTITY + NET + CPU_ENV + ERROR,
+    "generate": IDENTITY + GENERATE + GPU_ENV + ERROR,
 }
 assert set(_KIND_COLUMNS) == set(KINDS) == set(RECORD_TYPES), "a kind without export columns"
 

@@ -120,6 +120,8 @@ CHART_BUILDERS: tuple[charts.Builder, ...] = (
     charts.published_charts,
     charts.telemetry_charts,
     charts.training_charts,
+    charts.latency_charts,
+    charts.decode_roofline_charts,
     framework_charts,
 )
 

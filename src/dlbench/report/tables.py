@@ -6,7 +6,7 @@ parentheses as the 2020 tf_cnn_benchmarks study on 4x Quadro RTX 8000 printed th
 ms-per-batch, ms per batch for eval and train per model as the classic per-model scripts
 (u39kun/deep-learning-benchmark) print them. This module holds the tables of throughput, scaling,
 collectives, peaks and searches, and :func:`tables_for`, which lays out records of every kind and
-so imports the other table modules (kernels, network, training, tuned).
+so imports the other table modules (kernels, network, training, tuned, generation).
 ``Table`` and the cell formats are re-exported here for the callers that take them from this
 module.
 """
@@ -27,6 +27,7 @@ from dlbench.records.scaling import scaling_efficiency, scaling_factor
 from dlbench.records.throughput import ThroughputRecord
 from dlbench.report.flags import flags
 from dlbench.report.frameworks import framework_tables
+from dlbench.report.generate_tables import generate_tables
 from dlbench.report.kernel_tables import kernel_tables
 from dlbench.report.network import loss_table, net_table
 from dlbench.report.table import GIB, Table, fmt_ms, fmt_num, fmt_pct
@@ -737,6 +738,8 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
             out += train_tables(recs)
         elif kind == "net":
             out += [net_table(recs), loss_table(recs)]
+        elif kind == "generate":
+            out += generate_tables(recs, by_kind.get("peak", []), device)
         else:
             out.append(records_table(recs, f"{kind} results"))
     out += framework_tables(records)  # PyTorch vs JAX, where both ran a setup
