@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 
 from dlbench.measure.mfu import datasheet_mfu, device_key, measured_peaks
 from dlbench.reference import spec_for_env
+from dlbench.report.cards import card_uuids
 from dlbench.report.flags import flags
 
 
@@ -33,10 +34,15 @@ def device_of(r: Any) -> str:
 
 
 def _same_device(r: Any, peaks: Iterable[Any]) -> list[Any]:
-    """The ok peak records of ``r``'s device, measured on the same side (CPU or GPU)."""
+    """The ok peak records of ``r``'s device, measured on the same side (CPU or GPU); of its
+    very card where the store has a peak run of that card (cards of one model differ by about
+    2%, and a roof from the card that ran is the one that bounds it)."""
     dev, cpu = device_of(r), on_cpu(r)
-    return [p for p in peaks if getattr(p, "kind", None) == "peak" and p.ok
+    same = [p for p in peaks if getattr(p, "kind", None) == "peak" and p.ok
             and (p.config.device == "cpu") == cpu and device_of_peak(p) == dev]
+    card = card_uuids(r)[:1]
+    mine = [p for p in same if card and card_uuids(p)[:1] == card]
+    return mine or same
 
 
 def device_of_peak(p: Any) -> str:

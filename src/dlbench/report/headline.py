@@ -863,6 +863,84 @@ def net_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
     return render
 
 
+# -- generation ---------------------------------------------------------------------------------
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else fmt_num(seconds * 1e3, 3)
+
+
+def generate_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
+    """``dlbench generate`` runs: every record in stored order, failures included: output tok/s
+    ±95%, TTFT and TPOT, the decode steps' bandwidth against the store's measured copy roof
+    (the latest ``dlbench peak`` run of the device, else the datasheet's, said in the column),
+    prefill MFU against the measured matmul ceiling, energy per output token, flags."""
+    from dlbench.report.generate_figures import bandwidth_roof, prefill_mfu  # the page's roofs
+
+    def render(store: Store) -> list[str]:
+        recs = [r for run in runs for r in store.results(run_id=run, kind="generate")]
+        peaks = store.results(kind="peak")
+        flags = [record_flags(r) for r in recs if r.ok]
+        common = _common(flags)
+        rows = []
+        for r in recs:
+            c = r.config
+            label = (c.model, str(c.batch_size), c.path)
+            if not r.ok:
+                rows.append(label + (f"error ({r.error_type})",) + ("–",) * 8)
+                continue
+            s, ttft, tpot = r.summary(), r.ttft(), r.tpot()
+            roof = bandwidth_roof(r, peaks)
+            frac = r.roofline_fraction(roof.gbs if roof else None)
+            m = prefill_mfu(r, peaks)
+            energy = r.energy_per_output_token_j()
+            rows.append(label + (
+                f"{fmt_num(s.throughput)} ±{fmt_pct(s.rel_halfwidth)}",
+                f"{_ms(ttft.mean_s)} ({_ms(ttft.p99_s)})",
+                f"{_ms(tpot.mean_s)} ({_ms(tpot.median_s)} / {_ms(tpot.p99_s)})",
+                fmt_num(r.decode_gbs()),
+                "–" if frac is None else f"{frac:.1%} of {fmt_num(roof.gbs)} ({roof.source})",
+                fmt_num(m.tflops, 3),
+                "–" if m.measured is None else f"{m.measured:.1%}",
+                "–" if energy is None else fmt_num(energy, 3),
+                _rest(record_flags(r), common)))
+        cols = ("model", "batch", "path", "output tok/s ±95%", "TTFT ms mean (p99)",
+                "TPOT ms mean (median / p99)", "decode GB/s", "memory roof",
+                "prefill TFLOP/s", "prefill MFU (measured)", "J / output token", "flags")
+        return [f"Runs {', '.join(runs)}. " + _caption(common), ""] + _table(cols, rows)
+    return render
+
+
+def generate_paths(runs: Sequence[str]) -> Callable[[Store], list[str]]:
+    """Each path against eager (``model.generate()``) of the same model, batch, lengths and
+    precision in ``runs``: the factor of output tok/s, the extra setup (model build and first
+    request: compilation, graph capture) and the output tokens that pay it back."""
+    from dlbench.tuning.payback import payback  # shared with throughput's tuned mode
+
+    def render(store: Store) -> list[str]:
+        recs = [r for run in runs for r in store.results(run_id=run, kind="generate") if r.ok]
+        eager = {r.config.pair_key(): r for r in recs if r.config.path == "eager"}
+        pairs = [(eager[r.config.pair_key()], r) for r in recs
+                 if r.config.path != "eager" and r.config.pair_key() in eager]
+        common = _common([record_flags(r) for pair in pairs for r in pair])
+        rows = []
+        for base, r in pairs:
+            pb = payback(base, r)
+            factor = r.summary().throughput / base.summary().throughput
+            paid = ("never" if pb.never else "at once" if pb.samples == 0 else
+                    f"{fmt_num(pb.samples, 3)} tokens ({pb.seconds:.0f} s)")
+            rows.append((r.config.model, str(r.config.batch_size), r.config.path,
+                         fmt_num(base.summary().throughput), fmt_num(r.summary().throughput),
+                         f"{factor:.2f}x", f"{_ms(base.tpot().mean_s)} / {_ms(r.tpot().mean_s)}",
+                         f"{pb.extra_setup_s:+.0f}", paid,
+                         _rest(record_flags(base), common) + " / "
+                         + _rest(record_flags(r), common)))
+        cols = ("model", "batch", "path", "eager tok/s", "path tok/s", "factor",
+                "TPOT ms eager / path", "extra setup s", "pays back after",
+                "flags eager / path")
+        return [f"Runs {', '.join(runs)}; output tok/s of each path over eager's. "
+                + _caption(common), ""] + _table(cols, rows)
+    return render
+
+
 @dataclass(frozen=True)
 class Headline:
     name: str                                   # the marker's name
@@ -874,6 +952,11 @@ class Headline:
 H100_PAGE = "docs/results/2026-11-h100.md"
 H200_4_PAGE = "docs/results/2026-11-4x-h200.md"
 CPU_PAGE = "docs/results/2026-11-cpu.md"
+GENERATE_PAGE = "docs/results/2026-11-h100-generate.md"
+H100_GENERATE = f"{H100}/generate"
+#: The two sweeps of the generation campaign, one per card of a two-H100 host (llama-3.2-1b on
+#: GPU 0, llama-3.1-8b on GPU 1).
+GENERATE_RUNS = ("591df2f3d966", "6468e4f56a9f")
 
 HEADLINES = (
     Headline("h100-default", H100, h100_default),
@@ -921,6 +1004,9 @@ HEADLINES = (
     Headline("memory-maxbatch", H100, MAXBATCH_EXCERPT, "docs/memory.md"),
     Headline("h100-ceilings", H100, ceilings_run("c52cfaa9d7a8"), H100_PAGE),
     Headline("cpu-net", CPU, net_runs(("cae6d8e89191", "680215e0133c")), CPU_PAGE),
+    Headline("h100-generate", H100_GENERATE, generate_runs(GENERATE_RUNS), GENERATE_PAGE),
+    Headline("h100-generate-paths", H100_GENERATE, generate_paths(GENERATE_RUNS),
+             GENERATE_PAGE),
 )
 
 
@@ -936,7 +1022,7 @@ def end_mark(name: str) -> str:
 def open_store(results: Path, folder: str, workdir: Path) -> Store:
     """A copy of a committed store, unzipped into ``workdir`` (the committed file stays as it
     is: opening a store may add columns to it)."""
-    target = workdir / f"{folder}.db"
+    target = workdir / f"{folder.replace('/', '_')}.db"
     if not target.exists():
         with gzip.open(results / folder / "dlbench.db.gz", "rb") as src, open(target, "wb") as dst:
             shutil.copyfileobj(src, dst)

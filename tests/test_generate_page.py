@@ -1,0 +1,116 @@
+"""The generation campaign page's prose against its records: every figure the prose quotes is
+recomputed here from the committed store and fidelity files (the page's tables are checked by
+tests/test_readme_claims.py, which renders them from the same store)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from dlbench.measure import generation as gen
+from dlbench.models.lm import get_lm, meta_shape
+from dlbench.report import headline as H
+from dlbench.report.generate_figures import bandwidth_roof, datasheet_roof
+from dlbench.tuning.payback import payback
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = (ROOT / H.GENERATE_PAGE).read_text()
+FOLDER = ROOT / "results" / H.H100_GENERATE
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    store = H.open_store(ROOT / "results", H.H100_GENERATE, tmp_path_factory.mktemp("gen"))
+    recs = [r for run in H.GENERATE_RUNS for r in store.results(run_id=run, kind="generate")]
+    peaks = store.results(kind="peak")
+    store.close()
+    return recs, peaks
+
+
+def one(recs, model, batch, path):
+    [r] = [r for r in recs if (r.config.model, r.config.batch_size, r.config.path)
+           == (model, batch, path)]
+    return r
+
+
+def prose() -> str:
+    """The page without its generated tables: the text a person wrote."""
+    return re.sub(r"<!-- headline:.*?<!-- /headline:[\w-]+ -->", "", PAGE, flags=re.S)
+
+
+def says(text: str) -> None:
+    assert text in " ".join(prose().split()), f"the page no longer says {text!r}"
+
+
+def test_decode_at_batch_one_against_the_roof(records):
+    recs, peaks = records
+    r = one(recs, "llama-3.1-8b", 1, "compile")
+    roof = bandwidth_roof(r, peaks)
+    assert roof.source == "measured"
+    says(f"takes {r.tpot().mean_s * 1e3:.2f} ms a token")
+    says(f"{r.decode_gbs():,.0f} GB/s, **{r.roofline_fraction(roof.gbs):.1%}** of the "
+         f"{roof.gbs:,.0f} GB/s its card copies")
+    ds = datasheet_roof(r)
+    says(f"({r.roofline_fraction(ds.gbs):.1%} of the datasheet's {ds.gbs:,.0f} GB/s)")
+    weights = gen.weight_bytes_per_step(meta_shape(get_lm("llama-3.1-8b")), "bf16", 1)
+    says(f"the model's {weights / 1e9:.1f} GB of weights")
+    small = one(recs, "llama-3.2-1b", 1, "compile")
+    says(f"the same path reaches {small.roofline_fraction(bandwidth_roof(small, peaks).gbs):.1%}")
+
+
+def test_larger_batches(records):
+    recs, peaks = records
+    b1, b32 = one(recs, "llama-3.1-8b", 1, "compile"), one(recs, "llama-3.1-8b", 32, "compile")
+    says(f"{b1.output_tokens_per_s():.1f} at batch 1, {b32.output_tokens_per_s():,.0f} at "
+         "batch 32")
+    says(f"({b32.roofline_fraction(bandwidth_roof(b32, peaks).gbs):.1%} at batch 32)")
+
+
+def test_the_eager_caveat(records):
+    recs, _ = records
+    eager = [r for r in recs if r.config.path == "eager"]
+    assert all(r.stop_reason == "time_cap" for r in eager)
+    widths = sorted(r.summary().rel_halfwidth for r in eager)
+    says(f"an interval of ±{widths[0]:.1%} to ±{widths[-1]:.1%}")
+    tails = sorted(r.tpot().p99_s / r.tpot().median_s for r in eager)
+    says(f"TPOT p99 is {tails[0]:.1f} to {tails[-1]:.1f} times their median")
+
+
+def test_setup_and_pay_back(records):
+    recs, _ = records
+    compiled = [r for r in recs if r.config.path == "compile"]
+    firsts = sorted(r.first_step_s for r in compiled)
+    says(f"took {firsts[0]:.0f} to {firsts[-1]:.0f} s")
+    small = payback(one(recs, "llama-3.2-1b", 1, "eager"), one(recs, "llama-3.2-1b", 1, "compile"))
+    large = payback(one(recs, "llama-3.1-8b", 1, "eager"), one(recs, "llama-3.1-8b", 1, "compile"))
+    says(f"within {small.samples:,.0f} (llama-3.2-1b) and {large.samples:,.0f} (llama-3.1-8b) "
+         "output tokens")
+
+
+def test_fidelity_figures_are_the_files():
+    graph = json.loads((FOLDER / "fidelity-graph.json").read_text())
+    assert graph["pass"] and graph["config"]["path"] == "graph"
+    ratios = [r["ratio"] for r in graph["rounds"]]
+    says(f"median ratio **{graph['median_ratio']:.4f}** over {len(ratios)} rounds "
+         f"({min(ratios):.4f} to {max(ratios):.4f})")
+    first, again = (json.loads((FOLDER / f).read_text())
+                    for f in ("fidelity-compile.json", "fidelity-compile-again.json"))
+    assert not first["pass"] and not again["pass"]
+    says(f"(medians {first['median_ratio']:.4f} and {again['median_ratio']:.4f} over "
+         f"{len(first['rounds'])} and {len(again['rounds'])} rounds")
+
+
+def test_what_auto_chose(records):
+    recs, _ = records
+    memory = recs[0].env["gpus"][0]["memory_total_bytes"]
+    spec = get_lm("llama-3.2-1b")
+    chosen = gen.largest_batch(meta_shape(spec), "bf16", 128, 128, memory,
+                               spec.config.intermediate_size)
+    assert f"-> batch {chosen}" in (FOLDER / "gpu0.log").read_text()
+    says(f"`-b auto` chose {chosen:,}")
+    measured = {(r.config.model, r.config.batch_size, r.config.path) for r in recs}
+    assert ("llama-3.2-1b", 64, "compile") not in measured
+    assert not any(r.config.batch_size == 64 for r in recs if r.config.model == "llama-3.1-8b")
