@@ -288,3 +288,16 @@ def test_list_models():
     assert p.returncode == 0
     assert "llama-3.1-8b" in p.stdout and "8.03 B parameters" in p.stdout
     assert "test-llama" not in p.stdout
+
+
+def test_measure_generation_from_python(tmp_path):
+    import dlbench
+    db = tmp_path / "api.db"
+    r = dlbench.measure_generation("test-llama", 2, prompt_len=8, output_len=4, device="cpu",
+                                   path="static", stop=QUICK, db=db, tag="api",
+                                   telemetry_interval_s=None)
+    assert isinstance(r, GenerateRecord) and r.ok and r.config.precision == "fp32"
+    [stored] = dlbench.load(db, kind="generate", tag="api")
+    assert stored.id == r.id and stored.decode_s == r.decode_s
+    with pytest.raises(dlbench.api.MeasurementError, match="unsupported"):
+        dlbench.measure_generation("test-llama", device="cpu", path="graph", stop=QUICK)

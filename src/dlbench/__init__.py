@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "measure_throughput": "dlbench.api",
     "measure_step": "dlbench.api",
+    "measure_generation": "dlbench.api",
     "load": "dlbench.api",
     "to_dataframe": "dlbench.api",
     "StepResult": "dlbench.api",

@@ -17,16 +17,17 @@ from typing import Any, Callable, Iterable
 
 from dlbench import env as envmod
 from dlbench.config import ConfigError
-from dlbench.jobs import plans, runs, step_runs
+from dlbench.jobs import generate_runs, plans, runs, step_runs
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 from dlbench.models.sources import STEP_PREFIX
+from dlbench.records.generate import GENERATE_STOP, GenerateRecord
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord, expand
 from dlbench.report import export
 from dlbench.store import Store, StoreError
 
-__all__ = ["MeasurementError", "StepResult", "load", "measure_step", "measure_throughput",
-           "to_dataframe"]
+__all__ = ["MeasurementError", "StepResult", "load", "measure_generation", "measure_step",
+           "measure_throughput", "to_dataframe"]
 
 
 class MeasurementError(RuntimeError):
@@ -90,6 +91,46 @@ def measure_throughput(model: str, batch_size: int | None = None, *, precision: 
     with _store(db) as path:
         env = envmod.capture_environment()
         outcome = runs.run_throughput([cfg], path, command, env, isolate=isolate, tag=tag)
+    return _one(outcome, check)
+
+
+def measure_generation(model: str, batch_size: int = 1, *, prompt_len: int = 128,
+                       output_len: int = 128, precision: str | None = None,
+                       path: str = "eager", device: str = "auto",
+                       stop: StopRule | None = None, warmup_requests: int = 1,
+                       db: str | os.PathLike | None = None, tag: str | None = None,
+                       isolate: bool = False, check: bool = True,
+                       **config: Any) -> GenerateRecord:
+    """A decoder LM generating ``output_len`` tokens for ``batch_size`` prompts of
+    ``prompt_len`` tokens, as ``dlbench generate`` measures it (docs/generation.md).
+
+    Args:
+        model: a shipped architecture (``llama-3.1-8b``...; ``dlbench generate --list-models``),
+            ``hf:NAME_OR_DIR`` or ``path/to/file.py:factory``.
+        batch_size: prompts generated together.
+        prompt_len, output_len: tokens per prompt and tokens generated per prompt.
+        precision: ``bf16``, ``fp16`` or ``fp32``; None for bf16 on a GPU, fp32 on the CPU.
+        path: ``eager`` (``model.generate()``), ``static``, ``graph`` or ``compile``.
+        device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        stop: when the window of requests ends (default: the command's).
+        warmup_requests: untimed requests after the first.
+        db, tag, isolate, check: as for :func:`measure_throughput`.
+        config: any other field of :class:`dlbench.records.generate.GenerateConfig`.
+
+    Returns:
+        The record as stored: ``record.ttft()``, ``record.tpot()``, ``record.summary()``
+        (output tokens/s and its interval), ``record.decode_gbs()``...
+    """
+    gpu = plans.on_gpu(device, plans.device_facts())
+    [cfg], _ = generate_runs.plan(
+        [model], [batch_size], [prompt_len], [output_len],
+        [precision or ("bf16" if gpu else "fp32")], [path], device=device,
+        stop=stop or GENERATE_STOP, warmup_requests=warmup_requests, **config)
+    command = f"dlbench.measure_generation({model!r}, batch_size={batch_size})"
+    with _store(db) as where:
+        env = envmod.capture_environment()
+        outcome = generate_runs.run_generate([cfg], where, command, env, isolate=isolate,
+                                             tag=tag)
     return _one(outcome, check)
 
 
@@ -191,7 +232,7 @@ class _store:
             self.tmp.cleanup()
 
 
-def _one(outcome: Any, check: bool) -> ThroughputRecord:
+def _one(outcome: Any, check: bool) -> Any:
     if outcome.status == "interrupted" or not outcome.records:
         raise KeyboardInterrupt
     record = outcome.records[0]
