@@ -37,8 +37,9 @@ the config and the environment as JSON.
                                                        # path static (10 rounds)
 
 --generate takes --model (a language model: `dlbench generate --list-models`), --batch,
---precision, --path (static, graph or compile; eager is model.generate(), which has no bare loop of
-its own to compare with), --prompt-len and --output-len. On an H100 the default (path graph, 4
+--precision, --path (eager: model.generate() called bare against dlbench's eager path, with its
+token marks, window and telemetry; static, graph or compile: the decode loops), --prompt-len and
+--output-len. On an H100 the default (path graph, 4
 rounds) took 3 minutes, on a CPU (10 rounds) 1 minute. --path compile works but costs a compile on
 each side in every round (dlbench frees its compiled graphs after each run, and so does the bare
 side, so each run compiles anew): 1 to 2 minutes a round on an H100, inductor's on-disk caches
@@ -182,13 +183,24 @@ def bare_generate(model_name: str, batch: int, prompt_len: int, output_len: int,
     """The generation loop a careful user would write by hand over a static KV cache (as
     gpt-fast does): one prefill, then one forward per token, the greedy argmax kept on the
     device; with path graph the decode step is captured in a CUDA graph, with compile it is
-    compiled first. Returns output tokens/s over ``requests`` requests after ``warmup``."""
+    compiled first. Path eager is ``model.generate()`` called as a user calls it, nothing
+    around it. Returns output tokens/s over ``requests`` requests after ``warmup``."""
     from transformers import StaticCache  # heavy: transformers
 
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[precision]
     torch.manual_seed(0)
     model = get_lm(model_name).build_on(device, dtype)
     ids = torch.randint(0, model.config.vocab_size, (batch, prompt_len), device=device)
+    if path == "eager":
+        # What dlbench's eager path times, without its token marks, window or telemetry: a
+        # check that none of them slows a loop whose host work is most of its time.
+        mask = torch.ones_like(ids)
+
+        def request() -> None:
+            model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=output_len,
+                           min_new_tokens=output_len, do_sample=False, eos_token_id=None,
+                           pad_token_id=0)
+        return _timed_requests(request, warmup, requests, batch * output_len, device)
     extra = 3  # eager (compiling) decode steps before the capture; they write past the end
     cache = StaticCache(config=model.config, max_cache_len=prompt_len + output_len + extra)
     nxt = torch.zeros(batch, 1, dtype=torch.long, device=device)  # static input of a step
@@ -236,6 +248,13 @@ def bare_generate(model_name: str, batch: int, prompt_len: int, output_len: int,
         for _ in range(output_len - 1):
             step()
 
+    return _timed_requests(request, warmup, requests, batch * output_len, device)
+
+
+def _timed_requests(request, warmup: int, requests: int, tokens: int,
+                    device: torch.device) -> float:
+    """Output tokens/s of ``requests`` requests after ``warmup`` untimed ones, timed with
+    perf_counter around one synchronize."""
     for _ in range(warmup):  # the first (compiles on the CPU) and the warm-up
         request()
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -244,7 +263,7 @@ def bare_generate(model_name: str, batch: int, prompt_len: int, output_len: int,
     for _ in range(requests):
         request()
     sync()  # note: the one CPU-GPU sync point of the timed requests
-    return requests * batch * output_len / (time.perf_counter() - t)
+    return requests * tokens / (time.perf_counter() - t)
 
 
 def generate_rounds(a: argparse.Namespace, gpu: bool, device: torch.device, rounds_n: int,
@@ -333,9 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generate", action="store_true",
                     help="LLM generation: dlbench's generate workload against a bare "
                          "generation loop (output tokens/s)")
-    ap.add_argument("--path", choices=("static", "graph", "compile"),
+    ap.add_argument("--path", choices=("eager", "static", "graph", "compile"),
                     help="--generate: how both sides decode (default graph on a GPU, static "
-                         "on the CPU; compile recompiles in every round)")
+                         "on the CPU; compile recompiles in every round; eager: "
+                         "model.generate() on both sides)")
     ap.add_argument("--prompt-len", type=int,
                     help="--generate: prompt tokens (default 128 on a GPU, 16 on the CPU)")
     ap.add_argument("--output-len", type=int,

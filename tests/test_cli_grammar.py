@@ -25,8 +25,8 @@ ALLOWED = {
     ("-b", "--batch-size"): (
         {"_batch_or_auto", "batch_size", "integer"},
         "a batch size everywhere; 'default' where the command has a default batch, 'auto' (the "
-        "largest that fits) only where it can search for it (throughput); train and whatif "
-        "take a number"),
+        "largest that fits) only where it can find it (throughput searches, generate sizes the "
+        "KV cache); train and whatif take a number"),
     ("--suite",): (
         {"suite", "str"},
         "run takes a suite to run; 'results ls' filters stored runs, whose suite also names "
@@ -35,7 +35,8 @@ ALLOWED = {
 # Flags that are on/off settings: they parse on/off (and lists of them) wherever they appear.
 ON_OFF = ("--channels-last", "--cuda-graph", "--compile-loss", "--augment")
 # Commands that measure and store results: --json (the records) and -q (no progress).
-MEASURE = ("run", "throughput", "scale", "maxbatch", "comm", "net", "train", "peak", "tune")
+MEASURE = ("run", "throughput", "scale", "maxbatch", "comm", "net", "train", "peak", "tune",
+           "generate")
 # Commands that print stored results or figures: --json (the figures as data) and -q (less).
 PRINT = ("results ls", "results show", "compare", "gpus", "whatif", "env", "models", "telemetry",
          "roofline", "report", "monitor")

@@ -20,12 +20,14 @@ def _fidelity(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_generate_mode_runs_both_sides(tmp_path):
-    # Two rounds of a tiny Llama (4+4 tokens, path static): each round is a dlbench window of
-    # 2 to 8 seconds (the script's CPU stopping rule) and as many bare requests.
+@pytest.mark.parametrize("path", ["static", "eager"])
+def test_generate_mode_runs_both_sides(tmp_path, path):
+    # Two rounds of a tiny Llama (4+4 tokens; static: dlbench's loop against a bare one, eager:
+    # generate() through dlbench against generate() called bare): each round is a dlbench
+    # window of 2 to 8 seconds (the script's CPU stopping rule) and as many bare requests.
     out = tmp_path / "fidelity.json"
     p = _fidelity("--generate", "--device", "cpu", "--model", "test-llama", "--prompt-len", "4",
-                  "--output-len", "4", "--rounds", "2", "--out", str(out))
+                  "--output-len", "4", "--rounds", "2", "--path", path, "--out", str(out))
     # The verdict is not asserted: on a shared 2-core machine the CPU's speed drifts by 10% and
     # more between two windows seconds apart (other processes take the cores), so the median
     # of two rounds lands outside 0.98-1.02 now and then with nothing wrong in dlbench. The exit
@@ -36,7 +38,7 @@ def test_generate_mode_runs_both_sides(tmp_path):
     assert result["mode"] == "generate"
     cfg = result["config"]
     assert (cfg["model"], cfg["path"], cfg["precision"], cfg["prompt_len"], cfg["output_len"],
-            cfg["batch_size"]) == ("test-llama", "static", "fp32", 4, 4, 1)
+            cfg["batch_size"]) == ("test-llama", path, "fp32", 4, 4, 1)
     assert len(result["rounds"]) == 2
     assert [r["dlbench_first"] for r in result["rounds"]] == [True, False]
     for r in result["rounds"]:
@@ -52,7 +54,7 @@ def test_generate_mode_runs_both_sides(tmp_path):
     lines = p.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == ["round 1", "round 2"]
     assert "tokens/s" in lines[0]
-    assert lines[-1].startswith("fidelity test-llama b1 fp32 4+4 static on ")
+    assert lines[-1].startswith(f"fidelity test-llama b1 fp32 4+4 {path} on ")
     assert ("PASS" if p.returncode == 0 else "FAIL") in lines[-1]
 
 

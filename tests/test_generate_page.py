@@ -58,6 +58,8 @@ def test_decode_at_batch_one_against_the_roof(records):
     weights = gen.weight_bytes_per_step(meta_shape(get_lm("llama-3.1-8b")), "bf16", 1)
     says(f"the model's {weights / 1e9:.1f} GB of weights")
     small = one(recs, "llama-3.2-1b", 1, "compile")
+    says(f"its {small.shape['layers']} layers launch half the kernels of the 8B model's "
+         f"{r.shape['layers']}")
     says(f"the same path reaches {small.roofline_fraction(bandwidth_roof(small, peaks).gbs):.1%}")
 
 
