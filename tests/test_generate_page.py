@@ -116,3 +116,19 @@ def test_what_auto_chose(records):
     measured = {(r.config.model, r.config.batch_size, r.config.path) for r in recs}
     assert ("llama-3.2-1b", 64, "compile") not in measured
     assert not any(r.config.batch_size == 64 for r in recs if r.config.model == "llama-3.1-8b")
+
+
+def test_generation_doc_quotes_the_cpu_fidelity_files():
+    doc = " ".join((ROOT / "docs" / "generation.md").read_text().split())
+    cpu = ROOT / "results" / "pt2.14-cpu"
+
+    def median(name: str) -> str:
+        result = json.loads((cpu / name).read_text())
+        assert result["mode"] == "generate" and result["config"]["model"] == "test-llama"
+        return f"{result['median_ratio']:.4f}"
+    old = median("fidelity-generate-eager-logits-processor.json")
+    assert f"came out at a median ratio of {old}" in doc
+    eager = [median(f"fidelity-generate-eager{s}.json") for s in ("", "-again")]
+    assert f"two runs gave {eager[0]} and {eager[1]}" in doc
+    static = [median(f"fidelity-generate-static{s}.json") for s in ("", "-again")]
+    assert f"and the static loop {static[0]} and {static[1]}" in doc
