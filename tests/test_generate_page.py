@@ -132,3 +132,9 @@ def test_generation_doc_quotes_the_cpu_fidelity_files():
     assert f"two runs gave {eager[0]} and {eager[1]}" in doc
     static = [median(f"fidelity-generate-static{s}.json") for s in ("", "-again")]
     assert f"and the static loop {static[0]} and {static[1]}" in doc
+
+
+def test_the_old_eager_paths_cost_is_its_fidelity_file():
+    old = json.loads((ROOT / "results" / "pt2.14-cpu" /
+                      "fidelity-generate-eager-logits-processor.json").read_text())
+    says(f"on the CPU that version cost {1 - old['median_ratio']:.0%}")
