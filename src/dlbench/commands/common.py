@@ -339,13 +339,15 @@ def exit_code(records: Sequence, interrupted: bool = False) -> int:
     return EXIT_FAILED_RESULTS if any(not r.ok for r in records) else EXIT_OK
 
 
-def show_tables(records: Sequence, view: str, label: str, quiet: bool = False) -> None:
+def show_tables(records: Sequence, view: str, label: str, quiet: bool = False,
+                peak_records: Sequence = ()) -> None:
     """The tables for a set of records of any kinds: each kind gets its own layout (with
-    ``quiet``, without titles and notes: :func:`show_table`)."""
+    ``quiet``, without titles and notes: :func:`show_table`); ``peak_records`` as
+    :func:`dlbench.report.tables.tables_for` takes them."""
     if not records:
         terminal.stdout.print("no results")
         return
-    for table in tables.tables_for(records, label, view):
+    for table in tables.tables_for(records, label, view, peak_records):
         show_table(table, quiet)
     for r in records:
         skipped = getattr(r, "skipped_steps", lambda: None)()

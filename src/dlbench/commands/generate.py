@@ -30,13 +30,12 @@ from dlbench.commands.common import (
     flatten,
     integer,
     one_of,
-    show_table,
+    show_tables,
 )
 from dlbench.config import ConfigError
 from dlbench.measure.stopping import StopRule
 from dlbench.records.generate import GENERATE_PRECISIONS, GENERATE_STOP, PATHS, TUNED_PATHS
 from dlbench.report import export, terminal
-from dlbench.report.generate_tables import generate_tables
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.store import Store
 from dlbench.sweep import NullProgress, SweepOutcome
@@ -207,15 +206,12 @@ def _print_outcome(args: argparse.Namespace, outcome: SweepOutcome, label: str,
                    wall: float) -> None:
     if args.json:
         sys.stdout.write(export.to_json(outcome.records) + "\n")
-    elif outcome.records:
+    else:
         # The decode roofline and prefill MFU against this device's measured ceilings, where a
         # 'dlbench peak' run in the store has them (else the datasheet's, as the table says).
         with Store(args.db) as store:
             peaks = store.results(kind="peak")
-        for table in generate_tables(outcome.records, peaks, label):
-            show_table(table, args.quiet)
-    else:
-        terminal.stdout.print("no results")
+        show_tables(outcome.records, "generate", label, args.quiet, peaks)
     if outcome.message:
         terminal.error(outcome.message)
     terminal.stderr.print(

@@ -204,7 +204,7 @@ def _results_show(args: argparse.Namespace, store: Store) -> int:
         view = args.view or view_of_suite(runs[0].suite)
         if not args.quiet:
             terminal.stdout.print(f"tag {args.tag}: {len(runs)} run(s), {len(recs)} result(s)")
-        show_tables(recs, view, runs[0].device or "?", args.quiet)
+        show_tables(recs, view, runs[0].device or "?", args.quiet, _peaks(store, recs))
         return EXIT_OK
     try:
         run_id = store.resolve_run(args.ref)
@@ -224,8 +224,16 @@ def _results_show(args: argparse.Namespace, store: Store) -> int:
     view = args.view or view_of_suite(info.suite, "ms-per-batch" if fwd_bwd else "throughput")
     if not args.quiet:
         terminal.stdout.print(f"run {run_id} ({info.status}) {info.started_at}: {info.command}")
-    show_tables(recs, view, info.device or "?", args.quiet)
+    show_tables(recs, view, info.device or "?", args.quiet, _peaks(store, recs))
     return EXIT_OK
+
+
+def _peaks(store: Store, records) -> list:
+    """The store's ``dlbench peak`` records where generation results are shown: their roofline
+    and prefill MFU read against the device's measured ceilings, as ``dlbench report`` does."""
+    if not any(r.kind == "generate" for r in records):
+        return []
+    return store.results(kind="peak")
 
 
 def _print_record(r, quiet: bool = False) -> None:

@@ -128,12 +128,12 @@ def efficiency_table(records: Sequence[Any], peak_records: Sequence[Any] | None 
     notes = (
         "prefill TFLOP/s = counted matmul FLOPs of the prefill over the mean TTFT; prefill MFU "
         "against the datasheet dense peak of the precision; MFU measured against the matmul "
-        "ceiling of the latest 'dlbench peak' run on the device ('-': none, or a CPU, which has "
-        "no datasheet peak)",
+        "ceiling of the latest 'dlbench peak' run of the card (else of the device) ('-': none, "
+        "or a CPU, which has no datasheet peak)",
         "decode GB/s = bytes a decode step must read (every weight once, the KV cache it "
         "attends to) over the mean TPOT; % memory roof against the memory roof column: "
-        "'measured' = the copy bandwidth of the latest 'dlbench peak' run on the device, "
-        "'datasheet' = the GPU's spec row",
+        "'measured' = the copy bandwidth of the latest 'dlbench peak' run of the card (else of "
+        "the device), 'datasheet' = the GPU's spec row",
         "J/out tok = GPU energy over the measured requests over their output tokens; net: above "
         "the idle power measured before the model was built; peak GiB = allocated peak (GPU); "
         "KV GiB = the KV cache as allocated",

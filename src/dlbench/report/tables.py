@@ -682,11 +682,14 @@ def has_batch_sweep(records: Sequence[ThroughputRecord]) -> bool:
     return any(len(s) > 1 for s in sizes.values())
 
 
-def tables_for(records: Sequence, device: str, view: str | None = None) -> list[Table]:
+def tables_for(records: Sequence, device: str, view: str | None = None,
+               peak_records: Sequence = ()) -> list[Table]:
     """The tables for records of any kinds, each kind in its own layout.
 
     ``view`` None: every layout whose data exists (the HTML report); else the throughput
     table plus that one layout (``classic-cnn``, ``ms-per-batch``), as the terminal shows a suite.
+    ``peak_records``: the store's ``dlbench peak`` records, the ceilings generation's roofline
+    and prefill MFU are read against (those among ``records`` otherwise).
     """
     by_kind: dict[str, list] = {}
     for r in records:
@@ -739,7 +742,7 @@ def tables_for(records: Sequence, device: str, view: str | None = None) -> list[
         elif kind == "net":
             out += [net_table(recs), loss_table(recs)]
         elif kind == "generate":
-            out += generate_tables(recs, by_kind.get("peak", []), device)
+            out += generate_tables(recs, list(peak_records) or by_kind.get("peak", []), device)
         else:
             out.append(records_table(recs, f"{kind} results"))
     out += framework_tables(records)  # PyTorch vs JAX, where both ran a setup
