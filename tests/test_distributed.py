@@ -294,3 +294,48 @@ def test_dataparallel_replicas_autocast_to_the_runs_dtype_in_their_own_threads()
     assert out["wrapped"] == torch.float16
     assert out["plain"] != torch.float16   # the thread's default, not the run's fp16
     assert ReplicaAutocast(torch.nn.Linear(8, 8), "fp32")(torch.randn(2, 8)).dtype == torch.float32
+
+
+def test_fsdp_and_ddp_give_the_same_parameters(tmp_path):
+    """FSDP2 (parameters, gradients and optimizer state sharded over 2 gloo ranks, each block of
+    the model's stack a unit) trains to the very parameters DDP does, in fp32."""
+    k = StopRule(min_steps=3, max_steps=3, min_seconds=0, max_seconds=60)
+    cfg = base(model="tiny_gpt", batch_size=2, warmup_steps=0, stop=k, optimizer="adamw")
+    params = {}
+    for strategy in ("ddp", "fsdp"):
+        out = str(tmp_path / f"{strategy}.pt")
+        rec = TorchrunLauncher(timeout_s=120).run(ScalingConfig(base=cfg, gpus=2,
+                                                                strategy=strategy), {},
+                                                  params_out=out)
+        assert rec.ok, rec.error
+        assert [len(t) for t in rec.rank_step_times_s] == [3, 3]
+        assert rec.config.label.endswith("x2 " + strategy)
+        params[strategy] = torch.load(out)
+    assert params["ddp"].keys() == params["fsdp"].keys()
+    for name in params["ddp"]:
+        torch.testing.assert_close(params["fsdp"][name], params["ddp"][name], rtol=1e-4,
+                                   atol=1e-5)
+
+
+def test_fsdp_shards_each_block_of_the_stack():
+    from dlbench.models import get_model
+    from dlbench.workloads.fsdp import repeated_blocks
+    gpt = get_model("tiny_gpt2").build(32)
+    blocks = repeated_blocks(gpt)
+    assert len(blocks) == 2 and all(type(b).__name__ == "GPT2Block" for b in blocks)
+    assert repeated_blocks(get_model("tiny_cnn").build(32)) == []  # one unit: the root
+
+
+def test_fsdp_in_bf16_through_the_cli(tmp_path):
+    db = str(tmp_path / "s.db")
+    p = subprocess.run([sys.executable, "-m", "dlbench", "scale", "-m", "tiny_gpt2", "-b", "2",
+                        "--gpus", "2", "--strategy", "fsdp", "--precision", "bf16",
+                        "--optimizer", "adamw", "--device", "cpu", "--db", db, "--json",
+                        "--min-steps", "3", "--min-time", "0", "--max-time", "2",
+                        "--warmup", "1", "--warmup-time", "0"],
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    [rec] = [record_from_dict(d) for d in json.loads(p.stdout)]
+    assert rec.ok and rec.config.strategy == "fsdp" and rec.config.base.precision == "bf16"
+    assert rec.summary().throughput > 0 and math.isfinite(rec.final_loss)

@@ -25,8 +25,9 @@ OPTIMIZER_IMPLS = ("default", "foreach", "fused")
 ATTENTION_BACKENDS = ("flash", "efficient", "cudnn", "math")
 
 
-# Data-parallel strategies: DistributedDataParallel, nn.DataParallel, parameter server.
-STRATEGIES = ("ddp", "dp", "ps")
+# Data-parallel strategies: DistributedDataParallel, nn.DataParallel, parameter server, and FSDP
+# (parameters, gradients and optimizer state sharded over the ranks: FSDP2's fully_shard).
+STRATEGIES = ("ddp", "dp", "ps", "fsdp")
 BACKENDS = ("auto", "nccl", "gloo")
 # Interconnect profiles (their NCCL variables: dlbench.launch.interconnect).
 INTERCONNECT_PROFILES = ("default", "no-p2p", "no-shm", "no-p2p+no-shm", "no-ib")

@@ -47,7 +47,7 @@ ORDER = 20
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
-        sub, "scale", help="training throughput over GPU counts: ddp, dp, ps; interconnect A/B",
+        sub, "scale", help="training throughput over GPU counts: ddp, dp, ps, fsdp; interconnect A/B",
         description="Weak scaling as tf_cnn_benchmarks measures it: the batch is per GPU, and the figure "
                     "is all GPUs' samples over the slowest rank's window time. Each config runs "
                     "as a fresh torchrun job (python -m torch.distributed.run), one process per "
@@ -56,12 +56,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="examples:\n"
                "  dlbench scale -m resnet50,inception_v3 --gpus 1,2 --precision fp16\n"
                "  dlbench scale -m resnet50 --gpus 1,2 --strategy ddp,dp,ps --precision bf16\n"
+               "  dlbench scale -m gpt2 --gpus 2 --strategy ddp,fsdp --precision bf16 --optimizer adamw\n"
                "  dlbench scale -m vgg16 --gpus 2 --interconnect default,no-p2p,no-p2p+no-shm\n"
                "  dlbench scale -m tiny_cnn -b 8 --gpus 1,2 --device cpu     (gloo, on a CPU)\n\n"
                "strategies: ddp = DistributedDataParallel (--bucket-mb); dp = nn.DataParallel "
                "(one process, as the 2019 CIFAR-10 framework comparison used it); ps = "
                "synchronous parameter server (gradients reduced to each shard's owner rank, which "
-               "updates it and broadcasts it back; as the 2017 distributed-TensorFlow cluster).\n"
+               "updates it and broadcasts it back; as the 2017 distributed-TensorFlow cluster); "
+               "fsdp = FSDP2 (fully_shard on each block of the model's repeated stack and on its "
+               "root: parameters, gradients and optimizer state sharded over the ranks, gathered "
+               "in the run's precision, gradients reduced in fp32).\n"
                "interconnect profiles: default; no-p2p (NCCL_P2P_DISABLE=1: no NVLink/PCIe P2P); "
                "no-shm (NCCL_SHM_DISABLE=1); no-p2p+no-shm; no-ib (NCCL_IB_DISABLE=1).\n\n"
                + MULTINODE + "\n\nexit codes: 0 all ok; 2 usage error; 3 some results are "
@@ -75,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GPU counts (per host with --nnodes); default: 1 and every visible GPU. "
                         "Without CUDA: gloo processes")
     p.add_argument("--strategy", action="append", type=csv_list(),
-                   help="ddp (default), dp, ps")
+                   help="ddp (default), dp, ps, fsdp")
     p.add_argument("--interconnect", action="append", type=csv_list(),
                    help="default, no-p2p, no-shm, no-p2p+no-shm, no-ib (default: default)")
     p.add_argument("--precision", action="append", type=csv_list(),

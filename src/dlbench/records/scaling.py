@@ -25,7 +25,9 @@ class ScalingConfig(OnThroughputConfig):
             optimizer, stopping rule, seed (as ``dlbench throughput``).
         gpus: GPUs in all (processes for ddp/ps, one per GPU; devices of the one process for dp).
             On a machine without CUDA, gloo processes on the CPU (``--gpus``).
-        strategy: ``ddp``, ``dp`` (nn.DataParallel) or ``ps`` (parameter server) (``--strategy``).
+        strategy: ``ddp``, ``dp`` (nn.DataParallel), ``ps`` (parameter server) or ``fsdp``
+            (FSDP2: parameters, gradients and optimizer state sharded over the ranks)
+            (``--strategy``).
         interconnect: a profile of :data:`dlbench.config.INTERCONNECT_PROFILES` (``--interconnect``).
         bucket_mb: DDP gradient bucket size in MiB (``--bucket-mb``; DDP's default is 25).
         backend: ``auto`` (nccl on CUDA, gloo on the CPU), ``nccl`` or ``gloo`` (``--backend``).

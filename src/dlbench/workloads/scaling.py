@@ -28,6 +28,7 @@ from dlbench.measure.window import MeasuredWindow, RankZero
 from dlbench.models import get_model
 from dlbench.records.scaling import ScalingConfig
 from dlbench.workloads.devices import UnsupportedError, check_supported
+from dlbench.workloads.fsdp import shard
 from dlbench.workloads.ps import build_ps_step
 from dlbench.workloads.throughput import (
     AUTOCAST_DTYPES,
@@ -181,6 +182,12 @@ def wrap_strategy(cfg: ScalingConfig, spec, model: torch.nn.Module, x: torch.Ten
         if base.compile:
             model = torch.compile(model, mode=base.compile)
         return build_ps_step(base, spec, model, x, y, device)
+    if cfg.strategy == "fsdp":
+        # Sharded before the optimizer exists (build_step makes it): it then holds the shards.
+        model = shard(model, base.precision)
+        if base.compile:
+            model = torch.compile(model, mode=base.compile)
+        return build_step(base, spec, model, x, y, device)
     if cfg.strategy == "dp":
         if device.type == "cuda":
             model = torch.nn.DataParallel(ReplicaAutocast(model, base.precision),

@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from dlbench.records.scaling import ScalingConfig
+from dlbench.workloads.fsdp import full_parameters
 from dlbench.workloads.scaling import measure_rank
 
 
@@ -23,10 +24,12 @@ def run_rank(job: dict[str, Any], local_rank: int, control: dist.ProcessGroup | 
     rank = dist.get_rank()
     fail = job.get("fail_at_step") if job.get("fail_rank") == rank else None
     lag = (job.get("lag_s") or 0.0) if job.get("lag_rank") == rank else 0.0
-    saved: dict[str, torch.nn.Module] = {}
-    result = measure_rank(cfg, local_rank, control, fail_at_step=fail,
-                          on_done=lambda m: saved.setdefault("model", m), warmup_lag_s=lag)
+    saved: dict[str, dict[str, torch.Tensor]] = {}
+    # Every rank gathers (FSDP's shards are put together by a collective); rank 0 saves.
+    keep = (lambda m: saved.setdefault("params", full_parameters(m))) \
+        if job.get("params_out") else None
+    result = measure_rank(cfg, local_rank, control, fail_at_step=fail, on_done=keep,
+                          warmup_lag_s=lag)
     if job.get("params_out") and rank == 0:
-        torch.save({k: v.detach().cpu() for k, v in saved["model"].named_parameters()},
-                   job["params_out"])
+        torch.save(saved["params"], job["params_out"])
     return result

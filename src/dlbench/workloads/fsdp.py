@@ -1,0 +1,49 @@
+"""FSDP: the model's parameters, gradients and optimizer state sharded over the ranks (ZeRO-3),
+with PyTorch's FSDP2 (``torch.distributed.fsdp.fully_shard``), as torchtitan applies it.
+
+Each block of the model's repeated stack (a transformer's layers: the largest
+``nn.ModuleList`` by parameters) is a unit of its own, so a block's parameters are gathered just
+before it runs and freed after, and the root takes what is left (embeddings, head, final norm).
+Mixed precision as torchtitan's default: parameters gathered and computed in the run's low
+precision (bf16 or fp16), gradients reduced in fp32, the optimizer on fp32 shards.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+#: The dtype FSDP gathers parameters in, per ``--precision`` (fp32 and tf32 keep fp32).
+PARAM_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def repeated_blocks(model: nn.Module) -> list[nn.Module]:
+    """The blocks of the model's repeated stack: the children of its largest ``nn.ModuleList``
+    (by parameters); none for a model without one (a CNN is then sharded as one unit)."""
+    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) > 1]
+    if not lists:
+        return []
+    stack = max(lists, key=lambda m: sum(p.numel() for p in m.parameters()))
+    return list(stack)
+
+
+def shard(model: nn.Module, precision: str) -> nn.Module:
+    """``model`` sharded over the default process group, block by block, then at its root."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # heavy: distributed
+
+    policy = MixedPrecisionPolicy(param_dtype=PARAM_DTYPES.get(precision),
+                                  reduce_dtype=torch.float32)
+    for block in repeated_blocks(model):
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    return model
+
+
+def full_parameters(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter whole, on every rank (sharded ones gathered: a collective, so every rank
+    must call it); the plain tensors of an unsharded model as they are."""
+    out = {}
+    for name, p in model.named_parameters():
+        full = p.full_tensor() if hasattr(p, "full_tensor") else p
+        out[name] = full.detach().cpu()
+    return out
