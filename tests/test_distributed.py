@@ -323,12 +323,14 @@ def test_fsdp_shards_each_block_of_the_stack():
     gpt = get_model("tiny_gpt2").build(32)
     blocks = repeated_blocks(gpt)
     assert len(blocks) == 2 and all(type(b).__name__ == "GPT2Block" for b in blocks)
+    llama = repeated_blocks(get_model("tiny_llama").build(32))
+    assert [type(b).__name__ for b in llama] == ["LlamaDecoderLayer"] * 2
     assert repeated_blocks(get_model("tiny_cnn").build(32)) == []  # one unit: the root
 
 
 def test_fsdp_in_bf16_through_the_cli(tmp_path):
     db = str(tmp_path / "s.db")
-    p = subprocess.run([sys.executable, "-m", "dlbench", "scale", "-m", "tiny_gpt2", "-b", "2",
+    p = subprocess.run([sys.executable, "-m", "dlbench", "scale", "-m", "tiny_llama", "-b", "2",
                         "--gpus", "2", "--strategy", "fsdp", "--precision", "bf16",
                         "--optimizer", "adamw", "--device", "cpu", "--db", db, "--json",
                         "--min-steps", "3", "--min-time", "0", "--max-time", "2",

@@ -16,8 +16,8 @@ from dlbench.models import ModelSpec, UnknownModelError, get_model, list_models,
 
 SEED = ["resnet50", "resnet152", "inception_v3", "inception_v4", "vgg16", "nasnet", "densenet161",
         "cnn10"]
-MODERN = ["vit_b_16", "bert-base", "gpt2"]
-TEST = ["tiny_cnn", "tiny_mlp", "tiny_gpt", "tiny_gpt2", "test_oom", "test_nan"]
+MODERN = ["vit_b_16", "bert-base", "gpt2", "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b"]
+TEST = ["tiny_cnn", "tiny_mlp", "tiny_gpt", "tiny_gpt2", "tiny_llama", "test_oom", "test_nan"]
 
 # name -> (default batch, eval GFLOPs per sample at the default size). The FLOPs are the
 # published multiply-adds x 2 (torchvision and timm model cards) for the image models, and
@@ -36,6 +36,12 @@ EXPECTED = {
     "vit_b_16": (512, 35.1),
     "bert-base": (128, 121.2),
     "gpt2": (32, 291.6),
+    # Sequence 2048, full attention counted (as torchtitan's 6N + 12LHT, its forward third):
+    # 2 x (params - embedding) x T + 2 x hidden x vocab x T (tied head) + 4 x L x heads x
+    # head_dim x T^2 for llama-3.2-1b = 3,986 + 1,076 + 550 GFLOPs.
+    "llama-3.2-1b": (4, 5611.4),
+    "llama-3.2-3b": (1, 14601.8),
+    "llama-3.1-8b": (1, 32938.1),
 }
 
 
@@ -108,8 +114,9 @@ def test_spec_fields(name: str) -> None:
     assert spec.description and "\n" not in spec.description
     if spec.kind == "image":
         assert (spec.unit, spec.num_classes) == ("images", 10 if name == "cnn10" else 1000)
-    assert spec.input_size == {"inception_v3": 299, "inception_v4": 299, "nasnet": 331,
-                               "bert-base": 512, "gpt2": 1024, "cnn10": 32}.get(name, 224)
+    llm = 2048 if name.startswith("llama") else None
+    assert spec.input_size == llm or {"inception_v3": 299, "inception_v4": 299, "nasnet": 331,
+                                      "bert-base": 512, "gpt2": 1024, "cnn10": 32}.get(name, 224)
 
 
 def test_text_specs() -> None:

@@ -101,6 +101,20 @@ MODERN_MODELS: tuple[ModelSpec, ...] = (
         factory=text.gpt2,
         notes="Input size is the sequence length. Causal SDPA attention (is_causal), no KV cache.",
     ),
+    *(ModelSpec(
+        name=name, source="transformers", kind="text", unit="tokens", input_size=2048,
+        num_classes=128256, default_batch=batch,
+        description=f"{title} causal LM (transformers, the published config's shapes), {size}",
+        factory=partial(text.causal_lm, name),
+        notes="Input size is the sequence length (2048 by default). The architecture config "
+              "dlbench generate builds (dlbench generate --list-models names its source); "
+              "causal SDPA attention, no KV cache.",
+    ) for name, title, size, batch in (
+        # Batches that fit an 80 GB GPU with AdamW in bf16 autocast (fp32 weights, gradients
+        # and two moments: 16 bytes a parameter); the 8B model needs FSDP over several GPUs.
+        ("llama-3.2-1b", "Llama 3.2 1B", "1.24B params", 4),
+        ("llama-3.2-3b", "Llama 3.2 3B", "3.21B params", 1),
+        ("llama-3.1-8b", "Llama 3.1 8B", "8.03B params", 1))),
 )
 
 #: Tiny and fault-injecting models for the test suite; hidden from ``dlbench models``.
@@ -126,6 +140,12 @@ TEST_MODELS: tuple[ModelSpec, ...] = (
         num_classes=100, default_batch=8,
         description="2-layer GPT-2 (transformers) for tests, vocab 100: not a multiple of 64",
         factory=text.tiny_gpt2, test_only=True,
+    ),
+    ModelSpec(
+        name="tiny_llama", source="transformers", kind="text", unit="tokens", input_size=32,
+        num_classes=256, default_batch=8,
+        description="2-layer Llama (transformers; dlbench generate's test-llama) for tests",
+        factory=partial(text.causal_lm, "test-llama"), test_only=True,
     ),
     ModelSpec(
         name="test_oom", source="dlbench", kind="image", unit="images", input_size=32,
