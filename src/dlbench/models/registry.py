@@ -14,6 +14,14 @@ from dlbench.models.zoo import cifar, text, tiny, vision
 # 40-65% of the card at these sizes, and about half that at half the batch. Suites scale the
 # batch down in proportion on cards with less memory (see dlbench.suites.gpu_batch).
 
+def _shipped_lm(name: str, input_size: int):
+    """A decoder LM of the architectures dlbench ships for generation (``models/lm``, each
+    copied from its published config), built for a training step."""
+    from dlbench.models.lm import shipped  # the configs, as data: read when a model is built
+    entry = shipped()[name]
+    return text.causal_lm(entry.model_type, entry.config, input_size)
+
+
 #: Models of the seed article (tf_cnn_benchmarks era), in its order.
 SEED_MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(
@@ -105,7 +113,7 @@ MODERN_MODELS: tuple[ModelSpec, ...] = (
         name=name, source="transformers", kind="text", unit="tokens", input_size=2048,
         num_classes=128256, default_batch=batch,
         description=f"{title} causal LM (transformers, the published config's shapes), {size}",
-        factory=partial(text.causal_lm, name),
+        factory=partial(_shipped_lm, name),
         notes="Input size is the sequence length (2048 by default). The architecture config "
               "dlbench generate builds (dlbench generate --list-models names its source); "
               "causal SDPA attention, no KV cache.",
@@ -145,7 +153,7 @@ TEST_MODELS: tuple[ModelSpec, ...] = (
         name="tiny_llama", source="transformers", kind="text", unit="tokens", input_size=32,
         num_classes=256, default_batch=8,
         description="2-layer Llama (transformers; dlbench generate's test-llama) for tests",
-        factory=partial(text.causal_lm, "test-llama"), test_only=True,
+        factory=partial(_shipped_lm, "test-llama"), test_only=True,
     ),
     ModelSpec(
         name="test_oom", source="dlbench", kind="image", unit="images", input_size=32,

@@ -112,18 +112,15 @@ def pad_vocabulary(model: nn.Module, multiple: int = VOCAB_MULTIPLE) -> int:
                                          mean_resizing=False).num_embeddings
 
 
-def causal_lm(name: str, input_size: int) -> nn.Module:
-    """A decoder LM of the architectures dlbench ships for generation (``models/lm/configs.json``,
-    each copied from its published config) for a training step: random weights, no KV cache,
-    causal SDPA with no mask built; the position table long enough for ``input_size``."""
-    from dlbench.models.lm import shipped  # the configs, as data
-    entry = shipped()[name]
-    fields = dict(entry.config)
+def causal_lm(model_type: str, fields: dict[str, Any], input_size: int) -> nn.Module:
+    """A transformers decoder LM of ``model_type`` with the config ``fields`` for a training
+    step: random weights, no KV cache, causal SDPA with no mask built; the position table long
+    enough for ``input_size``."""
+    fields = dict(fields)
     for positions in ("max_position_embeddings", "n_positions"):
         if positions in fields:
             fields[positions] = max(fields[positions], input_size)
     transformers = require("transformers")
     config = transformers.AutoConfig.for_model(
-        entry.model_type, attn_implementation=_attention_implementation(), use_cache=False,
-        **fields)
+        model_type, attn_implementation=_attention_implementation(), use_cache=False, **fields)
     return LogitsOnly(transformers.AutoModelForCausalLM.from_config(config))
