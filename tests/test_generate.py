@@ -264,6 +264,8 @@ def test_generate_command_errors_say_what_to_do(tmp_path):
     assert not Path(db).exists()
     p = dlbench("generate", "--db", db)
     assert p.returncode == 2 and "--list-models" in p.stderr
+    p = dlbench("generate", "-m", "test-llama", "--precision", "fp8", "--db", db)
+    assert p.returncode == 2 and "fp8 inference needs torchao" in p.stderr
     # a path the CPU cannot run is a failure row, and the sweep goes on
     p = dlbench("generate", "-m", "test-llama", "--path", "graph,static", "--prompt-len", "4",
                 "--output-len", "3", "--db", db, "--device", "cpu", *FAST)
