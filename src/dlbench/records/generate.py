@@ -34,7 +34,7 @@ PATHS = ("eager", "static", "graph", "compile")
 #: The paths a ``--tuned`` sweep measures: what a user gets, and the fastest setup.
 TUNED_PATHS = ("eager", "compile")
 #: fp8 is not among them yet: PyTorch has no float8 inference path for transformers' linear
-#: layers without torchao, which the GPU image lacks (see docs/generation.md).
+#: layers of its own, and dlbench does not build on torchao's yet (see docs/generation.md).
 GENERATE_PRECISIONS = ("bf16", "fp16", "fp32")
 
 #: The window of a generation benchmark: a request is seconds long, so fewer of them than the
