@@ -88,6 +88,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="none (default) or a torch.compile mode")
     p.add_argument("--channels-last", action="append", type=csv_list(on_off), help="on/off")
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
+    p.add_argument("--checkpointing", action="store_true",
+                   help="activation checkpointing (train): less memory, more compute")
     p.add_argument("--bucket-mb", type=POSITIVE_REAL, default=25.0, help="DDP bucket size, MiB (25)")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                    help="auto = nccl on GPUs, gloo on the CPU")
@@ -150,7 +152,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
                    optimizer=args.optimizer, input_size=args.input_size,
                    device="auto" if gpu else "cpu", warmup_steps=args.warmup,
                    warmup_seconds=args.warmup_time, stop=stop, seed=args.seed,
-                   framework=args.framework)
+                   checkpointing=args.checkpointing, framework=args.framework)
     if args.framework == "jax":
         _check_jax(args, gpu, rdzv.nnodes)
     plans.preflight(bases)

@@ -27,6 +27,7 @@ from dlbench.measure.timer import synchronize
 from dlbench.measure.window import MeasuredWindow, RankZero
 from dlbench.models import get_model
 from dlbench.records.scaling import ScalingConfig
+from dlbench.workloads.checkpointing import enable_checkpointing
 from dlbench.workloads.devices import UnsupportedError, check_supported
 from dlbench.workloads.fsdp import shard
 from dlbench.workloads.ps import build_ps_step
@@ -104,6 +105,8 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
             model = model.to(memory_format=torch.channels_last)
             x = x.contiguous(memory_format=torch.channels_last)
         model.train(True)
+        if base.checkpointing:  # before the strategy wraps it: the library's own switch
+            enable_checkpointing(model)
         step = wrap_strategy(cfg, spec, model, x, y, device)
         synchronize(device)
         build_s = clock() - t
