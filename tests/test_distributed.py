@@ -345,3 +345,26 @@ def test_fsdp_in_bf16_through_the_cli(tmp_path):
     [rec] = [record_from_dict(d) for d in json.loads(p.stdout)]
     assert rec.ok and rec.config.strategy == "fsdp" and rec.config.base.precision == "bf16"
     assert rec.summary().throughput > 0 and math.isfinite(rec.final_loss)
+
+
+def test_strategy_table_per_gpu_figures_and_mfu():
+    """Known numbers: 2 ranks of 2 sequences of 2048 tokens in 0.5 s steps on H100s."""
+    from dlbench.report.strategy_tables import strategy_table
+    env = {"accelerator": "cuda", "gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}
+    b = ThroughputConfig(model="llama-3.2-1b", batch_size=2, input_size=2048, precision="bf16",
+                         optimizer="adamw", stop=FAST)
+    flops = 6e9 * 2048  # per sequence: 6 GFLOPs a token
+
+    def rec(strategy, gpus, step_s):
+        return ScalingRecord(config=ScalingConfig(base=b, gpus=gpus, strategy=strategy),
+                             env=env, rank_step_times_s=((step_s,) * 10,) * gpus,
+                             rank_samples_per_step=(2,) * gpus, unit="tokens",
+                             units_per_sample=2048, flops_per_sample=flops,
+                             memory={"allocated_peak_bytes": 30 * 2**30})
+    table = strategy_table([rec("fsdp", 1, 0.25), rec("fsdp", 2, 0.5)])
+    one, two = table.rows
+    assert one[1:7] == ("2048", "bf16", "fsdp", "-", "1", "2")
+    assert one[7:10] == ("16,384", "16,384", "98.3")   # 2 x 2048 / 0.25 s; 6e9 x 16,384
+    assert two[7:9] == ("16,384", "8,192")             # 2 ranks x 4,096 tokens / 0.5 s
+    assert two[10] == f"{6e9 * 8192 / 1e12 / 989.5:.1%}"  # H100 SXM's dense bf16 peak
+    assert two[12] == "30.0" and two[13].startswith("1.00")

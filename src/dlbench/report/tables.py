@@ -28,6 +28,7 @@ from dlbench.records.throughput import ThroughputRecord
 from dlbench.report.flags import flags
 from dlbench.report.frameworks import framework_tables
 from dlbench.report.generate_tables import generate_tables
+from dlbench.report.strategy_tables import lm_records, strategy_table
 from dlbench.report.kernel_tables import kernel_tables
 from dlbench.report.network import loss_table, net_table
 from dlbench.report.table import GIB, Table, fmt_ms, fmt_num, fmt_pct
@@ -722,6 +723,8 @@ def tables_for(records: Sequence, device: str, view: str | None = None,
             out += [scaling_table(recs, p) for p in profiles]
             if len(profiles) > 1:
                 out.append(interconnect_table(recs))
+            if lm_records(recs):
+                out.append(strategy_table(recs, list(peak_records) or by_kind.get("peak", [])))
             if any(getattr(r, "telemetry", None) for r in recs):
                 out.append(energy_table(recs, "Energy and telemetry, data-parallel runs (the "
                                               "first host's GPUs summed; batch per GPU)"))
