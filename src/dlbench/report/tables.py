@@ -594,7 +594,11 @@ def scaling_table(records: Sequence, interconnect: str = "default") -> Table:
             line.append(text)
         line.append(eff)
         out.append(tuple(line))
-    return Table(f"Training throughput, images/s, by GPU count ({interconnect}; factor over 1 GPU "
+    # Image models in images/s as the study printed them; a language model's samples are its
+    # sequences (its tokens/s are in the strategy table).
+    unit = "images/s" if all(r.unit == "images" for r in recs) else \
+        "sequences/s" if all(r.unit == "tokens" for r in recs) else "samples/s"
+    return Table(f"Training throughput, {unit}, by GPU count ({interconnect}; factor over 1 GPU "
                  "in parentheses)", tuple(cols), tuple(out),
                  ("throughput = all ranks' samples over the slowest rank's window; batch is per "
                   "GPU (weak scaling); efficiency = factor / GPUs",))
