@@ -138,3 +138,15 @@ def test_the_old_eager_paths_cost_is_its_fidelity_file():
     old = json.loads((ROOT / "results" / "pt2.14-cpu" /
                       "fidelity-generate-eager-logits-processor.json").read_text())
     says(f"on the CPU that version cost {1 - old['median_ratio']:.0%}")
+
+
+def test_readme_says_what_the_records_measured(records):
+    recs, _ = records
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    batches = sorted({r.config.batch_size for r in recs})
+    [(prompt, output)] = {(r.config.prompt_len, r.config.output_len) for r in recs}
+    assert (f"generating {output} tokens from {prompt}-token prompts at batch {batches[0]} to "
+            f"{batches[-1]}") in readme
+    compiled = sorted({r.config.batch_size for r in recs if r.config.path == "compile"})
+    assert f"graph-captured decode step (at batch {compiled[0]} to {compiled[-1]})" in readme
+    assert sorted({r.config.model for r in recs}) == ["llama-3.1-8b", "llama-3.2-1b"]

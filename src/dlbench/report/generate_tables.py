@@ -170,7 +170,7 @@ def _rate(r: Any) -> str:
     return fmt_num(t) if t is not None else (r.error_type or "error")
 
 
-def _payback_cell(eager: Any, other: Any) -> str:
+def payback_cell(eager: Any, other: Any) -> str:
     """Output tokens (requests, seconds of the faster path) until its extra setup is earned back.
     :func:`dlbench.tuning.payback.payback` works on generate records as they are: samples are
     output tokens, a step is a request."""
@@ -199,7 +199,7 @@ def paths_table(records: Sequence[Any],
             f"{_ms(pe.mean_s) if pe else '-'} / {_ms(po.mean_s) if po else '-'}",
             f"{setup_s(eager):.1f} / {setup_s(other):.1f}",
             f"{setup_s(other) - setup_s(eager):+.1f}",
-            _payback_cell(eager, other),
+            payback_cell(eager, other),
         ))
     notes = ("factor = the path's output tok/s over eager's (eager: model.generate() with "
              "transformers' defaults); setup = model build + first request (compilation, CUDA "

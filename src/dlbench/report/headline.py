@@ -913,24 +913,21 @@ def generate_paths(runs: Sequence[str]) -> Callable[[Store], list[str]]:
     """Each path against eager (``model.generate()``) of the same model, batch, lengths and
     precision in ``runs``: the factor of output tok/s, the extra setup (model build and first
     request: compilation, graph capture) and the output tokens that pay it back."""
-    from dlbench.tuning.payback import payback  # shared with throughput's tuned mode
+    # function-level: the generation views, as generate_runs takes its roofs
+    from dlbench.report.generate_tables import path_pairs, payback_cell
+    from dlbench.tuning.payback import payback
 
     def render(store: Store) -> list[str]:
         recs = [r for run in runs for r in store.results(run_id=run, kind="generate") if r.ok]
-        eager = {r.config.pair_key(): r for r in recs if r.config.path == "eager"}
-        pairs = [(eager[r.config.pair_key()], r) for r in recs
-                 if r.config.path != "eager" and r.config.pair_key() in eager]
+        pairs = path_pairs(recs)
         common = _common([record_flags(r) for pair in pairs for r in pair])
         rows = []
         for base, r in pairs:
-            pb = payback(base, r)
             factor = r.summary().throughput / base.summary().throughput
-            paid = ("never" if pb.never else "at once" if pb.samples == 0 else
-                    f"{fmt_num(pb.samples, 3)} tokens ({pb.seconds:.0f} s)")
             rows.append((r.config.model, str(r.config.batch_size), r.config.path,
                          fmt_num(base.summary().throughput), fmt_num(r.summary().throughput),
                          f"{factor:.2f}x", f"{_ms(base.tpot().mean_s)} / {_ms(r.tpot().mean_s)}",
-                         f"{pb.extra_setup_s:+.0f}", paid,
+                         f"{payback(base, r).extra_setup_s:+.0f}", payback_cell(base, r),
                          _rest(record_flags(base), common) + " / "
                          + _rest(record_flags(r), common)))
         cols = ("model", "batch", "path", "eager tok/s", "path tok/s", "factor",
