@@ -63,13 +63,15 @@ paths (--path):
   graph    static, each decode step captured once in a CUDA graph and replayed (GPU)
   compile  static, the decode step compiled by torch.compile, then captured (GPU; about 1 min
            of compilation per batch size for an 8B model, timed apart as the first request)
+--fuse computes each layer's q/k/v projections, and its gate/up projections, as one matmul
+each on every path but eager (Llama-family layouts; what serving stacks do).
 --tuned measures eager and compile and prints them side by side with the factor, the setup
-time and the tokens it takes to pay it back."""
+time and the tokens it takes to pay it back; --tuned --fuse is dlbench's fastest setup."""
 
 EXAMPLES = """\
 examples:
   dlbench generate -m llama-3.2-1b                       # batch 1, 128+128 tokens, eager
-  dlbench generate -m llama-3.1-8b -b 1,8,32,64,auto --tuned
+  dlbench generate -m llama-3.1-8b -b 1,8,32,64,auto --tuned --fuse
   dlbench generate -m llama-3.2-1b --prompt-len 128,1024 --output-len 256 --path graph
   dlbench generate -m 'hf:path/to/model_dir' -b 4      # a local config (and its weights)
   dlbench generate --list-models
@@ -100,6 +102,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"{', '.join(PATHS)} (default eager; see above)")
     p.add_argument("--tuned", action="store_true",
                    help=f"measure {' and '.join(TUNED_PATHS)} and show them side by side")
+    p.add_argument("--fuse", action="store_true",
+                   help="fuse each layer's q/k/v and gate/up projections into one matmul each "
+                        "on the static-cache paths (Llama, Qwen, Mistral layouts)")
     p.add_argument("--device", default="auto", type=device,
                    help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--warmup", type=COUNT, default=1,
@@ -162,7 +167,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         flatten(args.output_len, [128]), precisions, paths, device=args.device, stop=stop,
         warmup_requests=args.warmup, seed=args.seed,
         telemetry_interval_s=args.telemetry_interval or None, profile_requests=args.profile,
-        auto_batch=jobs.device_auto_batch(args.device) if AUTO in batches else None)
+        auto_batch=jobs.device_auto_batch(args.device) if AUTO in batches else None,
+        fuse=args.fuse)
     for a in chosen:  # printed even with --quiet: the batch is part of what is measured
         terminal.stderr.print(f"-b auto: {escape(a.model)} {a.precision} "
                               f"{a.prompt_len}+{a.output_len} -> batch {a.batch}")

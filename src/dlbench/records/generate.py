@@ -63,6 +63,9 @@ class GenerateConfig:
         profile_requests: after the window, run this many more requests under torch.profiler
             and keep where their time went, kernel by kernel (``--profile``). Outside the
             window, so it changes no figure and is not part of the identity.
+        fuse: each layer's sibling projections (q/k/v; gate/up) computed as one matmul each
+            (``--fuse``; :mod:`dlbench.workloads.fusion`), on the static-cache paths. Part of
+            the identity only when on, so records made before it existed keep their keys.
     """
 
     model: str
@@ -77,6 +80,7 @@ class GenerateConfig:
     seed: int = 0
     telemetry_interval_s: float | None = 0.1
     profile_requests: int = 0
+    fuse: bool = False
 
     #: Read by the launcher (which interpreter starts a worker) and by listings.
     framework: ClassVar[str] = "torch"
@@ -100,19 +104,28 @@ class GenerateConfig:
             raise ConfigError("the telemetry interval must be > 0 s (None switches it off)")
         if self.profile_requests < 0:
             raise ConfigError(f"--profile must be >= 0 requests, got {self.profile_requests}")
+        if self.fuse and self.path == "eager":
+            raise ConfigError("--fuse applies to dlbench's static-cache paths (static, graph, "
+                              "compile); eager is model.generate() as a user calls it")
 
     _NOT_IDENTITY = ("stop", "warmup_requests", "device", "telemetry_interval_s",
                      "profile_requests")
 
-    def key(self) -> str:
+    def _identity(self) -> dict[str, Any]:
         ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
+        if not self.fuse:
+            del ident["fuse"]
+        return ident
+
+    def key(self) -> str:
+        ident = self._identity()
         return hashlib.sha256(b"generate" + json.dumps(ident, sort_keys=True).encode()
                               ).hexdigest()[:16]
 
     def pair_key(self) -> str:
-        """The identity without the path: configs that differ only in how they generate."""
-        ident = {k: v for k, v in self.to_dict().items()
-                 if k not in self._NOT_IDENTITY and k != "path"}
+        """The identity without the path and its levers: configs that differ only in how they
+        generate."""
+        ident = {k: v for k, v in self._identity().items() if k not in ("path", "fuse")}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,7 +147,12 @@ class GenerateConfig:
     def label(self) -> str:
         """``llama-3.1-8b b1 bf16 128+128 compile``."""
         return (f"{self.model} b{self.batch_size} {self.precision} {self.tokens_label} "
-                f"{self.path}")
+                f"{self.path_label}")
+
+    @property
+    def path_label(self) -> str:
+        """The path and its levers: ``compile``, ``compile+fuse``."""
+        return self.path + ("+fuse" if self.fuse else "")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -453,6 +453,8 @@ GENERATE = (
     _c("config", "path", lambda r, s: r.config.path,
        "eager (model.generate()), static (static KV cache), graph (+ CUDA graph), compile "
        "(+ torch.compile)"),
+    _c("config", "fuse", lambda r, s: r.config.fuse,
+       "q/k/v and gate/up projections fused into one matmul each (--fuse)"),
     _c("config", "pair_key", lambda r, s: r.config.pair_key(),
        "the config's identity without the path: rows of one setup generated different ways"),
     _c("config", "device", lambda r, s: r.config.device, "device asked for"),

@@ -41,7 +41,7 @@ def _short_error(r: Any) -> str:
 
 def _head(r: Any) -> tuple[str, ...]:
     c = r.config
-    return (c.model, str(c.batch_size), c.tokens_label, c.precision, c.path)
+    return (c.model, str(c.batch_size), c.tokens_label, c.precision, c.path_label)
 
 
 def _peaks(records: Sequence[Any], peak_records: Sequence[Any] | None) -> list[Any]:
@@ -155,14 +155,22 @@ def path_pairs(records: Sequence[Any]) -> list[tuple[Any, Any]]:
     by: dict[str, dict[str, list[Any]]] = {}
     for r in records:
         if r.kind == "generate":
-            by.setdefault(r.config.pair_key(), {}).setdefault(r.config.path, []).append(r)
+            by.setdefault(r.config.pair_key(), {}).setdefault(r.config.path_label,
+                                                              []).append(r)
     out = []
     for paths in by.values():
         if "eager" not in paths:
             continue
         eager = _latest(paths["eager"])
-        out += [(eager, _latest(paths[p])) for p in PATHS if p != "eager" and p in paths]
+        out += [(eager, _latest(paths[p])) for p in sorted(paths, key=_path_order)
+                if p != "eager"]
     return out
+
+
+def _path_order(label: str) -> tuple[int, str]:
+    """A path label's place: :data:`PATHS` order, a path's levers after it."""
+    path = label.split("+")[0]
+    return (PATHS.index(path) if path in PATHS else len(PATHS), label)
 
 
 def _rate(r: Any) -> str:
@@ -194,7 +202,7 @@ def paths_table(records: Sequence[Any],
         te, to = eager.output_tokens_per_s(), other.output_tokens_per_s()
         pe, po = eager.tpot(), other.tpot()
         rows.append((
-            c.model, str(c.batch_size), c.tokens_label, c.precision, c.path, _rate(eager),
+            c.model, str(c.batch_size), c.tokens_label, c.precision, c.path_label, _rate(eager),
             _rate(other), f"{to / te:.2f}x" if te and to else "-",
             f"{_ms(pe.mean_s) if pe else '-'} / {_ms(po.mean_s) if po else '-'}",
             f"{setup_s(eager):.1f} / {setup_s(other):.1f}",

@@ -883,7 +883,7 @@ def generate_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
         rows = []
         for r in recs:
             c = r.config
-            label = (c.model, str(c.batch_size), c.path)
+            label = (c.model, str(c.batch_size), c.path_label)
             if not r.ok:
                 rows.append(label + (f"error ({r.error_type})",) + ("–",) * 8)
                 continue
@@ -924,7 +924,7 @@ def generate_paths(runs: Sequence[str]) -> Callable[[Store], list[str]]:
         rows = []
         for base, r in pairs:
             factor = r.summary().throughput / base.summary().throughput
-            rows.append((r.config.model, str(r.config.batch_size), r.config.path,
+            rows.append((r.config.model, str(r.config.batch_size), r.config.path_label,
                          fmt_num(base.summary().throughput), fmt_num(r.summary().throughput),
                          f"{factor:.2f}x", f"{_ms(base.tpot().mean_s)} / {_ms(r.tpot().mean_s)}",
                          f"{payback(base, r).extra_setup_s:+.0f}", payback_cell(base, r),

@@ -16,6 +16,9 @@ The paths (:data:`dlbench.records.generate.PATHS`):
 - ``graph``: the same decode step captured in one CUDA graph and replayed;
 - ``compile``: the decode step compiled by ``torch.compile`` (fused kernels), then captured.
 
+``--fuse`` (a lever of the static-cache paths) computes each layer's q/k/v projections and its
+gate/up projections as one matmul each (:mod:`dlbench.workloads.fusion`).
+
 Measurement code prints nothing and writes nothing: it returns a record.
 """
 
@@ -37,6 +40,7 @@ from dlbench.measure.window import MeasuredWindow
 from dlbench.models.lm import LmSpec, get_lm, lm_shape, meta_shape
 from dlbench.records.generate import GenerateConfig, GenerateRecord
 from dlbench.workloads.devices import UnsupportedError, resolve_device
+from dlbench.workloads.fusion import fuse_projections
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -112,6 +116,8 @@ def _measure(cfg: GenerateConfig, env: dict, spec: LmSpec, device: torch.device,
         check_fits(cfg, meta_shape(spec), device)
     t = clock()
     model = spec.build_on(device, dtype)
+    if cfg.fuse:
+        fuse_projections(model)
     synchronize(device)
     build_s = clock() - t
     shape = lm_shape(model)

@@ -19,7 +19,7 @@ from dlbench.report.plots import plain_log_ticks
 def _setup(r: Any) -> tuple[str, ...]:
     """A line of a batch sweep: everything but the batch."""
     c = r.config
-    return (c.model, c.path, c.precision, c.tokens_label)
+    return (c.model, c.path_label, c.precision, c.tokens_label)
 
 
 def _sweeps(records: Sequence[Any]) -> dict[str, dict[tuple, dict[int, Any]]]:
