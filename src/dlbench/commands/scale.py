@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
@@ -47,7 +48,8 @@ ORDER = 20
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
-        sub, "scale", help="training throughput over GPU counts: ddp, dp, ps, fsdp; interconnect A/B",
+        sub, "scale", help="training throughput over GPU counts: ddp, dp, ps, fsdp, tp, fsdp+tp; "
+             "interconnect A/B",
         description="Weak scaling as tf_cnn_benchmarks measures it: the batch is per GPU, and the figure "
                     "is all GPUs' samples over the slowest rank's window time. Each config runs "
                     "as a fresh torchrun job (python -m torch.distributed.run), one process per "
@@ -57,6 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  dlbench scale -m resnet50,inception_v3 --gpus 1,2 --precision fp16\n"
                "  dlbench scale -m resnet50 --gpus 1,2 --strategy ddp,dp,ps --precision bf16\n"
                "  dlbench scale -m gpt2 --gpus 2 --strategy ddp,fsdp --precision bf16 --optimizer adamw\n"
+               "  dlbench scale -m llama-3.1-8b -b 1 --gpus 8 --strategy fsdp,fsdp+tp --tp 2 "
+               "--precision bf16 --optimizer adamw --compile default\n"
                "  dlbench scale -m vgg16 --gpus 2 --interconnect default,no-p2p,no-p2p+no-shm\n"
                "  dlbench scale -m tiny_cnn -b 8 --gpus 1,2 --device cpu     (gloo, on a CPU)\n\n"
                "strategies: ddp = DistributedDataParallel (--bucket-mb); dp = nn.DataParallel "
@@ -65,7 +69,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                "updates it and broadcasts it back; as the 2017 distributed-TensorFlow cluster); "
                "fsdp = FSDP2 (fully_shard on each block of the model's repeated stack and on its "
                "root: parameters, gradients and optimizer state sharded over the ranks, gathered "
-               "in the run's precision, gradients reduced in fp32).\n"
+               "in the run's precision, gradients reduced in fp32; with --compile each block "
+               "is compiled before it is sharded); tp = tensor parallelism over every GPU "
+               "(DTensor: each block's q/k/v and gate/up projections split colwise, o and "
+               "down rowwise, as torchtitan does for Llama; Llama-layout models only: "
+               "llama-3.2-1b, llama-3.2-3b, llama-3.1-8b); fsdp+tp = a 2-D mesh, TP in groups "
+               "of --tp GPUs of one host and FSDP2 across the groups. Under TP a group's GPUs "
+               "train on one batch: -b is the batch per TP group, and samples count once per "
+               "group, not once per GPU.\n"
                "interconnect profiles: default; no-p2p (NCCL_P2P_DISABLE=1: no NVLink/PCIe P2P); "
                "no-shm (NCCL_SHM_DISABLE=1); no-p2p+no-shm; no-ib (NCCL_IB_DISABLE=1).\n\n"
                + MULTINODE + "\n\nexit codes: 0 all ok; 2 usage error; 3 some results are "
@@ -79,7 +90,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GPU counts (per host with --nnodes); default: 1 and every visible GPU. "
                         "Without CUDA: gloo processes")
     p.add_argument("--strategy", action="append", type=csv_list(),
-                   help="ddp (default), dp, ps, fsdp")
+                   help="ddp (default), dp, ps, fsdp, tp, fsdp+tp")
+    p.add_argument("--tp", type=POSITIVE, default=None, metavar="N",
+                   help="fsdp+tp's tensor-parallel degree, GPUs per TP group, a divisor of the "
+                        "GPUs per host (default: 2 where it divides them, else 1; at one GPU "
+                        "always 1). --strategy tp always splits over all --gpus")
     p.add_argument("--interconnect", action="append", type=csv_list(),
                    help="default, no-p2p, no-shm, no-p2p+no-shm, no-ib (default: default)")
     p.add_argument("--precision", action="append", type=csv_list(),
@@ -129,6 +144,14 @@ def _check_jax(args: argparse.Namespace, gpu: bool, nnodes: int) -> None:
         os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={most}")
 
 
+def _with_tp(cfg, tp: int):
+    """``cfg`` with ``--tp``: fsdp+tp's degree, except at one GPU (nothing to split there); the
+    other strategies as they are (ScalingConfig checks the degree)."""
+    if cfg.strategy != "fsdp+tp" or cfg.gpus == 1:
+        return cfg
+    return replace(cfg, tp=tp)
+
+
 def cmd_scale(args: argparse.Namespace) -> int:
     dist = rendezvous_flags(args)  # checked before anything is imported or started
     import torch  # heavy: the GPUs to count
@@ -161,6 +184,11 @@ def cmd_scale(args: argparse.Namespace) -> int:
                                     flatten(args.strategy, ["ddp"]),
                                     flatten(args.interconnect, ["default"]), nnodes=rdzv.nnodes,
                                     bucket_mb=args.bucket_mb, backend=args.backend)
+    if args.tp is not None:
+        if not any(c.strategy == "fsdp+tp" for c in configs):
+            raise ConfigError("--tp sets fsdp+tp's TP degree: add --strategy fsdp+tp "
+                              "(--strategy tp splits over all --gpus)")
+        configs = [_with_tp(c, args.tp) for c in configs]
     env = envmod.capture_environment()
     if not args.quiet:
         terminal.stderr.print(f"[bold]dlbench scale[/bold] {len(configs)} config(s) on "

@@ -46,6 +46,19 @@ costs latency + bytes / bandwidth):
   pushpull  TensorFlow's parameter servers (SyncReplicasOptimizer): workers push gradients to
             --ps-shards server tasks and pull the variables back; the server holding the
             biggest variables is busiest
+  fsdp      FSDP2 (ZeRO-3), unit by unit (each block of the model's layer stack, then the
+            root): parameters all-gathered in forward and again in backward (bf16/fp16: 2
+            bytes each, fp32: 4), gradients reduce-scattered in fp32, (n-1)/n of each per GPU;
+            overlap 'full' runs each block's collectives beside its neighbour's compute
+            (the first gathers and the last reduce-scatters stay exposed); one ring over
+            every GPU (across nodes at the node's --nics together)
+  tp        tensor parallelism over every GPU (dlbench's layout: q, k, v, gate, up
+            column-parallel, o and down row-parallel): the blocks' compute / GPUs (the
+            embeddings and head stay whole), plus per layer 2 all-reduces of batch x seq x
+            hidden activations forward and 5 of their gradients (fp32) backward, never
+            overlapped; the GPUs share one batch
+  fsdp+tp   TP over --tp GPUs of a node (default: all of them), FSDP across the TP groups
+            (each block's 1/tp gathered, the root whole)
 
 It predicts step time, throughput and scaling efficiency, prints the table tf_cnn_benchmarks
 reports (img/s with the factor over 1 GPU) for the cluster, and says where communication stops
@@ -63,6 +76,9 @@ examples:
   dlbench whatif -m resnet50 --db h200.db --busbw-from h200.db --gpus-per-node 2,4
       (intra-node link = the busbw and latency that 'dlbench comm' measured)
   dlbench whatif -m vgg16 -b 64 --throughput 400 --bandwidth 10gbit --latency 30us --nodes 2,4
+  dlbench whatif -m llama-3.2-1b --db h100.db --strategy ddp,fsdp,fsdp+tp --nodes 1,2,4 \
+      --gpus-per-node 8 --network 100gbe,ib-ndr --nics 8
+      (sharded: the model's units and width from its config, bf16 unless the record says)
   dlbench whatif --check --db net.db            (model vs 'dlbench net' and 'dlbench scale')
   dlbench whatif --ps-cluster                   (the 2017 parameter-server cluster, predicted)
   dlbench whatif --networks                     (the named links and their sources)"""
@@ -99,7 +115,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "of the newest 'dlbench comm' all-reduce records in DB")
     p.add_argument("--nics", type=POSITIVE, default=1, help="network ports per node (1)")
     p.add_argument("--strategy", action="append", type=csv_list(),
-                   help="ddp (default), ps, pushpull")
+                   help="ddp (default), ps, pushpull, fsdp, tp, fsdp+tp")
+    p.add_argument("--seq-len", "--input-size", dest="input_size", type=POSITIVE,
+                   help="fsdp/tp: tokens per sample (default: the record's, else the model's)")
+    p.add_argument("--tp", type=POSITIVE, metavar="N", help="fsdp+tp: GPUs per TP group, "
+                   "dividing --gpus-per-node (default: all of a node's)")
     p.add_argument("--allreduce", choices=("ring", "tree"), default="ring")
     p.add_argument("--ps-shards", type=POSITIVE, help="pushpull server tasks (default: one per node)")
     p.add_argument("--ps-backend", choices=("nccl", "gloo"), default="nccl")
@@ -141,18 +161,22 @@ def cmd_whatif(args: argparse.Namespace) -> int:
 
 def _predict(args: argparse.Namespace) -> int:
     from dlbench.whatif import scenarios  # heavy: torch (model sizes)
+    strategies = flatten(args.strategy, ["ddp"])
+    sharded = [s for s in strategies if s in scenarios.SHARDED]
     workloads = scenarios.workloads(
         flatten(args.model, []), step_ms=flatten(args.step_ms, []),
         throughput=flatten(args.throughput, []), batch=args.batch_size,
         precision=args.precision, db=args.db, record=args.record, grad_mb=args.grad_mb,
-        bytes_per_param=args.bytes_per_param, backward_fraction=args.backward_fraction)
+        bytes_per_param=args.bytes_per_param, backward_fraction=args.backward_fraction,
+        sharded=bool(sharded), input_size=args.input_size)
     p = scenarios.predict_all(
         workloads, scenarios.networks(flatten(args.network, []), args.bandwidth, args.latency),
         scenarios.intra_link(args.intra, args.busbw_from),
         nodes=flatten(args.nodes, list(scenarios.DEFAULT_NODES)),
         gpus_per_node=flatten(args.gpus_per_node, list(scenarios.DEFAULT_GPUS_PER_NODE)),
-        strategies=flatten(args.strategy, ["ddp"]), overlap=args.overlap, nics=args.nics,
-        ps_shards=args.ps_shards, allreduce=args.allreduce, ps_backend=args.ps_backend)
+        strategies=strategies, overlap=args.overlap, nics=args.nics,
+        ps_shards=args.ps_shards, allreduce=args.allreduce, ps_backend=args.ps_backend,
+        tp=args.tp)
     if args.json:
         sys.stdout.write(json.dumps([scenarios.prediction_dict(x) for x in p.detail], indent=1)
                          + "\n")
@@ -168,7 +192,27 @@ def _predict(args: argparse.Namespace) -> int:
         terminal.stdout.print(f"[dim]{w.name}: compute {w.compute_s * 1e3:.2f} ms per step "
                               f"({w.source}), batch {w.batch}, gradients "
                               f"{w.grad_bytes / 1e6:.2f} MB[/dim]")
+        if sharded and w.shape is not None:
+            terminal.stdout.print(f"[dim]  {_shape_line(w)}[/dim]", highlight=False)
+    if sharded:
+        terminal.stdout.print(
+            "[dim]fsdp: comm ms = every all-gather and reduce-scatter added; exposed = what the "
+            "step pays with each block's collectives beside its neighbour's compute. tp: "
+            "compute ms = the one-GPU step with the blocks' share split over the GPUs sharing "
+            "a batch (optimistic: their norms and element-wise work do not split); no overlap. "
+            "No line on where communication stops hiding for these.[/dim]", highlight=False)
     return EXIT_OK
+
+
+def _shape_line(w) -> str:
+    s = w.shape
+    width = (f", hidden {s.hidden}, {s.seq_len} tokens per sample (TP all-reduces "
+             f"{w.batch * s.seq_len * s.hidden / 1e6:.2f}M elements: 2 forward and 5 backward "
+             f"per layer)" if s.hidden and s.seq_len else "")
+    block = sum(s.block_params) / max(s.layers, 1)
+    return (f"{s.params / 1e6:,.1f}M parameters: {s.layers} blocks of {block / 1e6:,.1f}M, "
+            f"root {s.root_params / 1e6:,.1f}M; FSDP gathers {w.param_bytes} bytes per "
+            f"parameter, reduces 4{width}")
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -198,6 +242,18 @@ def _check(args: argparse.Namespace) -> int:
             part = [r for r in c.scaling if r.link == profile]
             terminal.stdout.print(f"  {profile} ({len(part)} rows): ", end="")
             _summary(error_summary(part))
+        for strategy in dict.fromkeys(r.strategy for r in c.scaling):
+            part = [r for r in c.scaling if r.strategy == strategy]
+            terminal.stdout.print(f"  {strategy} ({len(part)} rows): ", end="")
+            _summary(error_summary(part))
+        if any(r.strategy in ("fsdp", "tp", "fsdp+tp") for r in c.scaling):
+            terminal.stdout.print(
+                "fsdp: no overlap = compute + every all-gather (forward, and backward for the "
+                "blocks) and reduce-scatter; overlap = each block's collectives beside its "
+                "neighbour's compute. tp: the blocks' compute / TP GPUs + 2 all-reduces forward "
+                "and 5 backward per layer, no overlap. "
+                "perfect scaling = the one-GPU step (/ the TP GPUs), no communication.",
+                highlight=False)
     if not c.net and not c.any_scaling:
         terminal.stdout.print(f"no net or scaling records in {args.db} to check against")
     return EXIT_OK
@@ -211,7 +267,7 @@ def _summary(s: dict) -> None:
 def _row(r) -> dict:
     """A check row with its errors (properties, which ``asdict`` leaves out)."""
     return dataclasses.asdict(r) | {"error_none": r.error_none, "error_full": r.error_full,
-                                    "error_fit": r.error_fit}
+                                    "error_fit": r.error_fit, "error_perfect": r.error_perfect}
 
 
 def _ps_cluster(args: argparse.Namespace) -> int:

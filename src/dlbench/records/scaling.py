@@ -1,7 +1,8 @@
-"""The ``scaling`` kind: data-parallel training (ddp, dp, ps) at one GPU count.
+"""The ``scaling`` kind: training across GPUs (ddp, dp, ps, fsdp, tp, fsdp+tp) at one GPU count.
 
 A :class:`ScalingRecord` keeps every rank's raw step times; its figure is *total samples over the
 slowest rank's window time* (never a mean of per-rank rates; :func:`dlbench.measure.stats.aggregate`).
+The ranks of one tensor-parallel group train on one batch together, so their samples count once.
 """
 
 from __future__ import annotations
@@ -12,8 +13,17 @@ from typing import Any, ClassVar
 
 from dlbench.config import BACKENDS, INTERCONNECT_PROFILES, STRATEGIES, ConfigError, choice
 from dlbench.measure.stats import Summary, aggregate
-from dlbench.records.base import Record, StepRateMixin
+from dlbench.records.base import Record, StepRateMixin, config_key
 from dlbench.records.throughput import OnThroughputConfig, ThroughputConfig
+
+#: The strategies with tensor parallelism: ``tp`` over every rank, ``fsdp+tp`` inside FSDP2.
+TP_STRATEGIES = ("tp", "fsdp+tp")
+#: Every ``--strategy`` of ``dlbench scale``.
+SCALING_STRATEGIES = tuple(dict.fromkeys(STRATEGIES + TP_STRATEGIES))
+#: fsdp+tp's TP degree without ``--tp``, where it divides the GPUs per host (else 1: one GPU
+#: has nothing to split). Two GPUs per TP group keep TP's per-block all-reduces between a pair
+#: of NVLink peers and leave the rest of the ranks to FSDP, which suits the 1B to 8B models.
+DEFAULT_TP = 2
 
 
 @dataclass(frozen=True)
@@ -25,13 +35,18 @@ class ScalingConfig(OnThroughputConfig):
             optimizer, stopping rule, seed (as ``dlbench throughput``).
         gpus: GPUs in all (processes for ddp/ps, one per GPU; devices of the one process for dp).
             On a machine without CUDA, gloo processes on the CPU (``--gpus``).
-        strategy: ``ddp``, ``dp`` (nn.DataParallel), ``ps`` (parameter server) or ``fsdp``
-            (FSDP2: parameters, gradients and optimizer state sharded over the ranks)
-            (``--strategy``).
+        strategy: ``ddp``, ``dp`` (nn.DataParallel), ``ps`` (parameter server), ``fsdp``
+            (FSDP2: parameters, gradients and optimizer state sharded over the ranks), ``tp``
+            (tensor parallelism over every rank: one batch, one model split) or ``fsdp+tp``
+            (TP in groups of ``tp`` ranks, FSDP2 across the groups) (``--strategy``).
         interconnect: a profile of :data:`dlbench.config.INTERCONNECT_PROFILES` (``--interconnect``).
         bucket_mb: DDP gradient bucket size in MiB (``--bucket-mb``; DDP's default is 25).
         backend: ``auto`` (nccl on CUDA, gloo on the CPU), ``nccl`` or ``gloo`` (``--backend``).
         nnodes: hosts the ``gpus`` are spread over (``--nnodes``).
+        tp: the tensor-parallel degree, ranks per TP group (``--tp``): ``gpus`` for ``tp``;
+            for ``fsdp+tp`` as given, else :data:`DEFAULT_TP` where it divides the GPUs per
+            host, else 1 (resolved when the config is made, so a record keeps the degree it ran
+            with); None for the other strategies.
     """
 
     base: ThroughputConfig
@@ -41,11 +56,12 @@ class ScalingConfig(OnThroughputConfig):
     bucket_mb: float = 25.0
     backend: str = "auto"
     nnodes: int = 1
+    tp: int | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
             raise ConfigError(f"--gpus must be >= 1, got {self.gpus}")
-        choice("--strategy", self.strategy, STRATEGIES)
+        choice("--strategy", self.strategy, SCALING_STRATEGIES)
         choice("--interconnect", self.interconnect, INTERCONNECT_PROFILES)
         choice("--backend", self.backend, BACKENDS)
         if self.bucket_mb <= 0:
@@ -57,15 +73,62 @@ class ScalingConfig(OnThroughputConfig):
             raise ConfigError("--strategy dp is one process on one host; use ddp or ps across nodes")
         if self.base.mode != "train" or self.base.method != "standard":
             raise ConfigError("dlbench scale measures training (--mode train, --method standard)")
+        self._check_tp()
+
+    def _check_tp(self) -> None:
+        """Resolve and check the TP degree (a frozen field, set once here)."""
+        if self.strategy not in TP_STRATEGIES:
+            if self.tp is not None:
+                raise ConfigError(f"--tp applies to --strategy fsdp+tp, not {self.strategy}")
+            return
+        per_host = self.gpus // self.nnodes
+        if self.strategy == "tp":
+            if self.tp is not None and self.tp != self.gpus:
+                raise ConfigError(f"--strategy tp splits the model over all --gpus ({self.gpus}); "
+                                  f"for TP groups of {self.tp}, use --strategy fsdp+tp --tp "
+                                  f"{self.tp}")
+            if self.nnodes > 1:
+                raise ConfigError("--strategy tp keeps its group on one host (an all-reduce per "
+                                  "block and pass); across hosts use --strategy fsdp+tp")
+            object.__setattr__(self, "tp", self.gpus)
+        elif self.tp is None:
+            object.__setattr__(self, "tp", DEFAULT_TP if per_host % DEFAULT_TP == 0 else 1)
+        if self.tp < 1 or per_host % self.tp:
+            raise ConfigError(f"--tp {self.tp} must divide the GPUs per host ({per_host}): a TP "
+                              "group stays on one host")
+        if self.base.precision == "fp16":
+            # GradScaler's found-inf flag is per rank; a TP group would skip steps apart.
+            raise ConfigError(f"--strategy {self.strategy} runs fp32, tf32 or bf16 (fp16's loss "
+                              "scaling would need its overflow check agreed across the TP group)")
+
+    @property
+    def tp_degree(self) -> int:
+        """Ranks per tensor-parallel group: 1 for the data-parallel strategies."""
+        return self.tp or 1
+
+    @property
+    def replicas(self) -> int:
+        """Data-parallel replicas: model copies, each fed batches of its own (GPUs over the TP
+        degree; dp's one process holds ``gpus`` of them)."""
+        return self.gpus // self.tp_degree
 
     @property
     def processes(self) -> int:
         """Processes in the job: one per GPU, except dp (one process driving every GPU)."""
         return 1 if self.strategy == "dp" else self.gpus
 
+    def key(self) -> str:
+        d = self.to_dict()
+        d["base"] = self.base.key()
+        if d["tp"] is None:  # a field at its default drops out: the keys of older records
+            del d["tp"]
+        return config_key(d)
+
     @property
     def label(self) -> str:
         parts = [self.base.label, f"x{self.gpus}", self.strategy]
+        if self.strategy == "fsdp+tp":
+            parts.append(f"tp={self.tp}")
         if self.strategy == "ddp" and self.bucket_mb != 25.0:
             parts.append(f"bucket={self.bucket_mb:g}MiB")
         if self.interconnect != "default":
@@ -92,9 +155,11 @@ def scaling_efficiency(factor: float, gpus: int, base_gpus: int = 1) -> float:
 class ScalingRecord(StepRateMixin, Record):
     """One scaling measurement (or its failure), with every rank's raw times.
 
-    ``rank_step_times_s[r]`` is rank r's measured window; ``rank_samples_per_step[r]`` its batch
-    (for dp the one process's batch, per-GPU batch x GPUs). ``rank_errors`` holds each failed
-    rank's message and traceback; ``error`` is the first failure's (the cause, not the echoes).
+    ``rank_step_times_s[r]`` is rank r's measured window; ``rank_samples_per_step[r]`` the batch
+    it fed (for dp the one process's batch, per-GPU batch x GPUs). The ranks of a TP group feed
+    one batch between them, so only each group's first rank's counts
+    (:meth:`counted_samples_per_step`). ``rank_errors`` holds each failed rank's message and
+    traceback; ``error`` is the first failure's (the cause, not the echoes).
     """
 
     config_type: ClassVar[type] = ScalingConfig
@@ -122,9 +187,18 @@ class ScalingRecord(StepRateMixin, Record):
     # other hosts' GPUs are not in it.
     telemetry: dict[str, Any] | None = None
 
+    def counted_samples_per_step(self) -> tuple[int, ...]:
+        """Each rank's samples in the job's figure: its batch on the first rank of its TP group
+        (rank % tp == 0, see :mod:`dlbench.workloads.tp`), 0 on the others, which trained on
+        that same batch; every rank's batch for the data-parallel strategies."""
+        tp = self.config.tp_degree
+        return tuple(n if r % tp == 0 else 0 for r, n in enumerate(self.rank_samples_per_step))
+
     @property
     def samples_per_step(self) -> int:
-        return sum(self.rank_samples_per_step)
+        """Distinct samples the job trains on per step: per-GPU batch x data-parallel replicas
+        (not x GPUs under tensor parallelism)."""
+        return sum(self.counted_samples_per_step())
 
     @property
     def step_times_s(self) -> tuple[float, ...]:
@@ -136,7 +210,7 @@ class ScalingRecord(StepRateMixin, Record):
     def summary(self) -> Summary | None:
         if not self.ok or not self.rank_step_times_s:
             return None
-        return aggregate(self.rank_step_times_s, self.rank_samples_per_step,
+        return aggregate(self.rank_step_times_s, self.counted_samples_per_step(),
                          self.config.base.stop.confidence)
 
     def stop_rule(self):

@@ -1,10 +1,14 @@
-"""Language-model training across strategies (ddp, fsdp, ...): what a cluster sizer reads.
+"""Language-model training across strategies (ddp, fsdp, tp, fsdp+tp, ...): what a cluster
+sizer reads.
 
 One row per ``dlbench scale`` record of a model counted in tokens: tokens/s in all and per GPU,
 model TFLOP/s per GPU and MFU against the GPU's datasheet dense peak and the measured matmul
 ceiling, rank 0's peak memory, and the factor over the same strategy's record at 1 GPU.
 MFU counts the model's FLOPs per token as the record counted them (6N + 12LHT for the
 transformers LMs: docs/throughput.md); it is None (``-``) on a CPU, which has no datasheet peak.
+Under tensor parallelism a TP group's GPUs train on one batch: the record counts its tokens once
+(:meth:`dlbench.records.scaling.ScalingRecord.samples_per_step`), so the per-GPU figures divide
+the job's distinct tokens by all its GPUs, never a GPU's share counted once per GPU.
 """
 
 from __future__ import annotations
@@ -22,15 +26,25 @@ def lm_records(records: Sequence[Any]) -> list[Any]:
     return [r for r in records if getattr(r, "kind", "") == "scaling" and r.unit == "tokens"]
 
 
+#: The strategies that compile each block of the stack on its own under --compile.
+BLOCK_COMPILED = ("fsdp", "tp", "fsdp+tp")
+
+
 def _levers(c: Any) -> str:
     b = c.base
-    parts = [p for p, on in (("ckpt", b.checkpointing), (b.compile and "compiled", b.compile))
-             if on]
+    compiled = "compiled/block" if c.strategy in BLOCK_COMPILED else "compiled"
+    parts = [p for p, on in (("ckpt", b.checkpointing), (compiled, b.compile)) if on]
     return ", ".join(parts) or "-"
 
 
+def strategy_cell(c: Any) -> str:
+    """The strategy, with fsdp+tp's TP degree (tp's is its GPU count)."""
+    return f"{c.strategy} tp={c.tp}" if c.strategy == "fsdp+tp" else c.strategy
+
+
 def per_gpu_tflops(r: Any) -> float | None:
-    """Model TFLOP/s per GPU: the job's counted FLOPs per second over its GPUs."""
+    """Model TFLOP/s per GPU: the job's counted FLOPs per second over its GPUs (the FLOPs of
+    the distinct samples: a TP group's batch once)."""
     ach = r.achieved_tflops() if r.ok else None
     return None if ach is None else ach / r.config.gpus
 
@@ -48,7 +62,7 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
         c, b = r.config, r.config.base
         # A sequence's tokens: what the record counted (the model's default length if unset).
         seq = r.units_per_sample if r.ok else b.input_size
-        label = (c.model, str(seq or "-"), b.precision, c.strategy, _levers(c),
+        label = (c.model, str(seq or "-"), b.precision, strategy_cell(c), _levers(c),
                  str(c.gpus), str(b.batch_size))
         s = r.summary()
         if s is None:
@@ -70,12 +84,15 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
             "-" if ds is None else f"{ds:.1%}", "-" if meas is None else f"{meas:.1%}",
             "-" if not mem else f"{mem / 2**30:.1f}", factor + (
                 f"; {'; '.join(flags(r))}" if flags(r) else "")))
-    cols = ("model", "seq", "prec", "strategy", "levers", "GPUs", "batch/GPU", "tok/s",
+    cols = ("model", "seq", "prec", "strategy", "levers", "GPUs", "batch/replica", "tok/s",
             "tok/s/GPU", "TFLOP/s/GPU", "MFU (datasheet)", "MFU (measured)", "peak GiB (rank 0)",
             "x 1 GPU; flags")
     return Table("Language-model training by strategy", cols, tuple(rows), (
-        "tok/s = all ranks' tokens over the slowest rank's window; TFLOP/s/GPU = the model's "
+        "batch/replica = the sequences one data-parallel replica trains on per step: a GPU "
+        "under ddp and fsdp, a TP group of GPUs under tp and fsdp+tp; "
+        "tok/s = the distinct tokens of all replicas (a TP group's batch once) over the slowest "
+        "rank's window; tok/s/GPU = tok/s over all GPUs; TFLOP/s/GPU = the model's "
         "counted FLOPs (6N + 12LHT per token for the transformers LMs) per second per GPU; MFU "
         "against the GPU's datasheet dense peak and the measured matmul ceiling of the latest "
         "'dlbench peak' run on the device ('-': none, or a CPU); x 1 GPU = the factor over the "
-        "same strategy at 1 GPU",))
+        "same strategy at 1 GPU; compiled/block = each block of the stack compiled on its own",))

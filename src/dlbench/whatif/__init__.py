@@ -4,6 +4,8 @@
   figure with its source;
 - :mod:`~dlbench.whatif.comm`: communication patterns (ring, tree, dlbench's ps, TensorFlow's
   push-pull, hierarchical) and their alpha-beta cost, per host; pure;
+- :mod:`~dlbench.whatif.sharded`: FSDP's all-gathers and reduce-scatters, tensor parallelism's
+  per-layer all-reduces, and the step they leave (FSDP's per-block overlap); pure;
 - :mod:`~dlbench.whatif.model`: step time, throughput, efficiency, where communication stops
   hiding behind compute;
 - :mod:`~dlbench.whatif.inputs`: compute time, gradient bytes and measured links from records;

@@ -4,7 +4,10 @@ parameter-server CIFAR-10 cluster over 1/10 GbE and InfiniBand.
 For every ``dlbench net`` record the model is given only what a user would know before the run
 (the link's rate, the compute time measured alone, the gradient bytes, the strategy) plus the
 latency the link probe measured, and its predicted step time and bytes per host are set beside
-the measured ones. The error is (predicted - measured) / measured.
+the measured ones. The error is (predicted - measured) / measured. Every row also carries what perfect scaling
+predicts (the compute alone: the one-GPU step, / the GPUs sharing a batch under tensor
+parallelism), so the model's error can be read against that assumption's; ``dlbench scale``
+records of fsdp, tp and fsdp+tp are predicted by :mod:`~dlbench.whatif.sharded`.
 
 The emulated link counts whole frames: where tbf cuts segments into MTU frames (rates below about
 500 Mbit/s, whose 1 ms bucket is smaller than a 64 KiB segment) TCP moves 1448 payload bytes per
@@ -17,14 +20,15 @@ veth's rate is the probe's measured goodput.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from dlbench.measure.stats import mean
 from dlbench.netemu.shaping import burst_bytes
 from dlbench.whatif.comm import CommCost, Link, ps_collectives, push_pull, ring_allreduce
-from dlbench.whatif.model import ps_shard_bytes
+from dlbench.whatif.model import SHARDED, ps_shard_bytes
 from dlbench.whatif.networks import Network
+from dlbench.whatif.sharded import ModelShape, dtype_bytes, fsdp_step, fsdp_tp_step, tp_step
 
 EMULATED_EFFICIENCY = 1448 / (1514 + 33)
 UNSHAPED_HEADER_SHARE = 1.01
@@ -49,6 +53,15 @@ class CheckRow:
     record_id: str = ""
     predicted_fit_s: float | None = None  # no overlap, latency fitted on the unshaped link
     fitted_latency_s: float | None = None
+    # Perfect scaling: the one-GPU compute, split over the GPUs sharing a batch (tensor
+    # parallelism), with no communication at all: what assuming linear scaling predicts.
+    predicted_perfect_s: float | None = None
+
+    @property
+    def error_perfect(self) -> float | None:
+        if self.predicted_perfect_s is None:
+            return None
+        return (self.predicted_perfect_s - self.measured_s) / self.measured_s
 
     @property
     def error_fit(self) -> float | None:
@@ -146,7 +159,7 @@ def check_net(records: Sequence[Any], backward_fraction: float = 2 / 3) -> list[
             ranks=r.config.hosts, measured_s=r.step_s, compute_s=compute,
             predicted_none_s=none, predicted_full_s=full, measured_bytes=measured_bytes,
             predicted_bytes=comm.busiest_bytes * wire, record_id=r.id, predicted_fit_s=fit_s,
-            fitted_latency_s=fit))
+            fitted_latency_s=fit, predicted_perfect_s=compute))
     return rows
 
 
@@ -155,14 +168,28 @@ def _net_key(r: Any) -> tuple:
     return (c.model, c.base.batch_size, c.base.precision, c.hosts, c.strategy, c.bucket_mb)
 
 
+#: The strategies whose one-GPU record may stand in for a sharded strategy's own, in order of
+#: preference (at one GPU FSDP has nothing to gather and TP nothing to split).
+_ONE_GPU_STAND_INS = {"fsdp": ("ddp", "ps"), "tp": ("ddp", "ps"),
+                      "fsdp+tp": ("fsdp", "ddp", "ps")}
+
+
 def check_scaling(records: Sequence[Any], intra: Link | Callable[[str, int], Link | None],
-                  grad_bytes: dict[str, int], backward_fraction: float = 2 / 3) -> list[CheckRow]:
+                  grad_bytes: dict[str, int], backward_fraction: float = 2 / 3,
+                  shapes: dict[str, ModelShape] | None = None) -> list[CheckRow]:
     """``dlbench scale`` records of 2+ GPUs on one node against the model, given the 1-GPU
     record of the same model, batch, precision and strategy as the compute time, and ``intra``:
     a link (named, or measured by ``dlbench comm``), or a function of the record's interconnect
     profile and GPU count giving the link measured under that profile (None: not measured, the
-    record is left out). One GPU does not communicate: its record serves every profile."""
+    record is left out). One GPU does not communicate: its record serves every profile.
+
+    fsdp, tp and fsdp+tp records need the model's ``shapes``
+    (:func:`dlbench.whatif.inputs.model_shape`); without its own one-GPU record a sharded
+    strategy takes another's (fsdp+tp: fsdp's; then ddp's, ps's). Every row also carries the perfect-scaling prediction (the
+    one-GPU compute, / the TP ranks), so the model's error can be set beside that assumption's.
+    """
     link_for = intra if callable(intra) else (lambda profile, n: intra)
+    shapes = shapes or {}
     ones = {}
     for r in records:
         if r.kind == "scaling" and r.ok and r.config.gpus == 1:
@@ -173,38 +200,87 @@ def check_scaling(records: Sequence[Any], intra: Link | Callable[[str, int], Lin
     for r in records:
         if r.kind != "scaling" or not r.ok or r.config.gpus < 2 or r.config.nnodes != 1:
             continue
+        strategy = r.config.strategy
         base = ones.get(_scale_key(r))
+        if base is None and strategy in SHARDED:
+            keys = (_scale_key(r, s) for s in _ONE_GPU_STAND_INS[strategy])
+            base = next((ones[k] for k in keys if k in ones), None)
         g = grad_bytes.get(r.config.model)
         link = link_for(r.config.interconnect, r.config.gpus)
-        # dp has no collectives to model; fsdp's (an all-gather of the parameters forward and
-        # backward, a reduce-scatter of the gradients) are not in the alpha-beta model yet.
-        if base is None or g is None or link is None or r.config.strategy in ("dp", "fsdp"):
+        # dp has no collectives to model (its scatter and gather go through GPU 0).
+        if base is None or g is None or link is None or strategy == "dp":
             continue
-        intra = link
+        if strategy in SHARDED and r.config.model not in shapes:
+            continue
         compute = base.summary().mean_s
         n = r.config.gpus
-        if r.config.strategy == "ps":
-            comm = ps_collectives(ps_shard_bytes([g], n), intra, backend="nccl")
+        t = 1
+        if strategy in SHARDED:
+            t, none, full = _sharded_check(r, shapes[r.config.model], compute, link,
+                                           backward_fraction)
         else:
-            comm = ring_allreduce(g, n, intra)
-        bwd = compute * backward_fraction
-        full = compute - bwd + max(bwd, comm.time_s) if r.config.strategy == "ddp" else None
+            if strategy == "ps":
+                comm = ps_collectives(ps_shard_bytes([g], n), link, backend="nccl")
+            else:
+                comm = ring_allreduce(g, n, link)
+            none = compute + comm.time_s
+            bwd = compute * backward_fraction
+            full = compute - bwd + max(bwd, comm.time_s) if strategy == "ddp" else None
         rows.append(CheckRow(
-            label=r.config.base.label, link=r.config.interconnect, strategy=r.config.strategy,
+            label=r.config.base.label, link=r.config.interconnect, strategy=strategy,
             ranks=n, measured_s=r.summary().mean_s, compute_s=compute,
-            predicted_none_s=compute + comm.time_s, predicted_full_s=full, record_id=r.id))
+            predicted_none_s=none, predicted_full_s=full, record_id=r.id,
+            predicted_perfect_s=compute / t))
     return rows
 
 
-def _scale_key(r: Any) -> tuple:
+def tp_degree(config: Any) -> int:
+    """The tensor-parallel ranks of a scaling config (``ScalingConfig.tp_degree``: all its GPUs
+    for tp, ``--tp`` for fsdp+tp, 1 for the others)."""
+    degree = getattr(config, "tp_degree", None)
+    if degree is not None:
+        return degree
+    return config.gpus if config.strategy == "tp" else 1   # a config from before tp
+
+
+def _sharded_check(r: Any, shape: ModelShape, compute: float, link: Link,
+                   backward_fraction: float) -> tuple[int, float, float | None]:
+    """(TP ranks, predicted step with no overlap, with overlap) of a sharded scaling record.
+    One node: every collective over the record's link (the all-reduce busbw measured at its
+    GPU count)."""
     c = r.config
-    return (c.model, c.base.batch_size, c.base.precision, c.base.compile, c.strategy)
+    base = c.base
+    size = base.input_size or shape.seq_len
+    shape = replace(shape, seq_len=size) if shape.seq_len is not None else shape
+    pb = ab = dtype_bytes(base.precision)
+    t = tp_degree(c)
+    if c.strategy == "fsdp":
+        steps = [fsdp_step(shape, compute, c.gpus, link, param_bytes=pb,
+                           backward_fraction=backward_fraction, overlap=o)
+                 for o in ("none", "full")]
+    elif c.strategy == "tp":
+        steps = [tp_step(shape, compute, base.batch_size, t, link, act_bytes=ab)] * 2
+    else:
+        steps = [fsdp_tp_step(shape, compute, base.batch_size, t, c.gpus // t, link, link,
+                              param_bytes=pb, act_bytes=ab,
+                              backward_fraction=backward_fraction, overlap=o)
+                 for o in ("none", "full")]
+    return t, steps[0].step_s, None if c.strategy == "tp" else steps[1].step_s
+
+
+def _scale_key(r: Any, strategy: str | None = None) -> tuple:
+    c = r.config
+    return (c.model, c.base.batch_size, c.base.precision, c.base.compile,
+            strategy or c.strategy)
 
 
 def error_summary(rows: Sequence[CheckRow]) -> dict[str, float]:
     """Mean absolute error of each prediction kind over the rows (fractions)."""
     out = {}
     if rows:
+        perfect = [abs(r.error_perfect) for r in rows if r.error_perfect is not None]
+        if perfect:
+            out["perfect scaling"] = mean(perfect)
         out["none"] = mean([abs(r.error_none) for r in rows])
         fulls = [abs(r.error_full) for r in rows if r.error_full is not None]
         if fulls:

@@ -24,6 +24,9 @@ Patterns (G = gradient bytes, n = hosts or ranks):
   variable back, point to point. The host of the biggest variable carries the most.
 - ``hierarchical_allreduce``: N nodes x G GPUs: reduce-scatter inside each node, all-reduce of
   each GPU's 1/G share across nodes (the node's NICs shared by its G GPUs), all-gather inside.
+- ``ring_allgather`` / ``ring_reduce_scatter``: half a ring all-reduce each, n-1 steps of G/n
+  (G the whole tensor): each host sends and receives (n-1)/n x G (nccl-tests' busbw factor for
+  both), time (n-1) alpha + (n-1)/n G / beta. FSDP's collectives (:mod:`~dlbench.whatif.sharded`).
 """
 
 from __future__ import annotations
@@ -87,6 +90,21 @@ def ring_allreduce(nbytes: float, n: int, link: Link) -> CommCost:
     rounds = 2 * (n - 1)
     return CommCost(alpha_beta(per_host, link, rounds), (per_host,) * n, (per_host,) * n, rounds,
                     "ring")
+
+
+def ring_allgather(nbytes: float, n: int, link: Link, pattern: str = "all-gather") -> CommCost:
+    """A ring all-gather of a tensor of ``nbytes`` in all (each host starts with ``nbytes / n``)."""
+    if n <= 1:
+        return _none(max(n, 1), pattern)
+    per_host = (n - 1) / n * nbytes
+    return CommCost(alpha_beta(per_host, link, n - 1), (per_host,) * n, (per_host,) * n, n - 1,
+                    pattern)
+
+
+def ring_reduce_scatter(nbytes: float, n: int, link: Link) -> CommCost:
+    """A ring reduce-scatter of ``nbytes`` (each host ends with its reduced ``nbytes / n``): the
+    all-gather's traffic in the other order, so its cost."""
+    return ring_allgather(nbytes, n, link, "reduce-scatter")
 
 
 def tree_allreduce(nbytes: float, n: int, link: Link) -> CommCost:

@@ -3,6 +3,9 @@
 - gradient bytes: every trainable parameter x its bytes (4 for fp32 gradients; DDP and the
   parameter servers move gradients in the parameters' dtype, fp32 under autocast), counted on a
   model built on the ``meta`` device (no memory, no weights);
+- the model's shape for the sharded strategies (:func:`model_shape`): parameters per FSDP unit
+  (each block of the repeated stack, as :mod:`dlbench.workloads.fsdp` shards it, and the root),
+  the width of the residual stream and the sequence length, on the same ``meta`` build;
 - compute time per step: a one-GPU training record (``dlbench run``/``throughput``, or
   ``dlbench scale`` at 1 GPU) gives its mean step time and batch; a ``dlbench net`` record its
   compute-only calibration;
@@ -21,6 +24,7 @@ import torch
 from dlbench import env as envmod
 from dlbench.config import ConfigError
 from dlbench.models import get_model
+from dlbench.whatif.sharded import ModelShape
 
 
 def model_gradients(name: str, input_size: int | None = None, bytes_per_param: int = 4
@@ -33,6 +37,41 @@ def model_gradients(name: str, input_size: int | None = None, bytes_per_param: i
     return sum(sizes), sizes
 
 
+def model_shape(name: str, input_size: int | None = None) -> ModelShape:
+    """The units, width and sequence length of a model, as FSDP and tensor parallelism see it.
+
+    Blocks: the children of the model's largest ``nn.ModuleList`` (what dlbench's FSDP shards one
+    by one); the root: every other parameter. A unit's compute share counts its parameters held
+    by anything but an ``nn.Embedding`` (a lookup has no matrix product; a head tied to the
+    embedding table is a ``Linear`` too, so the tied table counts). Width: the embedding
+    dimension of the largest embedding table (the tokens'); None for a model that does not take
+    tokens.
+    """
+    from torch import nn
+
+    from dlbench.workloads.fsdp import repeated_blocks  # what the fsdp strategy shards
+
+    spec = get_model(name)
+    with torch.device("meta"):
+        module = spec.build(input_size)
+    matmul = {id(p) for m in module.modules() if not isinstance(m, nn.Embedding)
+              for p in m.parameters(recurse=False)}
+    blocks = repeated_blocks(module)
+    in_blocks = {id(p) for b in blocks for p in b.parameters()}
+    root = [p for p in module.parameters() if id(p) not in in_blocks]
+    tables = [m for m in module.modules() if isinstance(m, nn.Embedding)]
+    token = spec.kind == "text" and tables
+    return ModelShape(
+        root_params=float(sum(p.numel() for p in root)),
+        block_params=tuple(float(sum(p.numel() for p in b.parameters())) for b in blocks),
+        root_compute=float(sum(p.numel() for p in root if id(p) in matmul)),
+        block_compute=tuple(float(sum(p.numel() for p in b.parameters() if id(p) in matmul))
+                            for b in blocks),
+        hidden=max(tables, key=lambda m: m.num_embeddings).embedding_dim if token else None,
+        seq_len=(input_size or spec.input_size) if spec.kind == "text" else None,
+        name=spec.name)
+
+
 @dataclass(frozen=True)
 class ComputeInput:
     """A one-GPU step time taken from a record."""
@@ -43,6 +82,8 @@ class ComputeInput:
     record_id: str
     kind: str
     device: str
+    precision: str | None = None
+    input_size: int | None = None
 
 
 def _device(r: Any) -> str:
@@ -63,21 +104,24 @@ def compute_inputs(records: Sequence[Any], batch: int | None = None,
         base = getattr(r.config, "base", r.config)
         if (batch and base.batch_size != batch) or (precision and base.precision != precision):
             continue
+        same = dict(precision=getattr(base, "precision", None),
+                    input_size=getattr(base, "input_size", None))
         if r.kind == "throughput" and r.config.mode == "train" and r.config.method == "standard":
             s = r.summary()
             if s is not None:
                 found[r.config.model] = ComputeInput(r.config.model, s.mean_s,
-                                                     r.config.batch_size, r.id, r.kind, _device(r))
+                                                     r.config.batch_size, r.id, r.kind, _device(r),
+                                                     **same)
         elif r.kind == "scaling" and r.config.gpus == 1 and r.config.strategy != "dp":
             s = r.summary()
             if s is not None:
                 found[r.config.model] = ComputeInput(r.config.model, s.mean_s,
                                                      r.config.base.batch_size, r.id, r.kind,
-                                                     _device(r))
+                                                     _device(r), **same)
         elif r.kind == "net" and r.compute_s:
             found[r.config.model] = ComputeInput(r.config.model, r.compute_s,
                                                  r.config.base.batch_size, r.id, r.kind,
-                                                 "CPU (dlbench net)")
+                                                 "CPU (dlbench net)", **same)
     return found
 
 

@@ -12,6 +12,10 @@ gives). A step is that compute plus whatever communication is not hidden behind 
   a backward pass costs about twice the forward's FLOPs); the optimizer step is counted in the
   forward share, and the last bucket's all-reduce, which cannot overlap, is ignored.
 
+The sharded strategies (``fsdp``, ``tp``, ``fsdp+tp``) have their own collectives and overlap,
+in :mod:`~dlbench.whatif.sharded`; ``tp`` splits the compute over its ranks (which then share one
+batch).
+
 Everything returned is a *prediction*: tables built from it say so in their titles.
 """
 
@@ -24,8 +28,12 @@ from typing import Sequence
 from dlbench.config import ConfigError
 from dlbench.whatif.comm import CommCost, Link, hierarchical_allreduce, ps_collectives, push_pull
 from dlbench.whatif.networks import Network
+from dlbench.whatif.sharded import ModelShape, ShardedStep, fsdp_step, fsdp_tp_step, tp_step
 
-STRATEGIES = ("ddp", "ps", "pushpull")
+#: Sharded strategies: FSDP, Megatron tensor parallelism, and the two together (TP inside a node,
+#: FSDP across nodes).
+SHARDED = ("fsdp", "tp", "fsdp+tp")
+STRATEGIES = ("ddp", "ps", "pushpull") + SHARDED
 OVERLAPS = ("none", "full")
 #: The largest cluster the searches below look at (they double the node count up to this).
 MAX_NODES = 4096
@@ -44,6 +52,9 @@ class Workload:
         backward_fraction: share of ``compute_s`` in the backward pass (overlap ``full``).
         name: the model's name, for tables.
         source: where ``compute_s`` came from (a record id, or "given").
+        shape: the model's units, width and sequence (for fsdp and tp); None: not known.
+        param_bytes: bytes per parameter FSDP gathers (2 in bf16/fp16, 4 in fp32).
+        act_bytes: bytes per activation element TP all-reduces (2 under bf16/fp16 autocast).
     """
 
     compute_s: float
@@ -53,6 +64,9 @@ class Workload:
     backward_fraction: float = 2 / 3
     name: str = "model"
     source: str = "given"
+    shape: ModelShape | None = None
+    param_bytes: int = 2
+    act_bytes: int = 2
 
     def __post_init__(self) -> None:
         if not self.compute_s > 0:
@@ -87,10 +101,14 @@ class Cluster:
     ps_backend: str = "nccl"
     network_latency_s: float | None = None   # overrides the table's latency
     intra_latency_s: float | None = None
+    tp: int | None = None                    # fsdp+tp's TP degree (None: the GPUs per node)
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1 or self.nics < 1:
             raise ConfigError("--nodes, --gpus-per-node and --nics must be >= 1")
+        if self.tp is not None and (self.tp < 1 or self.gpus_per_node % self.tp):
+            raise ConfigError(f"--tp {self.tp} must divide the GPUs per node "
+                              f"({self.gpus_per_node}): a TP group stays in one node")
         if self.allreduce not in ("ring", "tree"):
             raise ConfigError(f"--allreduce must be ring or tree, got {self.allreduce!r}")
 
@@ -125,10 +143,14 @@ class Prediction:
     comm: CommCost
     step_s: float
     notes: tuple[str, ...] = field(default=())
+    tp: int = 1                     # tensor-parallel ranks that share one batch
+    gpu_compute_s: float | None = None   # each GPU's compute, where TP splits it
 
     @property
     def compute_s(self) -> float:
-        return self.workload.compute_s
+        """Each GPU's compute per step: the one-GPU step (its blocks' share split over the
+        tensor-parallel ranks, for tp)."""
+        return self.workload.compute_s if self.gpu_compute_s is None else self.gpu_compute_s
 
     @property
     def exposed_s(self) -> float:
@@ -142,8 +164,8 @@ class Prediction:
 
     @property
     def throughput(self) -> float:
-        """Samples per second, all GPUs together."""
-        return self.cluster.gpus * self.workload.batch / self.step_s
+        """Samples per second, all GPUs together (a tensor-parallel group shares one batch)."""
+        return self.cluster.gpus // self.tp * self.workload.batch / self.step_s
 
     @property
     def factor(self) -> float:
@@ -170,10 +192,62 @@ def ps_shard_bytes(variables: Sequence[float], ranks: int) -> list[float]:
     return shard
 
 
+def tp_ranks(c: Cluster, strategy: str) -> int:
+    """GPUs that share one batch: every GPU for ``tp``, ``c.tp`` (or a node's GPUs) for
+    ``fsdp+tp``, else 1."""
+    return {"tp": c.gpus, "fsdp+tp": c.tp or c.gpus_per_node}.get(strategy, 1)
+
+
+def sharded_step(w: Workload, c: Cluster, strategy: str, overlap: str = "full",
+                 net_scale: float = 1.0) -> ShardedStep:
+    """A step of a sharded strategy on ``c``.
+
+    Every collective is a ring. Inside one node it runs over ``intra``. Across nodes a ring
+    leaves each node once per NCCL channel, a channel per NIC, so each ring step is as fast as
+    the node's NICs together allow, shared by the k rings that run at once (fsdp+tp's one per
+    TP rank; k = 1 for fsdp and tp), at most ``intra``, at the network's latency. fsdp+tp's TP
+    groups stay in a node (``intra``).
+    """
+    if w.shape is None:
+        raise ConfigError(f"{strategy}: the model's shape is needed (its parameters per block)")
+    inter = c.net_link(net_scale)
+    intra = c.intra_link(net_scale if c.nodes == 1 else 1.0)
+
+    def ring(k: int) -> Link:
+        if c.nodes == 1:
+            return intra
+        return Link(min(inter.bandwidth_Bps * c.nics / k, intra.bandwidth_Bps), inter.latency_s)
+
+    kw = dict(backward_fraction=w.backward_fraction, overlap=overlap)
+    if strategy == "fsdp":
+        return fsdp_step(w.shape, w.compute_s, c.gpus, ring(1), param_bytes=w.param_bytes, **kw)
+    if strategy == "tp":
+        return tp_step(w.shape, w.compute_s, w.batch, c.gpus, ring(1), act_bytes=w.act_bytes)
+    t = tp_ranks(c, strategy)
+    return fsdp_tp_step(w.shape, w.compute_s, w.batch, t, c.gpus // t, intra, ring(t),
+                        param_bytes=w.param_bytes, act_bytes=w.act_bytes, **kw)
+
+
+def _sharded_comm(s: ShardedStep, c: Cluster, strategy: str) -> CommCost:
+    """A sharded step's communication, in the other patterns' terms: per GPU on one node; per
+    node on the network across nodes, where a ring's node boundary carries what one of its
+    ranks sends (fsdp+tp: its t FSDP rings' traffic; its TP stays in the node)."""
+    if c.nodes == 1:
+        per, hosts = s.rank_bytes, c.gpus
+    elif strategy == "fsdp+tp":
+        fsdp = sum(b for name, _, b in s.parts if not name.startswith("tp "))
+        per, hosts = tp_ranks(c, strategy) * fsdp, c.nodes
+    else:
+        per, hosts = s.rank_bytes, c.nodes
+    return CommCost(s.comm_s, (per,) * hosts, (per,) * hosts, s.rounds, strategy)
+
+
 def communication(w: Workload, c: Cluster, strategy: str, net_scale: float = 1.0) -> CommCost:
     """One step's communication of ``strategy`` on ``c`` (the network's bandwidth x net_scale)."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"--strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+    if strategy in SHARDED:
+        return _sharded_comm(sharded_step(w, c, strategy, "none", net_scale), c, strategy)
     inter = c.net_link(net_scale)
     intra = c.intra_link(net_scale if c.nodes == 1 else 1.0)
     if strategy == "ddp":
@@ -199,6 +273,13 @@ def predict(w: Workload, c: Cluster, strategy: str = "ddp", overlap: str = "none
     """The predicted step of ``strategy`` on ``c`` for workload ``w``."""
     if overlap not in OVERLAPS:
         raise ConfigError(f"--overlap must be none or full, got {overlap!r}")
+    if strategy in SHARDED:
+        eff = "none" if strategy == "tp" else overlap
+        step = sharded_step(w, c, strategy, eff, net_scale)
+        notes = ("tensor parallelism's all-reduces are on the critical path: no overlap",) \
+            if strategy == "tp" and overlap == "full" else ()
+        return Prediction(w, c, strategy, eff, _sharded_comm(step, c, strategy), step.step_s,
+                          notes, tp=tp_ranks(c, strategy), gpu_compute_s=step.compute_s)
     comm = communication(w, c, strategy, net_scale)
     notes = []
     eff_overlap = overlap
@@ -237,6 +318,8 @@ def hiding(w: Workload, c: Cluster, strategy: str, overlap: str) -> Hiding:
     ``none``, where communication never hides. Communication is linear in 1/bandwidth
     (``latency + V / (k B)``), so two evaluations give both parts.
     """
+    if strategy in SHARDED:
+        raise ConfigError(f"where communication stops hiding is not modelled for {strategy}")
     eff = "none" if strategy == "ps" else overlap
     budget = w.compute_s * (w.backward_fraction if eff == "full" else 0.1)
     t1 = communication(w, c, strategy, 1.0).time_s

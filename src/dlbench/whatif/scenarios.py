@@ -14,13 +14,17 @@ from dlbench.store import Store, StoreError
 from dlbench.whatif import check
 from dlbench.whatif.check import check_net, check_scaling
 from dlbench.whatif.comm import Link
-from dlbench.whatif.inputs import compute_inputs, link_from_comm, model_gradients
-from dlbench.whatif.model import Cluster, Workload, hiding, predict
+from dlbench.whatif.inputs import compute_inputs, link_from_comm, model_gradients, model_shape
+from dlbench.whatif.model import SHARDED, Cluster, Workload, hiding, predict
 from dlbench.whatif.networks import Network, custom_network, get_network
+from dlbench.whatif.sharded import dtype_bytes
 
 DEFAULT_NETWORKS = ("10gbe", "100gbe", "ib-ndr")
 DEFAULT_NODES = (1, 2, 4, 8)
 DEFAULT_GPUS_PER_NODE = (8,)
+#: The precision the sharded strategies are predicted in when neither a record nor --precision
+#: says: FSDP gathers bf16 parameters, TP all-reduces bf16 activations.
+SHARDED_PRECISION = "bf16"
 
 
 def stored_records(path: str) -> list:
@@ -48,11 +52,15 @@ def workloads(models: Sequence[str], *, step_ms: Sequence[float] = (),
               throughput: Sequence[float] = (), batch: int | None = None,
               precision: str | None = None, db: str | None = None, record: str | None = None,
               grad_mb: float | None = None, bytes_per_param: int = 4,
-              backward_fraction: float = 2 / 3) -> list:
+              backward_fraction: float = 2 / 3, sharded: bool = False,
+              input_size: int | None = None) -> list:
     """One :class:`~dlbench.whatif.model.Workload` per model: its one-GPU compute time given
     (``step_ms`` or ``throughput``, one per model, with ``batch``), taken from a record id, or
     from the newest one-GPU training record in ``db``; gradient bytes from the model's
-    parameters (or ``grad_mb``)."""
+    parameters (or ``grad_mb``). ``sharded``: with the model's shape (units, width, sequence
+    of ``input_size`` or the record's or the model's default) and the bytes FSDP gathers and
+    TP all-reduces per element in ``precision`` (the record's where it comes from one;
+    bf16 where neither says: dlbench's sharded runs are bf16)."""
     from dlbench.models import get_model  # imports torch: only where a model is named
 
     models = list(models)
@@ -79,18 +87,25 @@ def workloads(models: Sequence[str], *, step_ms: Sequence[float] = (),
                 raise ConfigError("-b/--batch-size is needed with --step-ms/--throughput")
             compute = step_ms[i] / 1e3 if step_ms else batch / throughput[i]
             size, source = batch, "given"
+            prec, seq = precision, input_size
         else:
             inp = found.get(name)
             if inp is None:
                 raise ConfigError(f"no one-GPU training record of {name} in {db}; measure "
                                   f"one ('dlbench throughput -m {name}') or give --step-ms")
             compute, size, source = inp.compute_s, inp.batch, f"{inp.kind} {inp.record_id}"
+            prec, seq = inp.precision or precision, input_size or inp.input_size
         grad, variables = model_gradients(name, bytes_per_param=bytes_per_param)
         if grad_mb:
             grad, variables = grad_mb * 1e6, ()
+        extra = {}
+        if sharded:
+            b = dtype_bytes(prec or SHARDED_PRECISION)
+            extra = dict(shape=model_shape(name, seq), param_bytes=b, act_bytes=b)
         out.append(Workload(compute_s=compute, grad_bytes=grad, batch=size,
                             variable_bytes=tuple(float(v) for v in variables),
-                            backward_fraction=backward_fraction, name=name, source=source))
+                            backward_fraction=backward_fraction, name=name, source=source,
+                            **extra))
     return out
 
 
@@ -119,18 +134,21 @@ def predict_all(workloads: Sequence, nets: Sequence[Network], intra: Network, *,
                 gpus_per_node: Sequence[int] = DEFAULT_GPUS_PER_NODE,
                 strategies: Sequence[str] = ("ddp",), overlap: str = "full", nics: int = 1,
                 ps_shards: int | None = None, allreduce: str = "ring",
-                ps_backend: str = "nccl") -> Predictions:
-    """Each workload x strategy x network x cluster (nodes x GPUs per node), predicted."""
+                ps_backend: str = "nccl", tp: int | None = None) -> Predictions:
+    """Each workload x strategy x network x cluster (nodes x GPUs per node), predicted;
+    ``tp``: fsdp+tp's TP degree (None: the GPUs per node)."""
     out = Predictions()
     for w in workloads:
         for s in strategies:
             for net in nets:
                 clusters = [Cluster(n, g, net, intra, nics=nics, ps_shards=ps_shards,
-                                    allreduce=allreduce, ps_backend=ps_backend)
+                                    allreduce=allreduce, ps_backend=ps_backend,
+                                    tp=tp if s == "fsdp+tp" else None)
                             for n in nodes for g in gpus_per_node]
                 out.all += [predict(w, c, s, overlap) for c in clusters]
                 biggest = max(clusters, key=lambda c: (c.gpus, c.nodes))
-                out.hiding.append((w, biggest, hiding(w, biggest, s, overlap)))
+                if s not in SHARDED:   # their exposed time is not one budget's worth
+                    out.hiding.append((w, biggest, hiding(w, biggest, s, overlap)))
                 if all(c.nodes == 1 for c in clusters):
                     break   # one node: the network plays no part
     # A one-node cluster does not depend on the network: listed once in the detail (the
@@ -159,7 +177,7 @@ def prediction_dict(p) -> dict:
             "compute_s": p.compute_s, "compute_source": p.workload.source,
             "comm_s": p.comm.time_s, "step_s": p.step_s, "throughput": p.throughput,
             "factor": p.factor, "efficiency": p.efficiency, "busiest_bytes": p.comm.busiest_bytes,
-            "hidden": p.hidden}
+            "hidden": p.hidden, "exposed_s": p.exposed_s, "tp_ranks": p.tp}
 
 
 # -- the model against measurements -------------------------------------------------------------
@@ -206,8 +224,10 @@ def check_against(db: str, *, intra: str = "nvlink4", busbw_from: str | None = N
     if scaling:
         grads = {m: model_gradients(m, bytes_per_param=bytes_per_param)[0]
                  for m in {r.config.model for r in scaling}}
+        shapes = {m: model_shape(m) for m in {r.config.model for r in scaling
+                                              if r.config.strategy in SHARDED}}
         link_for, out.scaling_link = scaling_links(intra, busbw_from)
-        out.scaling = check_scaling(scaling, link_for, grads, backward_fraction)
+        out.scaling = check_scaling(scaling, link_for, grads, backward_fraction, shapes)
     return out
 
 

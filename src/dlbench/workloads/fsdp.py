@@ -6,6 +6,11 @@ Each block of the model's repeated stack (a transformer's layers: the largest
 before it runs and freed after, and the root takes what is left (embeddings, head, final norm).
 Mixed precision as torchtitan's default: parameters gathered and computed in the run's low
 precision (bf16 or fp16), gradients reduced in fp32, the optimizer on fp32 shards.
+
+With ``--compile`` each block is compiled on its own before it is sharded
+(:func:`compile_blocks`), as torchtitan does: the blocks share one compiled graph, and FSDP's
+all-gather and reshard hooks run between compiled blocks instead of breaking one whole-model
+graph.
 """
 
 from __future__ import annotations
@@ -27,15 +32,32 @@ def repeated_blocks(model: nn.Module) -> list[nn.Module]:
     return list(stack)
 
 
-def shard(model: nn.Module, precision: str) -> nn.Module:
-    """``model`` sharded over the default process group, block by block, then at its root."""
+def compile_blocks(model: nn.Module, mode: str) -> int:
+    """Compile the ``forward`` of each block of the model's repeated stack with
+    ``torch.compile(mode=mode)``, in place; returns the number of blocks (0: none compiled).
+
+    The forward is compiled, not the module (``torch.compile(block)`` or ``block.compile()``):
+    the module's hooks, FSDP's all-gather before a block and reshard after it, then stay outside
+    the compiled frame instead of breaking the graph, and the parameters keep their names (no
+    ``_orig_mod.``). The blocks share one code object, so one graph serves them all. Call it
+    before :func:`shard`, after tensor parallelism (torchtitan's order).
+    """
+    blocks = repeated_blocks(model)
+    for block in blocks:
+        block.forward = torch.compile(block.forward, mode=mode)
+    return len(blocks)
+
+
+def shard(model: nn.Module, precision: str, mesh=None) -> nn.Module:
+    """``model`` sharded block by block, then at its root: over the default process group, or
+    over ``mesh`` (a 1-D device mesh: the ``dp`` dimension of fsdp+tp's 2-D mesh)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # heavy: distributed
 
     policy = MixedPrecisionPolicy(param_dtype=PARAM_DTYPES.get(precision),
                                   reduce_dtype=torch.float32)
     for block in repeated_blocks(model):
-        fully_shard(block, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
     return model
 
 

@@ -1,4 +1,5 @@
-"""One rank of a data-parallel training measurement: ddp, dp or ps, timed like ``throughput``.
+"""One rank of a training measurement across GPUs: ddp, dp, ps, fsdp, tp or fsdp+tp, timed like
+``throughput``.
 
 Runs inside a process that ``dlbench.launch.rank`` started through torch.distributed.run, with
 the process group already initialised. The steps run through the one measured window
@@ -29,7 +30,7 @@ from dlbench.models import get_model
 from dlbench.records.scaling import ScalingConfig
 from dlbench.workloads.checkpointing import enable_checkpointing
 from dlbench.workloads.devices import UnsupportedError, check_supported
-from dlbench.workloads.fsdp import shard
+from dlbench.workloads.fsdp import compile_blocks, shard
 from dlbench.workloads.ps import build_ps_step
 from dlbench.workloads.throughput import (
     AUTOCAST_DTYPES,
@@ -39,6 +40,7 @@ from dlbench.workloads.throughput import (
     count_flops_safe,
     precision_flags,
 )
+from dlbench.workloads.tp import parallelize, replica_of
 
 
 def rank_device(cfg: ScalingConfig, local_rank: int) -> torch.device:
@@ -81,16 +83,20 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
     check_supported(base, spec, device)
     size = base.input_size or spec.input_size
     # The same seed on every rank: identical initial weights (DDP broadcasts them anyway; ps
-    # relies on it). The data differ per rank, as each rank of a real job reads its own shard.
+    # relies on it). The data differ per data-parallel replica, as each replica of a real job
+    # reads its own shard; the ranks of one TP group share a replica, so they feed one batch.
     torch.manual_seed(base.seed)
     gen_device = device if device.type == "cuda" else "cpu"
-    gen = torch.Generator(device=gen_device).manual_seed(base.seed * 1000 + rank)
+    replica = replica_of(rank, cfg.tp_degree)
+    gen = torch.Generator(device=gen_device).manual_seed(base.seed * 1000 + replica)
     batch = base.batch_size * (cfg.gpus if cfg.strategy == "dp" else 1)
 
     # Telemetry: local rank 0 samples every GPU of its host on a thread (the others none), and
     # takes the idle baseline before any rank starts work (the barrier).
     sampler = _host_sampler(cfg, local_rank, device)
-    per_host = 1 if cfg.strategy == "dp" else cfg.gpus // cfg.nnodes
+    # Distinct batches per step on this host: one per data-parallel replica (a TP group counts
+    # once; a group stays on one host).
+    per_host = 1 if cfg.strategy == "dp" else cfg.gpus // cfg.nnodes // cfg.tp_degree
     # per-thread autotuning results: see precision_flags
     autotune = cfg.strategy != "dp" and base.autotune
     with precision_flags(base.precision, device, autotune), compiled_graphs_freed(base), sampler:
@@ -185,10 +191,19 @@ def wrap_strategy(cfg: ScalingConfig, spec, model: torch.nn.Module, x: torch.Ten
         if base.compile:
             model = torch.compile(model, mode=base.compile)
         return build_ps_step(base, spec, model, x, y, device)
+    if cfg.strategy in ("tp", "fsdp+tp"):
+        # Split (and for fsdp+tp sharded) before the optimizer exists, which then holds the
+        # DTensor shards; each block compiled between TP and FSDP (see tp.parallelize).
+        model = parallelize(model, device, cfg.tp_degree, sharded=cfg.strategy == "fsdp+tp",
+                            precision=base.precision, compile_mode=base.compile)
+        return build_step(base, spec, model, x, y, device)
     if cfg.strategy == "fsdp":
+        # Each block compiled before it is sharded (torchtitan's order): FSDP's hooks then run
+        # between compiled blocks. A model without a repeated stack is compiled whole, sharded.
+        whole = bool(base.compile) and compile_blocks(model, base.compile) == 0
         # Sharded before the optimizer exists (build_step makes it): it then holds the shards.
         model = shard(model, base.precision)
-        if base.compile:
+        if whole:
             model = torch.compile(model, mode=base.compile)
         return build_step(base, spec, model, x, y, device)
     if cfg.strategy == "dp":
