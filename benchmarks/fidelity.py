@@ -14,6 +14,16 @@ greedy argmax kept on the device; for --path graph the decode step captured in a
 --path compile compiled and then captured), as many requests as dlbench's window measured, timed
 with ``perf_counter`` around one synchronize. Both figures are output tokens per second.
 
+With --fsdp the same holds for sharded training on several GPUs: ``dlbench scale --strategy
+fsdp`` (its torchrun job, its window, its ranks' agreement on when to stop, its records) against a
+bare FSDP2 loop of about twenty lines run through torchrun: the same transformers model,
+``fully_shard`` on each decoder block and then on the root with the same MixedPrecisionPolicy
+(parameters in the run's precision, gradients reduced in fp32), AdamW, synthetic tokens and a
+cross-entropy over every position, as many steps as dlbench's window measured, timed with
+``perf_counter`` around one synchronize. Both figures are tokens/s of all ranks; dlbench's is all
+ranks' tokens over the slowest rank's window, the bare loop's over the slowest rank's time.
+Each round starts two torchrun jobs (dlbench's, then the bare one's, or the other way round).
+
 Reproduces the fidelity figures of docs/results/2026-11-h100.md (plain and tuned path) and
 docs/results/2026-11-cpu.md. About 3 minutes on a GPU (4 rounds) or on a CPU (10 rounds).
 Prints one line per round and the verdict; exits 1 outside the band. --out writes the rounds,
@@ -35,6 +45,14 @@ the config and the environment as JSON.
     python benchmarks/fidelity.py --generate --device cpu
                                                        # CPU: test-llama, batch 1, 16+16, fp32,
                                                        # path static (10 rounds)
+    python benchmarks/fidelity.py --fsdp --gpus 2      # GPU: llama-3.2-1b, batch 4 per GPU,
+                                                       # 2048 tokens, bf16, AdamW (4 rounds)
+    python benchmarks/fidelity.py --fsdp --compile default --checkpointing
+                                                       # blocks compiled one by one (before
+                                                       # fully_shard, as torchtitan does) and
+                                                       # recomputed in the backward pass
+    python benchmarks/fidelity.py --fsdp --device cpu  # CPU: tiny_llama on 2 gloo processes,
+                                                       # batch 4, 32 tokens, fp32 (10 rounds)
 
 --generate takes --model (a language model: `dlbench generate --list-models`), --batch,
 --precision, --path (eager: model.generate() called bare against dlbench's eager path, with its
@@ -48,6 +66,14 @@ making the later compiles cheaper than the first. Each compile also tunes its ow
 582-706 tokens/s through dlbench and 591-680 through the bare loop, so a round's ratio there
 spreads by +-10% and says more about the two compiles than about dlbench; path graph, whose kernels
 are the same in every run, is the check.
+
+--fsdp takes --model (a transformers decoder LM of the registry: llama-*, gpt2, tiny_llama),
+--batch (per GPU), --seq-len, --precision, --gpus (processes: GPUs, or gloo processes on the
+CPU), --compile (each decoder block compiled before it is sharded, on both sides) and
+--checkpointing (transformers' own activation checkpointing, switched on before sharding, as
+dlbench does). Both sides autocast in the run's precision as dlbench's step does, on top of
+FSDP's bf16 parameters. The bare side gets the variables dlbench's launcher gives its ranks
+(NVLink multicast off; OMP_NUM_THREADS=1 unless set).
 """
 
 from __future__ import annotations
@@ -55,20 +81,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from functools import partial
+from typing import NoReturn
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from dlbench import env as envmod
+from dlbench.launch.interconnect import interconnect_env
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 from dlbench.models.lm import get_lm
 from dlbench.records.generate import GenerateConfig
+from dlbench.records.scaling import ScalingConfig
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.workloads import generate as generate_workload
 from dlbench.workloads.throughput import measure
@@ -310,8 +342,202 @@ def generate_rounds(a: argparse.Namespace, gpu: bool, device: torch.device, roun
     return cfg, rounds
 
 
-def verdict(mode: str, cfg: ThroughputConfig | GenerateConfig, env: dict, rounds: list[dict],
-            device: torch.device, out: str | None) -> int:
+def bare_fsdp(model_name: str, batch: int, seq_len: int, precision: str, compile: str | None,
+              checkpointing: bool, device_type: str, warmup: int, steps: int) -> dict:
+    """One rank of the FSDP2 loop a careful user would write by hand, run under torchrun.
+
+    Returns this rank's view: tokens/s of all ranks over the slowest rank's timed steps (the
+    same on every rank), the last loss, and the parameters as FSDP holds them.
+    """
+    import torch.distributed as dist  # heavy: distributed
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # heavy: distributed
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if device_type == "cuda":
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    torch.manual_seed(0)  # the same initial weights on every rank, as dlbench's ranks have
+    # The registry's module is the transformers model in a wrapper that returns the logits: the
+    # loop uses the transformers model itself, built as dlbench builds it (its attention without
+    # a mask to build: the same model, so that only the two loops differ).
+    lm = get_model(model_name).build_on(device, seq_len).model
+    if checkpointing:  # transformers' own switch, before sharding, as dlbench does
+        lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    layers = lm.model.layers if hasattr(lm, "model") else lm.transformer.h  # llama, gpt2
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if precision == "bf16" else None,
+                                  reduce_dtype=torch.float32)
+    for name, block in list(layers.named_children()):
+        if compile:  # each block compiled, then sharded (torchtitan's order)
+            block = torch.compile(block, mode=compile)
+            layers.register_module(name, block)
+        fully_shard(block, mp_policy=policy)
+    fully_shard(lm, mp_policy=policy)
+    opt = torch.optim.AdamW(lm.parameters(), lr=1e-4)  # after sharding: it holds the shards
+    vocab = lm.config.vocab_size
+    gen = torch.Generator(device).manual_seed(1000 + rank)  # each rank its own data
+    x = torch.randint(0, vocab, (batch, seq_len), device=device, generator=gen)
+    y = torch.randint(0, vocab, (batch, seq_len), device=device, generator=gen)
+    if device.type == "cuda":  # the peak of training, not of the build (as dlbench's)
+        torch.cuda.reset_peak_memory_stats(device)
+
+    def step() -> torch.Tensor:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits = lm(input_ids=x).logits
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(1 + warmup):  # the first step (compilation, communicators), then warm-up
+        step()
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    dist.barrier()  # every rank starts the clock together
+    t = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    sync()  # note: the one CPU-GPU sync point of the timed steps
+    elapsed = torch.tensor([time.perf_counter() - t], dtype=torch.float64, device=device)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank's time, as dlbench's
+    result = {"tokens_per_s": world * batch * seq_len * steps / float(elapsed),
+              "elapsed_s": float(elapsed), "steps": steps, "warmup_steps": 1 + warmup,
+              "world": world, "final_loss": float(loss.detach()),
+              # FSDP's parameters are DTensors: numel() is the whole tensor's, the local
+              # shard this rank's part of it.
+              "params": sum(p.numel() for p in lm.parameters()),
+              "local_params": sum(p.to_local().numel() for p in lm.parameters()),
+              "sharded": all(type(p).__name__ == "DTensor" for p in lm.parameters()),
+              "param_dtype": str(next(lm.parameters()).dtype).removeprefix("torch."),
+              "allocated_peak_bytes": torch.cuda.max_memory_allocated(device)
+              if device.type == "cuda" else None}
+    dist.destroy_process_group()
+    return result
+
+
+def fsdp_rank(job_path: str) -> NoReturn:
+    """The entry of one bare-loop rank (``fidelity.py --fsdp-rank JOB``, under torchrun):
+    runs :func:`bare_fsdp` with the job's settings; rank 0 writes its result where the job
+    says."""
+    job = json.loads(Path(job_path).read_text())
+    # dlbench's ranks run with these (workloads.throughput.precision_flags): true fp32, no TF32.
+    torch.backends.cudnn.benchmark = job["device"] == "cuda"
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    out = bare_fsdp(job["model"], job["batch"], job["seq_len"], job["precision"], job["compile"],
+                    job["checkpointing"], job["device"], job["warmup"], job["steps"])
+    if os.environ["RANK"] == "0":
+        Path(job["out"]).write_text(json.dumps(out))
+    # The result is on disk: skip the interpreter's teardown, where a native thread pool torn
+    # down now and then aborts the process ("terminate called without an active exception",
+    # about one run in three with checkpointing on the CPU) and fails a finished job. dlbench's
+    # ranks end the same way (dlbench.launch.rank).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _child(cmd: list[str], env: dict, what: str, timeout_s: float,
+           ok: tuple[int, ...] = (0,)) -> str:
+    """Run ``cmd`` and return its stdout; another exit code than ``ok`` ends the script with
+    the output's tail."""
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
+    if p.returncode not in ok:
+        raise SystemExit(f"{what} failed (exit {p.returncode}):\n{(p.stdout + p.stderr)[-3000:]}")
+    return p.stdout
+
+
+def dlbench_fsdp(cfg: ScalingConfig, db: str, env: dict) -> dict:
+    """``dlbench scale --strategy fsdp`` with ``cfg``'s settings, as a user runs it; its record
+    (the JSON export)."""
+    b, s = cfg.base, cfg.base.stop
+    cmd = [sys.executable, "-m", "dlbench", "scale", "-m", b.model, "-b", str(b.batch_size),
+           "--seq-len", str(b.input_size), "--gpus", str(cfg.gpus), "--strategy", "fsdp",
+           "--precision", b.precision, "--optimizer", b.optimizer,
+           "--compile", b.compile or "none", "--warmup", str(b.warmup_steps),
+           "--warmup-time", str(b.warmup_seconds), "--min-steps", str(s.min_steps),
+           "--min-time", str(s.min_seconds), "--max-time", str(s.max_seconds),
+           "--target-ci", str(s.target_rel_ci), "--seed", str(b.seed),
+           "--db", db, "--json", "--quiet"]
+    cmd += ["--checkpointing"] * b.checkpointing + ["--device", "cpu"] * (b.device == "cpu")
+    # Exit 3: the result is a failure row, whose error the record says.
+    (rec,) = json.loads(_child(cmd, env, "dlbench scale", 1800, ok=(0, 3)))
+    if rec["status"] != "ok":
+        raise SystemExit(f"dlbench scale: {rec['error_type']}: {rec['error']}")
+    return rec
+
+
+def bare_fsdp_job(cfg: ScalingConfig, steps: int, tmp: str, env: dict) -> dict:
+    """The bare FSDP2 loop on ``cfg.gpus`` ranks through torchrun; rank 0's result."""
+    b = cfg.base
+    out = Path(tmp) / "bare.json"
+    out.unlink(missing_ok=True)
+    job = Path(tmp) / "bare-job.json"
+    job.write_text(json.dumps({
+        "model": b.model, "batch": b.batch_size, "seq_len": b.input_size,
+        "precision": b.precision, "compile": b.compile, "checkpointing": b.checkpointing,
+        "device": "cpu" if b.device == "cpu" else "cuda", "warmup": b.warmup_steps,
+        "steps": steps, "out": str(out)}))
+    _child([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+            str(cfg.gpus), str(Path(__file__).resolve()), "--fsdp-rank", str(job)],
+           env, "the bare FSDP2 loop", 1800)
+    return json.loads(out.read_text())
+
+
+def fsdp_rounds(a: argparse.Namespace, gpu: bool, rounds_n: int
+                ) -> tuple[ScalingConfig, list[dict]]:
+    """--fsdp: alternate ``dlbench scale --strategy fsdp`` and the bare FSDP2 loop."""
+    model = a.model or ("llama-3.2-1b" if gpu else "tiny_llama")
+    spec = get_model(model)
+    longest = a.max_time or (15.0 if gpu else 8.0)
+    stop = StopRule(min_steps=30, min_seconds=min(3.0, longest), max_seconds=longest) if gpu \
+        else StopRule(min_steps=30, min_seconds=min(2.0, longest), max_seconds=longest,
+                      target_rel_ci=0.02)
+    cfg = ScalingConfig(
+        base=ThroughputConfig(model=spec.name,
+                              batch_size=a.batch or (spec.default_batch if gpu else 4),
+                              precision=a.precision or ("bf16" if gpu else "fp32"),
+                              device="auto" if gpu else "cpu", optimizer="adamw",
+                              input_size=a.seq_len or spec.input_size,
+                              compile=None if a.compile == "none" else a.compile,
+                              checkpointing=a.checkpointing, warmup_steps=10,
+                              warmup_seconds=1.0, stop=stop),
+        gpus=a.gpus, strategy="fsdp")
+    # Both jobs' ranks get what dlbench's launcher gives its ranks (launch.torchrun).
+    env = {**os.environ, **interconnect_env(cfg.interconnect)}
+    env["OMP_NUM_THREADS"] = str(a.threads) if a.threads else env.get("OMP_NUM_THREADS", "1")
+    rounds = []
+    steps = 0
+    with tempfile.TemporaryDirectory(prefix="fidelity-fsdp-") as tmp:
+        db = str(Path(tmp) / "dlbench.db")
+        for i in range(rounds_n):
+            # As the other modes: alternate which side goes first; round 1 runs dlbench first,
+            # so the bare loop knows how many steps a window takes.
+            dlbench_first = i % 2 == 0
+            if dlbench_first:
+                rec = dlbench_fsdp(cfg, db, env)
+                steps = rec["summary"]["steps"]
+                bare = bare_fsdp_job(cfg, steps, tmp, env)
+            else:
+                bare = bare_fsdp_job(cfg, steps, tmp, env)
+                rec = dlbench_fsdp(cfg, db, env)
+            ours = rec["summary"]["units_per_s"]
+            ratio = ours / bare["tokens_per_s"]
+            rounds.append({"dlbench_first": dlbench_first, "steps": rec["summary"]["steps"],
+                           "bare_steps": steps, "dlbench": ours, "bare": bare["tokens_per_s"],
+                           "ratio": ratio, "dlbench_final_loss": rec["final_loss"],
+                           "dlbench_memory": rec["memory"], "bare_loop": bare})
+            print(f"round {i + 1}: dlbench {ours:.1f} tokens/s  bare {bare['tokens_per_s']:.1f} "
+                  f"tokens/s  ratio {ratio:.4f}  ({rec['summary']['steps']} vs {steps} steps, "
+                  f"{'dlbench' if dlbench_first else 'bare'} first)", flush=True)
+    return cfg, rounds
+
+
+def verdict(mode: str, cfg: ThroughputConfig | GenerateConfig | ScalingConfig, env: dict,
+            rounds: list[dict], device: torch.device, out: str | None) -> int:
     """Print the verdict on the median ratio (and write the JSON); 0 inside the band, else 1."""
     ratios = [r["ratio"] for r in rounds]
     med = statistics.median(ratios)
@@ -360,8 +586,38 @@ def main(argv: list[str] | None = None) -> int:
                     help="--generate: prompt tokens (default 128 on a GPU, 16 on the CPU)")
     ap.add_argument("--output-len", type=int,
                     help="--generate: generated tokens (default 128 on a GPU, 16 on the CPU)")
+    ap.add_argument("--fsdp", action="store_true",
+                    help="sharded training: dlbench scale --strategy fsdp against a bare FSDP2 "
+                         "loop, both through torchrun (tokens/s of all ranks)")
+    ap.add_argument("--gpus", type=int, default=2,
+                    help="--fsdp: ranks, one per GPU (gloo processes on the CPU; default 2)")
+    ap.add_argument("--seq-len", type=int,
+                    help="--fsdp: tokens per sequence (default: the model's, 2048 for llama-*)")
+    ap.add_argument("--checkpointing", action="store_true",
+                    help="--fsdp: activation checkpointing on both sides (transformers' switch)")
+    ap.add_argument("--max-time", type=float,
+                    help="--fsdp: the longest dlbench window, seconds (default 15 on a GPU, 8 "
+                         "on the CPU)")
+    ap.add_argument("--fsdp-rank", help=argparse.SUPPRESS)  # one rank of the bare loop
     a = ap.parse_args(argv)
+    if a.fsdp_rank:
+        return fsdp_rank(a.fsdp_rank)
     gpu = a.device.startswith("cuda")
+    if a.fsdp:
+        other = [flag for flag, given in (
+            ("--generate", a.generate), ("--channels-last", a.channels_last is not None),
+            ("--cuda-graph", a.cuda_graph != "off"),
+            ("--optimizer-impl", a.optimizer_impl != "default"),
+            ("--framework", a.framework != "torch")) if given]
+        if other:
+            ap.error(f"{', '.join(other)}: not with --fsdp, whose two sides are dlbench scale "
+                     "--strategy fsdp and a bare FSDP2 loop (AdamW, eager or compiled blocks)")
+        if a.gpus < 1:
+            ap.error(f"--gpus must be >= 1, got {a.gpus}")
+        if a.max_time is not None and a.max_time <= 0:
+            ap.error(f"--max-time must be > 0, got {a.max_time}")
+    elif a.gpus != 2 or a.seq_len or a.checkpointing or a.max_time:
+        ap.error("--gpus, --seq-len, --checkpointing and --max-time go with --fsdp")
     if a.generate:
         training = [flag for flag, given in (
             ("--channels-last", a.channels_last is not None), ("--compile", a.compile != "none"),
@@ -384,6 +640,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cudnn.benchmark = gpu
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
+    if a.fsdp:  # the parent only starts jobs: the ranks set their own flags and threads
+        env = envmod.capture_environment()  # with the GPUs' topology (NVLink), as scale's
+        cfg, rounds = fsdp_rounds(a, gpu, rounds_n)
+        return verdict("fsdp", cfg, env, rounds, device, a.out)
     env = envmod.capture_environment(include_topology=False)
     if a.generate:
         cfg, rounds = generate_rounds(a, gpu, device, rounds_n, env)

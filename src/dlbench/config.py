@@ -25,9 +25,10 @@ OPTIMIZER_IMPLS = ("default", "foreach", "fused")
 ATTENTION_BACKENDS = ("flash", "efficient", "cudnn", "math")
 
 
-# Data-parallel strategies: DistributedDataParallel, nn.DataParallel, parameter server, and FSDP
-# (parameters, gradients and optimizer state sharded over the ranks: FSDP2's fully_shard).
-STRATEGIES = ("ddp", "dp", "ps", "fsdp")
+# Multi-GPU training strategies: DistributedDataParallel, nn.DataParallel, parameter server,
+# FSDP (parameters, gradients and optimizer state sharded over the ranks: FSDP2's fully_shard),
+# tensor parallel (DTensor, each block's matmuls split over the ranks) and both on a 2-D mesh.
+STRATEGIES = ("ddp", "dp", "ps", "fsdp", "tp", "fsdp+tp")
 BACKENDS = ("auto", "nccl", "gloo")
 # Interconnect profiles (their NCCL variables: dlbench.launch.interconnect).
 INTERCONNECT_PROFILES = ("default", "no-p2p", "no-shm", "no-p2p+no-shm", "no-ib")

@@ -19,7 +19,6 @@ from dlbench.records.throughput import OnThroughputConfig, ThroughputConfig
 #: The strategies with tensor parallelism: ``tp`` over every rank, ``fsdp+tp`` inside FSDP2.
 TP_STRATEGIES = ("tp", "fsdp+tp")
 #: Every ``--strategy`` of ``dlbench scale``.
-SCALING_STRATEGIES = tuple(dict.fromkeys(STRATEGIES + TP_STRATEGIES))
 #: fsdp+tp's TP degree without ``--tp``, where it divides the GPUs per host (else 1: one GPU
 #: has nothing to split). Two GPUs per TP group keep TP's per-block all-reduces between a pair
 #: of NVLink peers and leave the rest of the ranks to FSDP, which suits the 1B to 8B models.
@@ -61,7 +60,7 @@ class ScalingConfig(OnThroughputConfig):
     def __post_init__(self) -> None:
         if self.gpus < 1:
             raise ConfigError(f"--gpus must be >= 1, got {self.gpus}")
-        choice("--strategy", self.strategy, SCALING_STRATEGIES)
+        choice("--strategy", self.strategy, STRATEGIES)
         choice("--interconnect", self.interconnect, INTERCONNECT_PROFILES)
         choice("--backend", self.backend, BACKENDS)
         if self.bucket_mb <= 0:
