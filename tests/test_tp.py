@@ -220,3 +220,27 @@ def test_fsdp_compiles_each_block_before_sharding(monkeypatch):
     scaling.wrap_strategy(replace(cfg, base=base(model="tiny_cnn", compile="default")), cnn,
                           model, x, y, torch.device("cpu"))
     assert events == [("shard", model), ("compile", model, "default")]
+
+
+def test_an_optimizer_steps_dtensor_shards_and_plain_tensors_together():
+    """A tensor-parallel model mixes DTensor shards (its blocks' matmuls) with whole tensors
+    (embeddings, norms): the foreach kernels a GPU's optimizer uses by default take one kind
+    per call ("got mixed torch.Tensor and DTensor" on two H200s), so each kind is a group."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    from dlbench.workloads.throughput import make_optimizer
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        shard = torch.nn.Parameter(distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)]))
+        whole = torch.nn.Parameter(torch.ones(4))
+        opt = make_optimizer("adamw", [shard, whole], "foreach")
+        assert [len(g["params"]) for g in opt.param_groups] == [1, 1]
+        (shard.full_tensor().sum() + whole.sum()).backward()
+        opt.step()
+        assert shard.full_tensor().max() < 1 and whole.max() < 1
+    finally:
+        dist.destroy_process_group()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -104,8 +104,9 @@ def make_optimizer(name: str, params: list[torch.nn.Parameter], impl: str = "def
     its step count must then live on the device; SGD keeps no such count.
     """
     kernels = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[impl]
+    groups = _param_groups(params)
     if name == "sgd":
-        opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kernels)  # as tf_cnn_benchmarks
+        opt = torch.optim.SGD(groups, lr=1e-3, momentum=0.9, **kernels)  # as tf_cnn_benchmarks
         if impl == "fused":
             # Fused SGD makes its momentum buffers with empty_like on its first step and lets
             # the kernel skip a step GradScaler found overflowed; when that first step is the
@@ -116,7 +117,19 @@ def make_optimizer(name: str, params: list[torch.nn.Parameter], impl: str = "def
             for p in params:
                 opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
         return opt
-    return torch.optim.AdamW(params, lr=1e-4, capturable=capturable, **kernels)
+    return torch.optim.AdamW(groups, lr=1e-4, capturable=capturable, **kernels)
+
+
+def _param_groups(params: list[torch.nn.Parameter]) -> list[dict[str, Any]]:
+    """One group of ``params``, or one per kind when DTensor shards and plain tensors mix (a
+    tensor-parallel model: its blocks' matmuls split, its embeddings and norms whole): the
+    foreach and fused kernels, PyTorch's default on a GPU, take one kind per call, and an
+    optimizer calls them once per group."""
+    from torch.distributed.tensor import DTensor  # heavy: distributed
+
+    sharded = [p for p in params if isinstance(p, DTensor)]
+    plain = [p for p in params if not isinstance(p, DTensor)]
+    return [{"params": g} for g in (sharded, plain) if g]
 
 
 def attention_context(backend: str | None) -> Callable[[], contextlib.AbstractContextManager]:
