@@ -114,6 +114,20 @@ def test_measured_peaks_of_the_same_device_replace_the_datasheet():
     assert bandwidth_roof(r, [copy_peak(4800.0, env=other)]).source == "datasheet"
 
 
+def test_the_roof_of_the_very_card_however_many_gpus_its_peak_run_saw():
+    """A peak run with both of a host's cards visible measures the first: it is that card's
+    roof for a generation run on it alone, before another card's of the same model."""
+    card = {**H100["gpus"][0], "uuid": "GPU-aaaa"}
+    mine = {**H100, "gpu_count": 1, "gpus": [card]}
+    host = {**H100, "gpu_count": 2, "gpus": [card, {**card, "uuid": "GPU-bbbb"}]}
+    other = {**H100, "gpu_count": 1, "gpus": [{**card, "uuid": "GPU-cccc"}]}
+    r = dataclasses.replace(generate_record(), env=mine)
+    peaks = [copy_peak(3000.0, env=host), copy_peak(3100.0, env=other, run_id="later")]
+    assert bandwidth_roof(r, peaks).gbs == 3000.0
+    # no peak of its card: the latest of its model's single-card runs
+    assert bandwidth_roof(r, peaks[1:]).gbs == 3100.0
+
+
 def test_a_cpu_run_has_no_datasheet_roof_but_a_measured_one():
     r = generate_record(env=CPU)
     assert bandwidth_roof(r) is None and prefill_mfu(r).datasheet is None

@@ -38,11 +38,12 @@ def _same_device(r: Any, peaks: Iterable[Any]) -> list[Any]:
     very card where the store has a peak run of that card (cards of one model differ by about
     2%, and a roof from the card that ran is the one that bounds it)."""
     dev, cpu = device_of(r), on_cpu(r)
-    same = [p for p in peaks if getattr(p, "kind", None) == "peak" and p.ok
-            and (p.config.device == "cpu") == cpu and device_of_peak(p) == dev]
+    sided = [p for p in peaks if getattr(p, "kind", None) == "peak" and p.ok
+             and (p.config.device == "cpu") == cpu]
     card = card_uuids(r)[:1]
-    mine = [p for p in same if card and card_uuids(p)[:1] == card]
-    return mine or same
+    # The very card, however many of its host's GPUs the peak run saw (it measures the first)
+    mine = [p for p in sided if card and not cpu and card_uuids(p)[:1] == card]
+    return mine or [p for p in sided if device_of_peak(p) == dev]
 
 
 def device_of_peak(p: Any) -> str:

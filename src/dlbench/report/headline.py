@@ -946,6 +946,26 @@ class Headline:
     path: str = "README.md"                     # the file the table is published in
 
 
+def strategy_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
+    """The strategy table (:func:`dlbench.report.strategy_tables.strategy_table`) of the
+    language-model ``dlbench scale`` records of ``runs``, against the store's matmul ceiling;
+    a config measured twice shows its latest ok record (a failure stays where nothing
+    replaced it)."""
+    from dlbench.report.strategy_tables import strategy_table  # the strategy view's own rows
+
+    def render(store: Store) -> list[str]:
+        by: dict[str, list[Any]] = {}
+        for run in runs:
+            for r in store.results(run_id=run, kind="scaling"):
+                by.setdefault(r.config.key(), []).append(r)
+        recs = [([r for r in rs if r.ok] or rs)[-1] for rs in by.values()]
+        table = strategy_table(recs, store.results(kind="peak"))
+        common = _common([record_flags(r) for r in recs if r.ok])
+        return ([f"Runs {', '.join(runs)}. " + _caption(common), ""]
+                + table.to_markdown().split("\n")[2:])
+    return render
+
+
 H100_PAGE = "docs/results/2026-11-h100.md"
 H200_4_PAGE = "docs/results/2026-11-4x-h200.md"
 CPU_PAGE = "docs/results/2026-11-cpu.md"
@@ -954,6 +974,19 @@ H100_GENERATE = f"{H100}/generate"
 #: The two sweeps of the generation campaign, one per card of a two-H100 host (llama-3.2-1b on
 #: GPU 0, llama-3.1-8b on GPU 1).
 GENERATE_RUNS = ("591df2f3d966", "6468e4f56a9f")
+H200_GENERATE_PAGE = "docs/results/2026-11-h200-generate.md"
+H200_GENERATE = "pt2.11-cu130-h200/generate"
+#: The H200 generation sweeps, one host of two cards (llama-3.1-8b on GPU 0, the 1B and 3B on
+#: GPU 1), in the page's order: compiled paths, then eager.
+H200_GENERATE_RUNS = ("1906588970b4", "0f0d91a0ae1f", "01be8621afd8", "c348466f8fa8",
+                      "d08b46795914", "f36e3a4f64ac", "9e866eba7e3d", "d6fbdd0ef6b3",
+                      "4d5638958bc7")
+SHARDED_PAGE = "docs/results/2026-11-2x-h200-sharded.md"
+H200_2 = "pt2.11-cu130-2x-h200"
+#: Language-model training by strategy on two H200s: 1B ddp/fsdp at 1 and 2 GPUs, 8B fsdp
+#: with checkpointing, 3B fsdp at 1 and 2, tp at 2 (after the optimizer fix), 3B ddp at 1.
+SHARDED_RUNS = ("5f95571f9220", "a97b2333a494", "27242a480627", "c494a3d5ac40",
+                "dff519c359fc", "2ed3766a0b87")
 
 HEADLINES = (
     Headline("h100-default", H100, h100_default),
@@ -1004,6 +1037,11 @@ HEADLINES = (
     Headline("h100-generate", H100_GENERATE, generate_runs(GENERATE_RUNS), GENERATE_PAGE),
     Headline("h100-generate-paths", H100_GENERATE, generate_paths(GENERATE_RUNS),
              GENERATE_PAGE),
+    Headline("h200-generate", H200_GENERATE, generate_runs(H200_GENERATE_RUNS),
+             H200_GENERATE_PAGE),
+    Headline("h200-generate-paths", H200_GENERATE, generate_paths(H200_GENERATE_RUNS),
+             H200_GENERATE_PAGE),
+    Headline("2x-h200-strategies", H200_2, strategy_runs(SHARDED_RUNS), SHARDED_PAGE),
 )
 
 

@@ -74,8 +74,10 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
             ds = datasheet_mfu(per_gpu, r.env, b.precision)[0]
             peak = peaks.get(device_key(r.env), {}).get(b.precision)
             meas = per_gpu / peak if peak else None
-        one = ones.get((b.key(), c.strategy))
+        one = next((ones[k] for k in ((b.key(), c.strategy), (b.key(), "ddp"), (b.key(), "fsdp"))
+                    if k in ones), None)
         factor = (f"{scaling_factor(s.throughput, one.summary().throughput):.2f}"
+                  + ("" if one.config.strategy == c.strategy else f" ({one.config.strategy})")
                   if one is not None and c.gpus > 1 else "-")
         mem = (r.memory or {}).get("allocated_peak_bytes")
         tokens = s.throughput * r.units_per_sample
@@ -94,5 +96,5 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
         "rank's window; tok/s/GPU = tok/s over all GPUs; TFLOP/s/GPU = the model's "
         "counted FLOPs (6N + 12LHT per token for the transformers LMs) per second per GPU; MFU "
         "against the GPU's datasheet dense peak and the measured matmul ceiling of the latest "
-        "'dlbench peak' run on the device ('-': none, or a CPU); x 1 GPU = the factor over the "
-        "same strategy at 1 GPU; compiled/block = each block of the stack compiled on its own",))
+        "'dlbench peak' run on the device ('-': none, or a CPU); x 1 GPU = the factor of tok/s "
+        "over the same strategy at 1 GPU, else over ddp's or fsdp's (named); compiled/block = each block of the stack compiled on its own",))

@@ -1,0 +1,91 @@
+"""The H200 generation page's prose against its records: every figure the prose quotes is
+recomputed here from the committed store (its tables are checked by tests/test_readme_claims.py,
+which renders them from the same store)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dlbench.report import headline as H
+from dlbench.report.generate_figures import bandwidth_roof, datasheet_roof
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = (ROOT / H.H200_GENERATE_PAGE).read_text()
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    store = H.open_store(ROOT / "results", H.H200_GENERATE, tmp_path_factory.mktemp("gen"))
+    recs = [r for run in H.H200_GENERATE_RUNS for r in store.results(run_id=run, kind="generate")]
+    peaks = store.results(kind="peak")
+    store.close()
+    return recs, peaks
+
+
+def one(recs, model, batch, label):
+    [r] = [r for r in recs if (r.config.model, r.config.batch_size, r.config.path_label)
+           == (model, batch, label)]
+    return r
+
+
+def says(text: str) -> None:
+    prose = re.sub(r"<!-- headline:.*?<!-- /headline:[\w-]+ -->", "", PAGE, flags=re.S)
+    assert text in " ".join(prose.split()), f"the page no longer says {text!r}"
+
+
+def _ms(r) -> str:
+    return f"{r.tpot().mean_s * 1e3:.2f} ms"
+
+
+def test_fused_projections(records):
+    recs, _ = records
+    plain, fused = (one(recs, "llama-3.1-8b", 1, p) for p in ("compile", "compile+fuse"))
+    assert fused.tpot().mean_s < plain.tpot().mean_s
+    says(f"took {_ms(plain)} a token; with `--fuse` it takes {_ms(fused)} "
+         f"({plain.output_tokens_per_s():.1f} to {fused.output_tokens_per_s():.1f} output "
+         "tokens/s)")
+    small = [one(recs, "llama-3.2-1b", 1, p) for p in ("compile", "compile+fuse")]
+    says(f"gains less ({_ms(small[0])[:-3]} to {_ms(small[1])})")
+
+
+def test_against_the_memory_roofline(records):
+    recs, peaks = records
+    fused, plain = one(recs, "llama-3.1-8b", 1, "compile+fuse"), one(recs, "llama-3.1-8b", 1,
+                                                                      "compile")
+    roof, ds = bandwidth_roof(fused, peaks), datasheet_roof(fused)
+    assert roof.source == "measured"
+    says(f"reads {fused.decode_gbs():,.0f} GB/s, **{fused.roofline_fraction(roof.gbs):.1%}** of "
+         f"the {roof.gbs:,.0f} GB/s its card copies ({fused.roofline_fraction(ds.gbs):.1%} of the "
+         f"datasheet's {ds.gbs:,.0f} GB/s); without fusion, "
+         f"{plain.roofline_fraction(bandwidth_roof(plain, peaks).gbs):.1%}")
+
+
+def test_larger_batches(records):
+    recs, _ = records
+    rates = [one(recs, "llama-3.1-8b", b, "compile+fuse").output_tokens_per_s()
+             for b in (1, 8, 32, 64)]
+    assert rates == sorted(rates)
+    says(f"from {rates[0]:.1f} at batch 1 to {rates[1]:,.0f} at batch 8, {rates[2]:,.0f} at 32 "
+         f"and {rates[3]:,.0f} at 64")
+
+
+def test_the_largest_batch(records):
+    recs, _ = records
+    biggest = max(r.config.batch_size for r in recs if r.config.model == "llama-3.2-1b")
+    fused, eager = (one(recs, "llama-3.2-1b", biggest, p) for p in ("compile+fuse", "eager"))
+    assert fused.output_tokens_per_s() < eager.output_tokens_per_s()
+    says(f"at batch {biggest:,} (what `-b auto` chose), `compile+fuse` makes "
+         f"{fused.output_tokens_per_s():,.0f} output tokens/s against eager's "
+         f"{eager.output_tokens_per_s():,.0f}: its decode step takes "
+         f"{fused.tpot().mean_s * 1e3:.0f} ms against eager's {eager.tpot().mean_s * 1e3:.1f} ms")
+
+
+def test_the_eager_caveat(records):
+    recs, _ = records
+    eager = [r for r in recs if r.config.path == "eager"]
+    assert eager and all(r.stop_reason == "time_cap" for r in eager)
+    widths = sorted(r.summary().rel_halfwidth for r in eager)
+    says(f"an interval of ±{widths[0]:.1%} to ±{widths[-1]:.1%}")

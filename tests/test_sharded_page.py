@@ -1,0 +1,102 @@
+"""The two-H200 strategy page's prose against its records: the figures it quotes are recomputed
+here from the committed store, fidelity file and the what-if check (its table is checked by
+tests/test_readme_claims.py, which renders it from the same store)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dlbench.report import headline as H
+from dlbench.report.strategy_tables import per_gpu_tflops
+from dlbench.measure.mfu import datasheet_mfu
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = (ROOT / H.SHARDED_PAGE).read_text()
+FOLDER = ROOT / "results" / H.H200_2
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    store = H.open_store(ROOT / "results", H.H200_2, tmp_path_factory.mktemp("sharded"))
+    recs = [r for run in H.SHARDED_RUNS for r in store.results(run_id=run, kind="scaling")]
+    store.close()
+    return recs
+
+
+def one(recs, model, strategy, gpus):
+    ok = [r for r in recs if r.ok and (r.config.model, r.config.strategy, r.config.gpus)
+          == (model, strategy, gpus)]
+    return ok[-1]
+
+
+def says(text: str) -> None:
+    prose = re.sub(r"<!-- headline:.*?<!-- /headline:[\w-]+ -->", "", PAGE, flags=re.S)
+    assert text in " ".join(prose.split()), f"the page no longer says {text!r}"
+
+
+def tokens(r) -> float:
+    return r.summary().throughput * r.units_per_sample
+
+
+def mfu(r) -> float:
+    return datasheet_mfu(per_gpu_tflops(r), r.env, "bf16")[0]
+
+
+def test_fsdp_mfu_and_scaling(records):
+    fsdp2, fsdp1 = one(records, "llama-3.2-1b", "fsdp", 2), one(records, "llama-3.2-1b", "fsdp", 1)
+    ddp2, ddp1 = one(records, "llama-3.2-1b", "ddp", 2), one(records, "llama-3.2-1b", "ddp", 1)
+    says(f"reaches **{mfu(fsdp2):.1%}** MFU on two GPUs ({per_gpu_tflops(fsdp2):.0f} TFLOP/s a "
+         "GPU), short of the 45%")
+    assert mfu(fsdp2) < 0.45
+    says(f"its two GPUs make {tokens(fsdp2) / tokens(fsdp1):.2f} times one GPU's tokens, where "
+         f"DDP makes {tokens(ddp2) / tokens(ddp1):.2f}")
+    assert all("throttled (power)" in " ".join(H.record_flags(r)) for r in records if r.ok)
+
+
+def test_tensor_parallel(records):
+    tp, ddp1 = one(records, "llama-3.2-1b", "tp", 2), one(records, "llama-3.2-1b", "ddp", 1)
+    says(f"{tokens(tp):,.0f} tokens/s for the 1B model, {tokens(tp) / tokens(ddp1):.2f} times one "
+         "GPU of DDP")
+    assert tokens(tp) < tokens(one(records, "llama-3.2-1b", "ddp", 2))
+
+
+def test_the_8b_model(records):
+    r = one(records, "llama-3.1-8b", "fsdp", 2)
+    assert r.config.base.checkpointing and r.config.base.batch_size == 1
+    says(f"{tokens(r):,.0f} tokens/s, {mfu(r):.1%} MFU, "
+         f"{r.memory['allocated_peak_bytes'] / 2**30:.1f} GiB peak on rank 0")
+
+
+def test_the_failed_tp_runs_are_kept(records):
+    failed = [r for r in records if not r.ok]
+    assert failed and all("DTensor" in r.error and r.config.strategy == "tp" for r in failed)
+    assert "c494a3d5ac40" in H.SHARDED_RUNS
+    says("(runs 30ed79801ddc and c494a3d5ac40, kept in the store as `exception` rows)")
+
+
+def test_fidelity():
+    d = json.loads((FOLDER / "fidelity-fsdp.json").read_text())
+    assert d["mode"] == "fsdp" and d["pass"] and len(d["rounds"]) == 1
+    says(f"ratio **{d['median_ratio']:.4f}** dlbench / bare in one round")
+
+
+def test_whatif_check(tmp_path):
+    from dlbench.whatif import scenarios
+    from dlbench.whatif.check import error_summary
+
+    db = tmp_path / "s.db"
+    with gzip.open(FOLDER / "dlbench.db.gz", "rb") as src, open(db, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    rows = scenarios.check_against(str(db), busbw_from=str(db)).scaling
+    tp = error_summary([r for r in rows if r.strategy == "tp"])
+    fsdp = error_summary([r for r in rows if r.strategy == "fsdp"])
+    says(f"mean absolute error is {tp['none']:.1%} where assuming perfect scaling is off by "
+         f"{tp['perfect scaling']:.1%}")
+    says(f"{fsdp['full']:.1%} against perfect scaling's {fsdp['perfect scaling']:.1%}")
+    assert f"{tp['none']:.1%}" in (FOLDER / "whatif-check.txt").read_text()
