@@ -2,20 +2,22 @@
 # LLM generation on this machine's GPU: prefill, decode, TTFT, TPOT, the memory roofline:
 #   benchmarks/generate.sh OUTDIR [PART ...]
 #
-# Reproduces docs/results/2026-11-h100-generate.md:
+# The campaigns of docs/results/2026-11-h100-generate.md and 2026-11-h200-generate.md, whose
+# pages give the commands as run (this script is their complete form):
 #   ceilings  dlbench peak: the bf16 matmul ceiling (prefill MFU) and the memory copy
 #             bandwidth (the decode roofline), on the card the sweeps run on
 #   llama1b   llama-3.2-1b, 128 prompt + 128 output tokens, bf16, batch 1, 8, 32, 64 and the
-#             largest that fits, generate() (eager) and the compiled decode step side by side
+#             largest that fits, generate() (eager) and the compiled decode step with fused
+#             projections (--tuned --fuse) side by side
 #   llama8b   the same for llama-3.1-8b
-#   llama3b   llama-3.2-3b at batch 1 and 64, eager and compiled
+#   llama3b   the same for llama-3.2-3b
 #   fidelity  dlbench's decode loop against a bare loop of the same work
 #             (benchmarks/fidelity.py --generate), for llama-3.2-1b and llama-3.1-8b at batch 1
 # With no PART, all five in this order.
 #
 # How long, on one H100: ceilings 30 s; llama1b about 8 min and llama8b about 12 min (each
 # compiled batch size compiles its decode step for 1 to 1.5 min before its first request);
-# llama3b 4 min; fidelity 3 min. On a host of two GPUs, run two parts at once with
+# llama3b about 10 min; fidelity 3 min. On a host of two GPUs, run two parts at once with
 # CUDA_VISIBLE_DEVICES=0 / =1 and two OUTDIRs, then `dlbench results merge` the stores.
 #
 # Writes, in OUTDIR: dlbench.db (run again with the same OUTDIR and it resumes), all.csv,
@@ -32,13 +34,13 @@ begin ceilings llama1b llama8b llama3b fidelity
 sweep() {
   local model=$1 batches=$2; shift 2
   dl generate -m "$model" -b "$batches" --prompt-len 128 --output-len 128 --precision bf16 \
-      --tuned --max-time 30 --resume --db "$db" --tag "$model" "$@"
+      --tuned --fuse --max-time 30 --resume --db "$db" --tag "$model" "$@"
 }
 
 ceilings() { dl peak --precision bf16 --verbs matmul,memory --db "$db" --tag peak; }
 llama1b() { sweep llama-3.2-1b 1,8,32,64,auto; }
 llama8b() { sweep llama-3.1-8b 1,8,32,64,auto; }
-llama3b() { sweep llama-3.2-3b 1,64; }
+llama3b() { sweep llama-3.2-3b 1,8,32,64,auto; }
 fidelity() {
   python3 "$repo/benchmarks/fidelity.py" --generate --model llama-3.2-1b --out "$out/fidelity-1b.json"
   python3 "$repo/benchmarks/fidelity.py" --generate --model llama-3.1-8b --out "$out/fidelity-8b.json"

@@ -89,3 +89,11 @@ def test_the_eager_caveat(records):
     assert eager and all(r.stop_reason == "time_cap" for r in eager)
     widths = sorted(r.summary().rel_halfwidth for r in eager)
     says(f"an interval of ±{widths[0]:.1%} to ±{widths[-1]:.1%}")
+
+
+def test_the_generation_guide_quotes_the_same_records(records):
+    recs, _ = records
+    plain, fused = (one(recs, "llama-3.1-8b", 1, p) for p in ("compile", "compile+fuse"))
+    guide = " ".join((ROOT / "docs" / "generation.md").read_text().split())
+    assert (f"llama-3.1-8b's compiled decode step from {plain.tpot().mean_s * 1e3:.2f} to "
+            f"{fused.tpot().mean_s * 1e3:.2f} ms a token") in guide
