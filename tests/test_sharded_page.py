@@ -100,3 +100,11 @@ def test_whatif_check(tmp_path):
          f"{tp['perfect scaling']:.1%}")
     says(f"{fsdp['full']:.1%} against perfect scaling's {fsdp['perfect scaling']:.1%}")
     assert f"{tp['none']:.1%}" in (FOLDER / "whatif-check.txt").read_text()
+
+
+def test_the_scaling_guide_quotes_the_same_records(records):
+    fsdp2 = one(records, "llama-3.2-1b", "fsdp", 2)
+    d = json.loads((FOLDER / "fidelity-fsdp.json").read_text())
+    guide = " ".join((ROOT / "docs" / "scaling.md").read_text().split())
+    assert (f"the 1B model at {mfu(fsdp2):.1%} MFU on two GPUs, the 8B model with "
+            f"checkpointing, the bare loop's ratio {d['median_ratio']:.4f}") in guide
