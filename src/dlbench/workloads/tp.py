@@ -5,8 +5,9 @@ In each block of the model's repeated stack (:func:`dlbench.workloads.fsdp.repea
 the attention's q/k/v projections are split by output features (``ColwiseParallel``: each rank
 computes its own heads) and its output projection by input features (``RowwiseParallel``: the
 ranks' partial sums are all-reduced); the MLP's gate/up projections colwise and its down
-projection rowwise. That is Megatron-LM's layout: two all-reduces forward and two backward per
-block. Everything else (embeddings, norms, the LM head) stays replicated on every rank of a TP
+projection rowwise. That is Megatron-LM's layout, with its projections unfused: two all-reduces
+forward per block (after o and down), and five backward (the input gradient of each colwise
+projection, where Megatron's fused QKV and gate-up layers need two). Everything else (embeddings, norms, the LM head) stays replicated on every rank of a TP
 group, and every rank of one TP group must feed the very same batch.
 
 Only the Llama layout (``self_attn.{q,k,v,o}_proj``, ``mlp.{gate,up,down}_proj``, all
