@@ -4,10 +4,10 @@ which renders them from the same store)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from fakes.pages import assert_says
 
 from dlbench.report import headline as H
 from dlbench.report.generate_figures import bandwidth_roof, datasheet_roof
@@ -32,8 +32,7 @@ def one(recs, model, batch, label):
 
 
 def says(text: str) -> None:
-    prose = re.sub(r"<!-- headline:.*?<!-- /headline:[\w-]+ -->", "", PAGE, flags=re.S)
-    assert text in " ".join(prose.split()), f"the page no longer says {text!r}"
+    assert_says(PAGE, text)
 
 
 def _ms(r) -> str:
