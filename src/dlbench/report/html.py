@@ -115,6 +115,7 @@ CHART_BUILDERS: tuple[charts.Builder, ...] = (
     charts.memory_charts,
     charts.scaling_charts,
     charts.interconnect_charts,
+    charts.strategy_charts,  # beside the scaling charts: the strategy table's memory and tok/s/GPU
     charts.mfu_charts,
     charts.roofline_charts,
     charts.published_charts,
