@@ -167,10 +167,11 @@ def test_tp_configs_check_and_resolve_their_degree():
         ScalingConfig(base=base(), gpus=4, nnodes=2, strategy="tp")
     with pytest.raises(ConfigError, match="fp16"):
         ScalingConfig(base=base(precision="fp16"), gpus=2, strategy="tp")
-    # A record of a data-parallel strategy keeps the key it had before tp existed.
+    # A record of a data-parallel strategy keeps the key it had before tp (and the levers
+    # --offload, --fp8) existed.
     from dlbench.records.base import config_key
     c = ScalingConfig(base=base(), gpus=2)
-    d = {k: v for k, v in c.to_dict().items() if k != "tp"}
+    d = {k: v for k, v in c.to_dict().items() if k not in ("tp", "offload", "fp8")}
     d["base"] = c.base.key()
     assert c.key() == config_key(d)
 
@@ -201,7 +202,8 @@ def test_fsdp_compiles_each_block_before_sharding(monkeypatch):
         events.append(("compile", getattr(fn, "__self__", fn), mode))
         return fn
     monkeypatch.setattr(torch, "compile", fake_compile)
-    monkeypatch.setattr(scaling, "shard", lambda m, precision: events.append(("shard", m)) or m)
+    monkeypatch.setattr(scaling, "shard",
+                        lambda m, precision, **kw: events.append(("shard", m)) or m)
     spec = get_model("tiny_llama")
     cfg = ScalingConfig(base=base(compile="max-autotune"), gpus=2, strategy="fsdp")
     model = spec.build(32)

@@ -61,6 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  dlbench scale -m gpt2 --gpus 2 --strategy ddp,fsdp --precision bf16 --optimizer adamw\n"
                "  dlbench scale -m llama-3.1-8b -b 1 --gpus 8 --strategy fsdp,fsdp+tp --tp 2 "
                "--precision bf16 --optimizer adamw --compile default\n"
+               "  dlbench scale -m llama-3.1-8b -b 1 --gpus 8 --strategy fsdp --offload "
+               "--precision bf16 --optimizer adamw\n"
+               "  dlbench scale -m llama-3.2-1b -b 4 --gpus 8 --strategy fsdp --fp8 "
+               "--precision bf16 --optimizer adamw --compile default\n"
                "  dlbench scale -m vgg16 --gpus 2 --interconnect default,no-p2p,no-p2p+no-shm\n"
                "  dlbench scale -m tiny_cnn -b 8 --gpus 1,2 --device cpu     (gloo, on a CPU)\n\n"
                "strategies: ddp = DistributedDataParallel (--bucket-mb); dp = nn.DataParallel "
@@ -77,6 +81,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                "of --tp GPUs of one host and FSDP2 across the groups. Under TP a group's GPUs "
                "train on one batch: -b is the batch per TP group, and samples count once per "
                "group, not once per GPU.\n"
+               "levers of the sharded strategies: --offload keeps FSDP2's shards (parameters, "
+               "gradients, optimizer state) in host memory; --fp8 trains the linear layers in "
+               "fp8 (torchao). Each is in the result's label and the strategy table's levers "
+               "column; docs/scaling.md.\n"
                "interconnect profiles: default; no-p2p (NCCL_P2P_DISABLE=1: no NVLink/PCIe P2P); "
                "no-shm (NCCL_SHM_DISABLE=1); no-p2p+no-shm; no-ib (NCCL_IB_DISABLE=1).\n\n"
                + MULTINODE + "\n\nexit codes: 0 all ok; 2 usage error; 3 some results are "
@@ -95,6 +103,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fsdp+tp's tensor-parallel degree, GPUs per TP group, a divisor of the "
                         "GPUs per host (default: 2 where it divides them, else 1; at one GPU "
                         "always 1). --strategy tp always splits over all --gpus")
+    p.add_argument("--offload", action="store_true",
+                   help="fsdp and fsdp+tp: FSDP2's CPU offload (CPUOffloadPolicy) of the "
+                        "parameters, gradients and optimizer state, which then live in pinned "
+                        "host memory; each block's parameters are copied to the GPU for its "
+                        "all-gather and its gradients back. The optimizer step then runs on the "
+                        "CPU (PyTorch's behaviour): for the largest models, slow")
+    p.add_argument("--fp8", action="store_true",
+                   help="ddp, fsdp, tp, fsdp+tp: fp8 matmuls in the linear layers, through "
+                        "torchao's float8 training (pip install torchao), applied before "
+                        "sharding and compile as torchtitan does; the LM head and layers whose "
+                        "features do not divide by 16 stay in --precision. Needs an "
+                        "H100/Ada-class GPU (sm_89+); use it with --compile, which fuses "
+                        "torchao's casts")
     p.add_argument("--interconnect", action="append", type=csv_list(),
                    help="default, no-p2p, no-shm, no-p2p+no-shm, no-ib (default: default)")
     p.add_argument("--precision", action="append", type=csv_list(),
@@ -189,6 +210,11 @@ def cmd_scale(args: argparse.Namespace) -> int:
             raise ConfigError("--tp sets fsdp+tp's TP degree: add --strategy fsdp+tp "
                               "(--strategy tp splits over all --gpus)")
         configs = [_with_tp(c, args.tp) for c in configs]
+    if args.offload or args.fp8:  # ScalingConfig refuses a strategy the lever does not apply to
+        configs = [replace(c, offload=args.offload, fp8=args.fp8) for c in configs]
+    if args.fp8:  # torchao importable here, before any process starts (the ranks import it)
+        from dlbench.workloads import fp8  # heavy: torch
+        fp8.check_installed()
     env = envmod.capture_environment()
     if not args.quiet:
         terminal.stderr.print(f"[bold]dlbench scale[/bold] {len(configs)} config(s) on "

@@ -23,6 +23,11 @@ TP_STRATEGIES = ("tp", "fsdp+tp")
 #: has nothing to split). Two GPUs per TP group keep TP's per-block all-reduces between a pair
 #: of NVLink peers and leave the rest of the ranks to FSDP, which suits the 1B to 8B models.
 DEFAULT_TP = 2
+#: The strategies whose shards FSDP2 can offload to host memory (``--offload``).
+OFFLOAD_STRATEGIES = ("fsdp", "fsdp+tp")
+#: The strategies that train with fp8 linear layers under ``--fp8``: ps and dp, kept to
+#: reproduce the older studies' setups, are left without it.
+FP8_STRATEGIES = ("ddp", "fsdp", "tp", "fsdp+tp")
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,12 @@ class ScalingConfig(OnThroughputConfig):
             for ``fsdp+tp`` as given, else :data:`DEFAULT_TP` where it divides the GPUs per
             host, else 1 (resolved when the config is made, so a record keeps the degree it ran
             with); None for the other strategies.
+        offload: FSDP2's CPU offload of the parameters, gradients and optimizer state
+            (``--offload``; fsdp and fsdp+tp): the shards live in host memory, and the optimizer
+            steps on the CPU.
+        fp8: the model's linear layers trained in fp8 through torchao's float8 training
+            (``--fp8``; ddp, fsdp, tp, fsdp+tp), its LM head and layers whose dimensions do not
+            divide by 16 left in the run's precision (:mod:`dlbench.workloads.fp8`).
     """
 
     base: ThroughputConfig
@@ -56,6 +67,8 @@ class ScalingConfig(OnThroughputConfig):
     backend: str = "auto"
     nnodes: int = 1
     tp: int | None = None
+    offload: bool = False
+    fp8: bool = False
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -73,6 +86,13 @@ class ScalingConfig(OnThroughputConfig):
         if self.base.mode != "train" or self.base.method != "standard":
             raise ConfigError("dlbench scale measures training (--mode train, --method standard)")
         self._check_tp()
+        if self.offload and self.strategy not in OFFLOAD_STRATEGIES:
+            raise ConfigError(f"--offload is FSDP2's CPU offload of its shards: it applies to "
+                              f"--strategy fsdp and fsdp+tp, not {self.strategy}; drop --offload "
+                              f"or use --strategy fsdp")
+        if self.fp8 and self.strategy not in FP8_STRATEGIES:
+            raise ConfigError(f"--fp8 applies to --strategy {', '.join(FP8_STRATEGIES)}, not "
+                              f"{self.strategy}; drop --fp8 or use one of those")
 
     def _check_tp(self) -> None:
         """Resolve and check the TP degree (a frozen field, set once here)."""
@@ -119,8 +139,12 @@ class ScalingConfig(OnThroughputConfig):
     def key(self) -> str:
         d = self.to_dict()
         d["base"] = self.base.key()
-        if d["tp"] is None:  # a field at its default drops out: the keys of older records
+        # A field at its default drops out: the keys of records made before it existed.
+        if d["tp"] is None:
             del d["tp"]
+        for lever in ("offload", "fp8"):
+            if not d[lever]:
+                del d[lever]
         return config_key(d)
 
     @property
@@ -128,6 +152,7 @@ class ScalingConfig(OnThroughputConfig):
         parts = [self.base.label, f"x{self.gpus}", self.strategy]
         if self.strategy == "fsdp+tp":
             parts.append(f"tp={self.tp}")
+        parts += [lever for lever in ("offload", "fp8") if getattr(self, lever)]
         if self.strategy == "ddp" and self.bucket_mb != 25.0:
             parts.append(f"bucket={self.bucket_mb:g}MiB")
         if self.interconnect != "default":

@@ -33,8 +33,21 @@ BLOCK_COMPILED = ("fsdp", "tp", "fsdp+tp")
 def _levers(c: Any) -> str:
     b = c.base
     compiled = "compiled/block" if c.strategy in BLOCK_COMPILED else "compiled"
-    parts = [p for p, on in (("ckpt", b.checkpointing), (compiled, b.compile)) if on]
+    parts = [p for p, on in (("ckpt", b.checkpointing), (compiled, b.compile),
+                             ("offload", c.offload), ("fp8", c.fp8)) if on]
     return ", ".join(parts) or "-"
+
+
+def _lever_key(c: Any) -> tuple[bool, bool]:
+    """The sharded strategies' levers of a config (``--offload``, ``--fp8``): a factor over one
+    GPU compares records that agree on them, or says which one it took instead."""
+    return (c.offload, c.fp8)
+
+
+def _one_gpu_name(c: Any) -> str:
+    """How the factor names a one-GPU record of other strategy or levers: ``fsdp``,
+    ``fsdp offload``, ``ddp fp8``."""
+    return " ".join([c.strategy] + [n for n, on in (("offload", c.offload), ("fp8", c.fp8)) if on])
 
 
 def strategy_cell(c: Any) -> str:
@@ -56,7 +69,7 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
     ones = {}
     for r in recs:
         if r.ok and r.config.gpus == 1:
-            ones.setdefault((r.config.base.key(), r.config.strategy), r)
+            ones.setdefault((r.config.base.key(), r.config.strategy, _lever_key(r.config)), r)
     rows = []
     for r in recs:
         c, b = r.config, r.config.base
@@ -74,10 +87,16 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
             ds = datasheet_mfu(per_gpu, r.env, b.precision)[0]
             peak = peaks.get(device_key(r.env), {}).get(b.precision)
             meas = per_gpu / peak if peak else None
-        one = next((ones[k] for k in ((b.key(), c.strategy), (b.key(), "ddp"), (b.key(), "fsdp"))
-                    if k in ones), None)
+        # The same strategy and levers at one GPU; else ddp's or fsdp's with the same fp8
+        # (offload is fsdp's alone), then without it.
+        levers = _lever_key(c)
+        stand_ins = [(c.strategy, levers), ("ddp", (False, c.fp8)), ("fsdp", (False, c.fp8)),
+                     (c.strategy, (False, False)), ("ddp", (False, False)),
+                     ("fsdp", (False, False))]
+        one = next((ones[k] for k in ((b.key(),) + si for si in stand_ins) if k in ones), None)
         factor = (f"{scaling_factor(s.throughput, one.summary().throughput):.2f}"
-                  + ("" if one.config.strategy == c.strategy else f" ({one.config.strategy})")
+                  + ("" if (one.config.strategy, _lever_key(one.config)) == (c.strategy, levers)
+                     else f" ({_one_gpu_name(one.config)})")
                   if one is not None and c.gpus > 1 else "-")
         mem = (r.memory or {}).get("allocated_peak_bytes")
         tokens = s.throughput * r.units_per_sample
@@ -97,4 +116,17 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
         "counted FLOPs (6N + 12LHT per token for the transformers LMs) per second per GPU; MFU "
         "against the GPU's datasheet dense peak and the measured matmul ceiling of the latest "
         "'dlbench peak' run on the device ('-': none, or a CPU); x 1 GPU = the factor of tok/s "
-        "over the same strategy at 1 GPU, else over ddp's or fsdp's (named); compiled/block = each block of the stack compiled on its own",))
+        "over the same strategy at 1 GPU, else over ddp's or fsdp's (named); compiled/block = each block of the stack compiled on its own" + _lever_notes(recs),))
+
+
+def _lever_notes(recs: Sequence[Any]) -> str:
+    """What the levers of the sharded strategies mean, where a row has one (a table without
+    them reads as before they existed)."""
+    notes = [text for lever, text in (
+        ("offload", "offload = FSDP2's shards (parameters, gradients, optimizer state) in host "
+                    "memory, the optimizer stepping on the CPU"),
+        ("fp8", "fp8 = the linear layers' matmuls in fp8 (torchao's float8 training; the LM "
+                "head in the run's precision)")) if any(getattr(r.config, lever) for r in recs)]
+    if notes:
+        notes.append("a factor's one-GPU record has the row's levers, else it is named")
+    return "".join(f"; {n}" for n in notes)

@@ -11,6 +11,12 @@ With ``--compile`` each block is compiled on its own before it is sharded
 (:func:`compile_blocks`), as torchtitan does: the blocks share one compiled graph, and FSDP's
 all-gather and reshard hooks run between compiled blocks instead of breaking one whole-model
 graph.
+
+With ``--offload`` every ``fully_shard`` call takes FSDP2's ``CPUOffloadPolicy``: the sharded
+parameters, their gradients and so the optimizer state live in host memory; each unit's
+parameters are copied to the GPU for its all-gather and its gradients back to the host after the
+reduce-scatter, and the optimizer steps on the CPU (PyTorch's behaviour: slow for the largest
+models, but it frees the GPU of everything but the gathered units and the activations).
 """
 
 from __future__ import annotations
@@ -48,17 +54,31 @@ def compile_blocks(model: nn.Module, mode: str) -> int:
     return len(blocks)
 
 
-def shard(model: nn.Module, precision: str, mesh=None) -> nn.Module:
+def shard(model: nn.Module, precision: str, mesh=None, *, offload: bool = False) -> nn.Module:
     """``model`` sharded block by block, then at its root: over the default process group, or
-    over ``mesh`` (a 1-D device mesh: the ``dp`` dimension of fsdp+tp's 2-D mesh)."""
+    over ``mesh`` (a 1-D device mesh: the ``dp`` dimension of fsdp+tp's 2-D mesh). With
+    ``offload``, every unit's shards are kept in host memory (:func:`offload_policy`)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # heavy: distributed
 
-    policy = MixedPrecisionPolicy(param_dtype=PARAM_DTYPES.get(precision),
-                                  reduce_dtype=torch.float32)
+    policies = {"mp_policy": MixedPrecisionPolicy(param_dtype=PARAM_DTYPES.get(precision),
+                                                  reduce_dtype=torch.float32)}
+    if offload:
+        policies["offload_policy"] = offload_policy(model)
     for block in repeated_blocks(model):
-        fully_shard(block, mesh=mesh, mp_policy=policy)
-    fully_shard(model, mesh=mesh, mp_policy=policy)
+        fully_shard(block, mesh=mesh, **policies)
+    fully_shard(model, mesh=mesh, **policies)
     return model
+
+
+def offload_policy(model: nn.Module):
+    """FSDP2's CPU offload policy for ``model``: its shards in pinned host memory when the model
+    was built on a GPU (PyTorch's default: the copies to and from the GPU then run without
+    blocking the host); unpinned on the CPU, where there is no device to copy to and pinning
+    needs CUDA ("Found no NVIDIA driver" from a gloo job without one)."""
+    from torch.distributed.fsdp import CPUOffloadPolicy  # heavy: distributed
+
+    on_gpu = any(p.device.type == "cuda" for p in model.parameters())
+    return CPUOffloadPolicy() if on_gpu else CPUOffloadPolicy(pin_memory=False)
 
 
 def full_parameters(model: nn.Module) -> dict[str, torch.Tensor]:

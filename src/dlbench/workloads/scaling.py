@@ -29,6 +29,7 @@ from dlbench.measure.window import MeasuredWindow, RankZero
 from dlbench.models import get_model
 from dlbench.records.scaling import ScalingConfig
 from dlbench.workloads.checkpointing import enable_checkpointing
+from dlbench.workloads import fp8
 from dlbench.workloads.devices import UnsupportedError, check_supported
 from dlbench.workloads.fsdp import compile_blocks, shard
 from dlbench.workloads.ps import build_ps_step
@@ -81,6 +82,8 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
     device = rank_device(cfg, local_rank)
     spec = get_model(base.model)
     check_supported(base, spec, device)
+    if cfg.fp8:  # before anything is built: a device without fp8 matmuls is a row, at once
+        fp8.check_device(device)
     size = base.input_size or spec.input_size
     # The same seed on every rank: identical initial weights (DDP broadcasts them anyway; ps
     # relies on it). The data differ per data-parallel replica, as each replica of a real job
@@ -186,6 +189,10 @@ def wrap_strategy(cfg: ScalingConfig, spec, model: torch.nn.Module, x: torch.Ten
                   y: torch.Tensor, device: torch.device) -> Callable[[], torch.Tensor]:
     """The strategy around the model, and the step that trains it."""
     base = cfg.base
+    if cfg.fp8:
+        # fp8 linear layers swapped in before any strategy wraps the model (torchtitan's
+        # order): TP splits them, FSDP shards them, DDP buckets their gradients as any others.
+        fp8.convert(model)
     if cfg.strategy == "ps":
         # ps keeps the plain module: its own collectives replace DDP's all-reduce.
         if base.compile:
@@ -195,14 +202,16 @@ def wrap_strategy(cfg: ScalingConfig, spec, model: torch.nn.Module, x: torch.Ten
         # Split (and for fsdp+tp sharded) before the optimizer exists, which then holds the
         # DTensor shards; each block compiled between TP and FSDP (see tp.parallelize).
         model = parallelize(model, device, cfg.tp_degree, sharded=cfg.strategy == "fsdp+tp",
-                            precision=base.precision, compile_mode=base.compile)
+                            precision=base.precision, compile_mode=base.compile,
+                            offload=cfg.offload)
         return build_step(base, spec, model, x, y, device)
     if cfg.strategy == "fsdp":
         # Each block compiled before it is sharded (torchtitan's order): FSDP's hooks then run
         # between compiled blocks. A model without a repeated stack is compiled whole, sharded.
         whole = bool(base.compile) and compile_blocks(model, base.compile) == 0
-        # Sharded before the optimizer exists (build_step makes it): it then holds the shards.
-        model = shard(model, base.precision)
+        # Sharded before the optimizer exists (build_step makes it): it then holds the shards
+        # (in host memory with --offload, where it then steps).
+        model = shard(model, base.precision, offload=cfg.offload)
         if whole:
             model = torch.compile(model, mode=base.compile)
         return build_step(base, spec, model, x, y, device)

@@ -126,10 +126,11 @@ def _same_replicated(model: nn.Module, mesh) -> None:
 
 
 def parallelize(model: nn.Module, device: torch.device, tp: int, *, sharded: bool,
-                precision: str, compile_mode: str | None) -> nn.Module:
+                precision: str, compile_mode: str | None, offload: bool = False) -> nn.Module:
     """``model`` tensor-parallel over groups of ``tp`` ranks; with ``sharded``, also FSDP2 over
-    the mesh's ``dp`` dimension (``fsdp+tp``). ``compile_mode`` compiles each block after TP
-    and before FSDP, as torchtitan orders them; the root then runs eagerly.
+    the mesh's ``dp`` dimension (``fsdp+tp``), its shards in host memory with ``offload``.
+    ``compile_mode`` compiles each block after TP and before FSDP, as torchtitan orders them;
+    the root then runs eagerly.
 
     Without ``sharded`` the job must be one TP group (``--strategy tp``: no data parallelism).
     """
@@ -150,5 +151,5 @@ def parallelize(model: nn.Module, device: torch.device, tp: int, *, sharded: boo
     if compile_mode:
         compile_blocks(model, compile_mode)
     if sharded:
-        model = shard(model, precision, mesh=mesh["dp"])
+        model = shard(model, precision, mesh=mesh["dp"], offload=offload)
     return model
