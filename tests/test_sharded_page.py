@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -107,3 +108,14 @@ def test_the_scaling_guide_quotes_the_same_records(records):
     guide = " ".join((ROOT / "docs" / "scaling.md").read_text().split())
     assert (f"the 1B model at {mfu(fsdp2):.1%} MFU on two GPUs, the 8B model with "
             f"checkpointing, the bare loop's ratio {d['median_ratio']:.4f}") in guide
+
+
+def test_the_network_guide_quotes_the_same_check():
+    text = (FOLDER / "whatif-check.txt").read_text()
+    tp = re.search(r"tp \(\d+ rows\): mean absolute error perfect scaling: ([\d.]+%), "
+                   r"none: ([\d.]+%)", text)
+    fsdp = re.search(r"fsdp \(\d+ rows\): mean absolute error perfect scaling: ([\d.]+%), "
+                     r"none: [\d.]+%, full: ([\d.]+%)", text)
+    guide = " ".join((ROOT / "docs" / "network.md").read_text().split())
+    assert (f"off by {tp[2]} for `tp` where perfect scaling is off by {tp[1]}, and by "
+            f"{fsdp[2]} for `fsdp` where perfect scaling is off by {fsdp[1]}") in guide
