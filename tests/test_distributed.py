@@ -297,17 +297,18 @@ def test_dataparallel_replicas_autocast_to_the_runs_dtype_in_their_own_threads()
     assert ReplicaAutocast(torch.nn.Linear(8, 8), "fp32")(torch.randn(2, 8)).dtype == torch.float32
 
 
-@pytest.mark.parametrize("checkpointing", [False, True])
+@pytest.mark.parametrize("checkpointing", [None, "full", "selective"])
 def test_fsdp_and_ddp_give_the_same_parameters(tmp_path, checkpointing):
     """FSDP2 (parameters, gradients and optimizer state sharded over 2 gloo ranks, each block of
     the model's stack a unit) trains to the very parameters DDP does, in fp32; with activation
-    checkpointing under FSDP too (recomputation changes no result)."""
+    checkpointing under FSDP too, either policy (recomputation changes no result)."""
     k = StopRule(min_steps=3, max_steps=3, min_seconds=0, max_seconds=60)
     cfg = base(model="tiny_llama", batch_size=2, warmup_steps=0, stop=k, optimizer="adamw")
     params = {}
     for strategy in ("ddp", "fsdp"):
         out = str(tmp_path / f"{strategy}.pt")
-        run = replace(cfg, checkpointing=checkpointing and strategy == "fsdp")
+        on = checkpointing is not None and strategy == "fsdp"
+        run = replace(cfg, checkpointing=on, checkpoint_policy=checkpointing if on else "full")
         rec = TorchrunLauncher(timeout_s=120).run(ScalingConfig(base=run, gpus=2,
                                                                 strategy=strategy), {},
                                                   params_out=out)

@@ -23,6 +23,9 @@ DEVICES = ("auto", "cpu", "cuda")
 OPTIMIZER_IMPLS = ("default", "foreach", "fused")
 # torch.nn.attention.SDPBackend members the scaled-dot-product attention may be pinned to.
 ATTENTION_BACKENDS = ("flash", "efficient", "cudnn", "math")
+# Activation checkpointing (--checkpointing POLICY): recompute everything a block computed, or
+# keep its matmuls' and attention's outputs and recompute the rest (dlbench.workloads.checkpointing).
+CHECKPOINT_POLICIES = ("full", "selective")
 
 
 # Multi-GPU training strategies: DistributedDataParallel, nn.DataParallel, parameter server,

@@ -21,10 +21,12 @@ from dlbench.commands.common import (
     SECONDS_OR_ZERO,
     SEED,
     SearchPrinter,
+    add_checkpointing,
     add_command,
     add_sweep_flags,
     batch_size,
     check_store,
+    checkpointing_fields,
     compile_mode,
     csv_list,
     device,
@@ -136,8 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "-> 50,304, as nanoGPT does), so the lm-head GEMMs get tensor-core "
                         "friendly dimensions; the extra rows are never a target and FLOPs/MFU "
                         "count the unpadded model (ignored for image models)")
-    p.add_argument("--checkpointing", action="store_true",
-                   help="activation checkpointing (train): less memory, more compute")
+    add_checkpointing(p, " (train): less memory, more compute")
     p.add_argument("--no-autotune", dest="autotune", action="store_false",
                    help="let cuDNN's heuristics pick convolution algorithms instead of timing "
                         "them on the first step (torch.backends.cudnn.benchmark off): in true "
@@ -228,7 +229,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
         default_batch=plans.default_batch(facts, gpu),
         optimizer=args.optimizer, method=args.method, input_size=args.input_size,
         device=args.device, warmup_steps=args.warmup, warmup_seconds=args.warmup_time,
-        stop=stop, seed=args.seed, checkpointing=args.checkpointing, autotune=args.autotune,
+        stop=stop, seed=args.seed, **checkpointing_fields(args), autotune=args.autotune,
         telemetry_interval_s=args.telemetry_interval or None, profile_steps=args.profile,
         framework=args.framework)
     configs = plans.with_compiled_loss(configs, flatten(args.compile_loss, [False]))

@@ -401,3 +401,21 @@ class SearchPrinter:
     def fatal(self) -> None:
         self.say("[red]a fatal device error: this process cannot measure any more; "
                  "rerun with --resume --isolate[/red]")
+
+
+def add_checkpointing(p: argparse.ArgumentParser, what: str) -> None:
+    """``--checkpointing [full|selective]``: off without it, ``full`` when given bare."""
+    from dlbench.config import CHECKPOINT_POLICIES
+    p.add_argument("--checkpointing", nargs="?", const="full", default=None,
+                   choices=CHECKPOINT_POLICIES, metavar="{full,selective}",
+                   help=f"activation checkpointing{what}: full (the default when given) "
+                        "recomputes every activation of a block in the backward pass; "
+                        "selective keeps its matmuls' and attention's outputs and recomputes "
+                        "the rest (less memory saved, no matmul repeated)")
+
+
+def checkpointing_fields(args: argparse.Namespace) -> dict[str, object]:
+    """The config fields of ``--checkpointing [POLICY]``."""
+    return {"checkpointing": args.checkpointing is not None,
+            "checkpoint_policy": args.checkpointing or "full"}
+

@@ -20,8 +20,10 @@ from dlbench.commands.common import (
     SECONDS,
     SECONDS_OR_ZERO,
     SearchPrinter,
+    add_checkpointing,
     add_command,
     add_sweep_flags,
+    checkpointing_fields,
     compile_mode,
     csv_list,
     device,
@@ -74,8 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "every probe compiles anew, so the search takes minutes")
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd",
                    help="sgd (momentum, one buffer per parameter; default) or adamw (two)")
-    p.add_argument("--checkpointing", action="store_true",
-                   help="activation checkpointing: recompute activations in backward")
+    add_checkpointing(p, ": a larger batch fits, each step computes more")
     p.add_argument("--no-autotune", dest="autotune", action="store_false",
                    help="let cuDNN's heuristics pick convolution algorithms instead of timing "
                         "them on each probe's first step (torch.backends.cudnn.benchmark "
@@ -121,7 +122,7 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
                    precisions=flatten(args.precision, ["fp32"]),
                    compiles=flatten(args.compile, [None]),
                    channels_last=flatten(args.channels_last, [False]), optimizer=args.optimizer,
-                   checkpointing=args.checkpointing, autotune=args.autotune,
+                   **checkpointing_fields(args), autotune=args.autotune,
                    input_size=args.input_size,
                    device=args.device, warmup_steps=args.warmup,
                    warmup_seconds=args.warmup_time, stop=stop)

@@ -22,10 +22,12 @@ from dlbench.commands.common import (
     SECONDS,
     SECONDS_OR_ZERO,
     SEED,
+    add_checkpointing,
     add_command,
     add_dist_flags,
     add_sweep_flags,
     batch_size,
+    checkpointing_fields,
     compile_mode,
     csv_list,
     device,
@@ -124,8 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="none (default) or a torch.compile mode")
     p.add_argument("--channels-last", action="append", type=csv_list(on_off), help="on/off")
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
-    p.add_argument("--checkpointing", action="store_true",
-                   help="activation checkpointing (train): less memory, more compute")
+    add_checkpointing(p, ": less memory, more compute")
     p.add_argument("--bucket-mb", type=POSITIVE_REAL, default=25.0, help="DDP bucket size, MiB (25)")
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto",
                    help="auto = nccl on GPUs, gloo on the CPU")
@@ -196,7 +197,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
                    optimizer=args.optimizer, input_size=args.input_size,
                    device="auto" if gpu else "cpu", warmup_steps=args.warmup,
                    warmup_seconds=args.warmup_time, stop=stop, seed=args.seed,
-                   checkpointing=args.checkpointing, framework=args.framework)
+                   **checkpointing_fields(args), framework=args.framework)
     if args.framework == "jax":
         _check_jax(args, gpu, rdzv.nnodes)
     plans.preflight(bases)

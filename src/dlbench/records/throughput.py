@@ -16,6 +16,7 @@ from typing import Any, Callable, ClassVar, Iterable, Sequence
 from dlbench.config import (
     FRAMEWORKS,
     ATTENTION_BACKENDS,
+    CHECKPOINT_POLICIES,
     COMPILE_MODES,
     DEVICES,
     METHODS,
@@ -63,6 +64,9 @@ class ThroughputConfig:
         checkpointing: activation checkpointing (``--checkpointing``): blocks keep only their
             inputs and recompute their activations in the backward pass, trading compute for
             memory (train only; models without a supported block structure are refused).
+        checkpoint_policy: what checkpointed blocks recompute (``--checkpointing POLICY``):
+            ``full``, everything; ``selective``, all but the outputs of their matmuls and
+            attention, which are kept (more memory than full, less recompute).
         cuda_graph: capture the whole step (forward, loss, backward, optimizer step) in one CUDA
             graph over static input buffers and replay it (``--cuda-graph``): no per-kernel
             launch cost. The capture happens in the first step and is timed with it.
@@ -117,6 +121,7 @@ class ThroughputConfig:
     compile_loss: bool = False
     profile_steps: int = 0
     framework: str = "torch"
+    checkpoint_policy: str = "full"
 
     def __post_init__(self) -> None:
         if self.method in _OLD_METHODS:
@@ -143,6 +148,10 @@ class ThroughputConfig:
         if self.checkpointing and self.mode != "train":
             raise ConfigError("--checkpointing needs --mode train: eval keeps no activations "
                               "for a backward pass")
+        choice("--checkpointing", self.checkpoint_policy, CHECKPOINT_POLICIES)
+        if self.checkpoint_policy != "full" and not self.checkpointing:
+            raise ConfigError(f"a {self.checkpoint_policy} checkpointing policy needs "
+                              "checkpointing on (--checkpointing selective)")
         choice("--optimizer-impl", self.optimizer_impl, OPTIMIZER_IMPLS)
         if self.attention is not None:
             choice("--attention", self.attention, ATTENTION_BACKENDS)
@@ -201,7 +210,8 @@ class ThroughputConfig:
     _LATER_FIELDS = (("checkpointing", False), ("cuda_graph", False),
                      ("optimizer_impl", "default"), ("attention", None), ("pad_vocab", False),
                      ("tuned_from", None), ("autotune", True),
-                     ("compile_loss", False), ("framework", "torch"))
+                     ("compile_loss", False), ("framework", "torch"),
+                     ("checkpoint_policy", "full"))
 
     def key(self) -> str:
         ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
@@ -254,6 +264,13 @@ class ThroughputConfig:
             parts.append(self.method)
         return " ".join(parts + self.setup_parts(with_graph=True))
 
+    @property
+    def checkpoint_label(self) -> str:
+        """``ckpt`` (full), ``ckpt=selective``, or empty without checkpointing."""
+        if not self.checkpointing:
+            return ""
+        return "ckpt" if self.checkpoint_policy == "full" else f"ckpt={self.checkpoint_policy}"
+
     def setup_parts(self, with_graph: bool = False) -> list[str]:
         """The label's words for the settings past model, batch, precision, mode, size, layout
         and compile (tables show those in columns, and these in a note)."""
@@ -261,7 +278,7 @@ class ThroughputConfig:
         if self.optimizer != "sgd":
             parts.append(self.optimizer)
         if self.checkpointing:
-            parts.append("ckpt")
+            parts.append(self.checkpoint_label)
         if self.cuda_graph and with_graph:
             parts.append("graph")
         if self.optimizer_impl != "default":

@@ -33,7 +33,7 @@ BLOCK_COMPILED = ("fsdp", "tp", "fsdp+tp")
 def _levers(c: Any) -> str:
     b = c.base
     compiled = "compiled/block" if c.strategy in BLOCK_COMPILED else "compiled"
-    parts = [p for p, on in (("ckpt", b.checkpointing), (compiled, b.compile),
+    parts = [p for p, on in ((b.checkpoint_label, b.checkpointing), (compiled, b.compile),
                              ("offload", c.offload), ("fp8", c.fp8)) if on]
     return ", ".join(parts) or "-"
 

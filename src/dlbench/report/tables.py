@@ -416,9 +416,9 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
     for rec in found:
         c = rec.config.base
         opts = [o for o, on in (("NHWC", c.channels_last), (f"compile={c.compiled_as}", c.compile),
-                                (c.optimizer, True), ("ckpt", getattr(c, "checkpointing", False)),
+                                (c.optimizer, True), (getattr(c, "checkpoint_label", ""), True),
                                 ("no-autotune", not getattr(c, "autotune", True)))
-                if on]
+                if on and o]
         probes = ", ".join(f"{p.batch} {'ok' if p.fits else p.outcome.upper()}"
                            for p in rec.probes)
         best = rec.best_probe()

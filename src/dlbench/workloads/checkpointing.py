@@ -2,9 +2,18 @@
 
 Uses the model library's own switch where it has one (transformers, timm), else wraps the blocks
 of the model's sequential stages.
+
+Two policies (``--checkpointing full|selective``): ``full`` keeps only each block's input and
+recomputes all it computed; ``selective`` (PyTorch's selective activation checkpointing, the
+op-level form torchtitan offers) also keeps the outputs of the block's matmuls and attention
+and recomputes only the cheap element-wise work between them (norms, activations, rotary
+embeddings): less memory saved than ``full``, and the backward pass repeats no matmul.
 """
 
 from __future__ import annotations
+
+import functools
+from typing import Any, Callable
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -21,15 +30,43 @@ class CheckpointedBlock(torch.nn.Module):
     no figure this benchmark reports.
     """
 
-    def __init__(self, inner: torch.nn.Module) -> None:
+    def __init__(self, inner: torch.nn.Module, options: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.inner = inner
+        self.options = options or {}
 
     def forward(self, *args: torch.Tensor) -> torch.Tensor:
-        return checkpoint(self.inner, *args, use_reentrant=False)
+        return checkpoint(self.inner, *args, use_reentrant=False, **self.options)
 
 
-def enable_checkpointing(model: torch.nn.Module) -> str:
+def saved_ops() -> frozenset:
+    """The ops whose outputs selective checkpointing keeps: matmuls and attention kernels (the
+    expensive work of a block); every other op is recomputed."""
+    aten = torch.ops.aten
+    names = ("mm", "addmm", "bmm", "_scaled_dot_product_flash_attention",
+             "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+             "_scaled_dot_product_flash_attention_for_cpu")
+    return frozenset(getattr(aten, n).default for n in names if hasattr(aten, n))
+
+
+def _selective_contexts() -> Any:
+    """The (forward, recompute) contexts of one checkpointed region under the selective
+    policy: a new pair per region, as PyTorch requires."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    keep = saved_ops()
+
+    def policy(_ctx: Any, op: Any, *_args: Any, **_kwargs: Any) -> Any:
+        return CheckpointPolicy.MUST_SAVE if op in keep else CheckpointPolicy.PREFER_RECOMPUTE
+    return create_selective_checkpoint_contexts(policy)
+
+
+def _options(policy: str) -> dict[str, Callable[[], Any]]:
+    """The extra keywords of ``torch.utils.checkpoint.checkpoint`` for ``policy``."""
+    return {"context_fn": _selective_contexts} if policy == "selective" else {}
+
+
+def enable_checkpointing(model: torch.nn.Module, policy: str = "full") -> str:
     """Turn on activation checkpointing with the model library's own switch, or by blocks.
 
     transformers models use ``gradient_checkpointing_enable``, timm models
@@ -37,27 +74,35 @@ def enable_checkpointing(model: torch.nn.Module) -> str:
     ``nn.Sequential`` stages wrapped in :class:`CheckpointedBlock` (ResNet's bottlenecks, ViT's
     encoder blocks, DenseNet's dense blocks), or, for a stage of single layers (VGG), segments
     that each start at a layer with weights, so no segment begins with an in-place ReLU that
-    would overwrite the input it keeps. Returns how it was done; raises
-    :class:`UnsupportedError` for a model with no such structure.
+    would overwrite the input it keeps. ``policy`` is ``full`` or ``selective`` (the module's
+    doc). Returns how it was done; raises :class:`UnsupportedError` for a model with no such
+    structure, or whose library's switch takes no policy.
     """
+    options = _options(policy)
     inner = getattr(model, "model", model)  # text models are wrapped to return logits only
     if hasattr(inner, "gradient_checkpointing_enable"):
-        inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # transformers hands these keywords to torch.utils.checkpoint.checkpoint
+        inner.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False, **options})
         return "transformers"
     if hasattr(model, "set_grad_checkpointing"):
+        if options:
+            raise UnsupportedError(f"--checkpointing {policy}: timm's checkpointing switch "
+                                   "takes no policy; use --checkpointing (full)")
         try:
             model.set_grad_checkpointing(True)
             return "timm"
         except (AssertionError, NotImplementedError):  # timm models that lack it say so this way
             pass
-    if _wrap_blocks(model) == 0:
+    if _wrap_blocks(model, options) == 0:
         raise UnsupportedError(f"--checkpointing: {type(model).__name__} has no sequential stages "
                                "of blocks that dlbench knows how to checkpoint")
     return "blocks"
 
 
-def _wrap_blocks(module: torch.nn.Module) -> int:
+def _wrap_blocks(module: torch.nn.Module, options: dict[str, Any]) -> int:
     """Wrap the blocks of every ``nn.Sequential`` stage under ``module``; the number wrapped."""
+    wrap = functools.partial(CheckpointedBlock, options=options)
     wrapped = 0
     for name, child in list(module.named_children()):
         if isinstance(child, torch.nn.Sequential):
@@ -65,17 +110,17 @@ def _wrap_blocks(module: torch.nn.Module) -> int:
             if len(blocks) >= 2:
                 for i, m in enumerate(child):
                     if len(list(m.children())) > 0:
-                        child[i] = CheckpointedBlock(m)
+                        child[i] = wrap(m)
                         wrapped += 1
                 continue
             if len(child) >= 4 and not blocks:
                 segments = _segments(list(child))
                 if len(segments) >= 2:
                     setattr(module, name, torch.nn.Sequential(
-                        *(CheckpointedBlock(torch.nn.Sequential(*seg)) for seg in segments)))
+                        *(wrap(torch.nn.Sequential(*seg)) for seg in segments)))
                     wrapped += len(segments)
                     continue
-        wrapped += _wrap_blocks(child)
+        wrapped += _wrap_blocks(child, options)
     return wrapped
 
 

@@ -115,7 +115,7 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
             x = x.contiguous(memory_format=torch.channels_last)
         model.train(True)
         if base.checkpointing:  # before the strategy wraps it: the library's own switch
-            enable_checkpointing(model)
+            enable_checkpointing(model, base.checkpoint_policy)
         step = wrap_strategy(cfg, spec, model, x, y, device)
         synchronize(device)
         build_s = clock() - t

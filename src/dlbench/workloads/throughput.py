@@ -269,7 +269,7 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
             x = x.contiguous(memory_format=torch.channels_last)
         model.train(cfg.mode == "train")
         if cfg.checkpointing:
-            enable_checkpointing(model)
+            enable_checkpointing(model, cfg.checkpoint_policy)
         if cfg.compile and not cfg.compile_loss:  # else the step compiles model and loss
             model = torch.compile(model, mode=cfg.compile)
         synchronize(device)

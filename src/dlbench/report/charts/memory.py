@@ -18,7 +18,7 @@ def _setup(c: Any) -> tuple:
     """Everything of a training setup but its batch size (a ThroughputConfig)."""
     return (c.model, c.mode, c.precision, "NHWC" if c.channels_last else "",
             c.compiled_as, c.optimizer, c.input_size or "",
-            "ckpt" if getattr(c, "checkpointing", False) else "",
+            getattr(c, "checkpoint_label", ""),
             "" if getattr(c, "autotune", True) else "no-autotune")
 
 

@@ -64,7 +64,7 @@ def _facets(r: Any) -> tuple[str, ...]:
         compiled = "compiled" if b.compile == "default" else f"compiled {b.compile}"
     # --offload and --fp8: the sharded strategies' levers (getattr: new to ScalingConfig)
     return (b.precision, f"seq {seq}" if seq else "", f"b{b.batch_size}/replica",
-            "ckpt" if b.checkpointing else "", compiled,
+            b.checkpoint_label, compiled,
             "offload" if getattr(c, "offload", False) else "",
             "fp8" if getattr(c, "fp8", False) else "",
             "" if c.interconnect == "default" else c.interconnect,
