@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Language-model training by strategy on this host's GPUs (2 or more):
+#   benchmarks/sharded.sh OUTDIR [PART ...]
+#
+# The campaign of docs/results/2026-11-2x-h200-sharded.md (whose page gives the commands as
+# run; this script is their complete form). Sequences of 2,048 tokens, AdamW, bf16, every
+# block compiled:
+#   ceilings  dlbench peak (the bf16 matmul ceiling: MFU against the measured) and all_reduce
+#             busbw at 1 MiB to 1 GiB (the what-if model's link)
+#   llama1b   llama-3.2-1b at 1 and 2 GPUs: ddp, fsdp, then tp at 2 GPUs
+#   llama3b   llama-3.2-3b (batch 1) the same
+#   llama8b   llama-3.1-8b (batch 1) at 2 GPUs: fsdp with activation checkpointing (with AdamW
+#             it needs about 128 GB before activations: it does not fit one 80 GB GPU)
+#   fidelity  dlbench's fsdp against a bare FSDP2 loop (benchmarks/fidelity.py --fsdp), 4 rounds
+#   whatif    the what-if model against every multi-GPU run above (whatif-check.txt)
+# With no PART, all six in this order.
+#
+# How long, on two H200: ceilings 30 s; llama1b 5 min and llama3b 5 min (each config starts
+# its ranks, builds the model and compiles a block in 30 to 60 s before its window); llama8b
+# 1 min; fidelity about 8 min; whatif seconds.
+#
+# Writes, in OUTDIR: dlbench.db (run again with the same OUTDIR and it resumes), all.csv,
+# all.json, tables.md (the strategy table among them), report.html (with the memory-against-
+# throughput chart), fidelity-fsdp.json, whatif-check.txt and a log per part.
+set -uo pipefail
+usage="usage: $0 OUTDIR [ceilings|llama1b|llama3b|llama8b|fidelity|whatif ...]"
+out=${1:?$usage}; shift
+parts=${*:-ceilings llama1b llama3b llama8b fidelity whatif}
+source "$(dirname "$0")/lib.sh"
+begin ceilings llama1b llama3b llama8b fidelity whatif
+nvlink_multicast_off
+
+S=(--precision bf16 --optimizer adamw --compile default --resume --db "$db")
+
+ceilings() {
+  dl peak --precision bf16 --verbs matmul,memory --db "$db" --tag peak
+  dl comm --op all_reduce --min-bytes 1MiB --max-bytes 1GiB --factor 4 --db "$db" --tag comm
+}
+strategies() {  # strategies MODEL BATCH
+  dl scale -m "$1" -b "$2" --gpus 1,2 --strategy ddp,fsdp "${S[@]}" --tag "$1"
+  dl scale -m "$1" -b "$2" --gpus 2 --strategy tp "${S[@]}" --tag "$1"
+}
+llama1b() { strategies llama-3.2-1b 4; }
+llama3b() { strategies llama-3.2-3b 1; }
+llama8b() {
+  dl scale -m llama-3.1-8b -b 1 --gpus 2 --strategy fsdp --checkpointing "${S[@]}" \
+      --tag llama-3.1-8b
+}
+fidelity() {
+  python3 "$repo/benchmarks/fidelity.py" --fsdp --model llama-3.2-1b --gpus 2 --batch 4 \
+      --seq-len 2048 --precision bf16 --compile default --out "$out/fidelity-fsdp.json"
+}
+whatif() { dl whatif --check --db "$db" --busbw-from "$db" | tee "$out/whatif-check.txt"; }
+
+run_parts
+export_results
