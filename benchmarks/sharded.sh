@@ -17,7 +17,7 @@
 #
 # How long, on two H200: ceilings 30 s; llama1b 5 min and llama3b 5 min (each config starts
 # its ranks, builds the model and compiles a block in 30 to 60 s before its window); llama8b
-# 1 min; fidelity about 8 min; whatif seconds.
+# 1 min; fidelity about 4 min (1 min a round); whatif seconds.
 #
 # Writes, in OUTDIR: dlbench.db (run again with the same OUTDIR and it resumes), all.csv,
 # all.json, tables.md (the strategy table among them), report.html (with the memory-against-
