@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from dlbench.config import ConfigError
+from dlbench.config import CHECKPOINT_POLICIES, ConfigError
 from dlbench.report import tables, terminal
 from dlbench.report.table import Table
 from dlbench.store import Store
@@ -405,7 +405,6 @@ class SearchPrinter:
 
 def add_checkpointing(p: argparse.ArgumentParser, what: str) -> None:
     """``--checkpointing [full|selective]``: off without it, ``full`` when given bare."""
-    from dlbench.config import CHECKPOINT_POLICIES
     p.add_argument("--checkpointing", nargs="?", const="full", default=None,
                    choices=CHECKPOINT_POLICIES, metavar="{full,selective}",
                    help=f"activation checkpointing{what}: full (the default when given) "
