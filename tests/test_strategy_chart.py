@@ -8,6 +8,7 @@ a rank feeds 2 sequences of 2048 tokens a step.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -189,3 +190,15 @@ def test_the_report_draws_it_beside_the_scaling_charts(tmp_path):
     assert main(["report", "--db", str(db), "--markdown", "-o", str(md)]) == 0
     text = md.read_text(encoding="utf-8")
     assert "Language-model training by strategy" in text and "<svg" not in text
+
+
+def test_the_strategy_table_keeps_a_failed_language_model_run_as_a_row():
+    """A failed run never learnt its unit: the registry says its model counts tokens."""
+    from dlbench.report.strategy_tables import strategy_table
+    crashed = dataclasses.replace(failed("tp", 2), unit="samples", error_type="exception")
+    images = dataclasses.replace(crashed, config=dataclasses.replace(
+        crashed.config, base=ThroughputConfig(model="tiny_cnn", batch_size=2)))
+    table = strategy_table(sweep() + [crashed, images])
+    assert len(table.rows) == len(sweep()) + 1
+    row = table.rows[-1]
+    assert (row[0], row[3], row[5], row[7]) == ("llama-3.2-1b", "tp", "2", "exception")

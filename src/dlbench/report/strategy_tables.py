@@ -22,8 +22,19 @@ from dlbench.report.table import Table, fmt_num
 
 
 def lm_records(records: Sequence[Any]) -> list[Any]:
-    """The scaling records of models counted in tokens (language models)."""
-    return [r for r in records if getattr(r, "kind", "") == "scaling" and r.unit == "tokens"]
+    """The scaling records of models counted in tokens (language models), failures among them:
+    a failed record never learnt its unit, so the registry says what its model counts."""
+    return [r for r in records if getattr(r, "kind", "") == "scaling" and _counts_tokens(r)]
+
+
+def _counts_tokens(r: Any) -> bool:
+    if r.ok or r.unit == "tokens":
+        return r.unit == "tokens"
+    from dlbench.models import get_model  # the registry imports torch (--help stays light)
+    try:
+        return get_model(r.config.model).unit == "tokens"
+    except Exception:  # a source that no longer resolves here: not known to be a language model
+        return False
 
 
 #: The strategies that compile each block of the stack on its own under --compile.
