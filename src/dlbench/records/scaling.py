@@ -18,7 +18,6 @@ from dlbench.records.throughput import OnThroughputConfig, ThroughputConfig
 
 #: The strategies with tensor parallelism: ``tp`` over every rank, ``fsdp+tp`` inside FSDP2.
 TP_STRATEGIES = ("tp", "fsdp+tp")
-#: Every ``--strategy`` of ``dlbench scale``.
 #: fsdp+tp's TP degree without ``--tp``, where it divides the GPUs per host (else 1: one GPU
 #: has nothing to split). Two GPUs per TP group keep TP's per-block all-reduces between a pair
 #: of NVLink peers and leave the rest of the ranks to FSDP, which suits the 1B to 8B models.

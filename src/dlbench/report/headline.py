@@ -951,14 +951,12 @@ def strategy_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
     language-model ``dlbench scale`` records of ``runs``, against the store's matmul ceiling;
     a config measured twice shows its latest ok record (a failure stays where nothing
     replaced it)."""
-    from dlbench.report.strategy_tables import strategy_table  # the strategy view's own rows
+    # the strategy view's own rows
+    from dlbench.report.strategy_tables import latest_per_config, strategy_table
 
     def render(store: Store) -> list[str]:
-        by: dict[str, list[Any]] = {}
-        for run in runs:
-            for r in store.results(run_id=run, kind="scaling"):
-                by.setdefault(r.config.key(), []).append(r)
-        recs = [([r for r in rs if r.ok] or rs)[-1] for rs in by.values()]
+        recs = latest_per_config([r for run in runs
+                                  for r in store.results(run_id=run, kind="scaling")])
         table = strategy_table(recs, store.results(kind="peak"))
         common = _common([record_flags(r) for r in recs if r.ok])
         return ([f"Runs {', '.join(runs)}. " + _caption(common), ""]

@@ -27,6 +27,15 @@ def lm_records(records: Sequence[Any]) -> list[Any]:
     return [r for r in records if getattr(r, "kind", "") == "scaling" and _counts_tokens(r)]
 
 
+def latest_per_config(records: Sequence[Any]) -> list[Any]:
+    """One record per config, in the order the configs first appear: its latest ok record, else
+    its latest failure (a rerun replaces an earlier figure)."""
+    by: dict[str, list[Any]] = {}
+    for r in records:
+        by.setdefault(r.config.key(), []).append(r)
+    return [([r for r in rs if r.ok] or rs)[-1] for rs in by.values()]
+
+
 def _counts_tokens(r: Any) -> bool:
     if r.ok or r.unit == "tokens":
         return r.unit == "tokens"

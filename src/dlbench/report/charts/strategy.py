@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from dlbench.measure.mfu import device_key
 from dlbench.report.charts.base import Chart, commands_of, finish, per_s, pyplot, wrap
-from dlbench.report.strategy_tables import lm_records, strategy_cell
+from dlbench.report.strategy_tables import latest_per_config, lm_records, strategy_cell
 
 GIB = 1024 ** 3
 
@@ -62,11 +62,8 @@ def _facets(r: Any) -> tuple[str, ...]:
     compiled = ""
     if b.compile:
         compiled = "compiled" if b.compile == "default" else f"compiled {b.compile}"
-    # --offload and --fp8: the sharded strategies' levers (getattr: new to ScalingConfig)
     return (b.precision, f"seq {seq}" if seq else "", f"b{b.batch_size}/replica",
-            b.checkpoint_label, compiled,
-            "offload" if getattr(c, "offload", False) else "",
-            "fp8" if getattr(c, "fp8", False) else "",
+            b.checkpoint_label, compiled, "offload" if c.offload else "", "fp8" if c.fp8 else "",
             "" if c.interconnect == "default" else c.interconnect,
             f"{c.nnodes} nodes" if c.nnodes > 1 else "")
 
@@ -81,14 +78,6 @@ def _capacity(r: Any) -> int | None:
     return gpus[0].get("memory_total_bytes") or (r.memory or {}).get("device_total_bytes")
 
 
-def _latest(records: Sequence[Any]) -> list[Any]:
-    """One record per config: its latest ok one, else its latest failure (a rerun wins)."""
-    by: dict[str, list[Any]] = {}
-    for r in records:
-        by.setdefault(r.config.key(), []).append(r)
-    return [([r for r in rs if r.ok] or rs)[-1] for rs in by.values()]
-
-
 def _device(r: Any) -> str:
     """The device the record ran on; a ``--device cpu`` run on a GPU host is its CPU."""
     env = dict(r.env or {})
@@ -100,7 +89,7 @@ def strategy_panels(records: Sequence[Any]) -> list[StrategyPanel]:
     """The charts of :func:`strategy_charts` as data, one per model and device with at least
     one point to draw, in the order the records first name them."""
     groups: dict[tuple[str, str], list[Any]] = {}
-    for r in _latest(lm_records(records)):
+    for r in latest_per_config(lm_records(records)):
         groups.setdefault((r.config.model, _device(r)), []).append(r)
     out = []
     for (model, device), recs in groups.items():
