@@ -119,3 +119,13 @@ def test_the_network_guide_quotes_the_same_check():
     guide = " ".join((ROOT / "docs" / "network.md").read_text().split())
     assert (f"off by {tp[2]} for `tp` where perfect scaling is off by {tp[1]}, and by "
             f"{fsdp[2]} for `fsdp` where perfect scaling is off by {fsdp[1]}") in guide
+
+
+def test_the_readme_says_what_the_records_hold(records):
+    ok = [r for r in records if r.ok]
+    assert {r.units_per_sample for r in ok} == {2048}
+    assert {r.config.gpus for r in ok} == {1, 2}
+    assert {r.config.strategy for r in ok} == {"ddp", "fsdp", "tp"}
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert ("trained on 2,048-token sequences as DDP, FSDP2 and tensor parallel on one and two "
+            "GPUs") in readme

@@ -402,3 +402,22 @@ def test_tp_allreduces_match_what_dtensor_issues(fake_group, strategy):
         assert dtypes.count("torch.float32") == 2 * TP_BACKWARD_ALLREDUCES
     else:                  # FSDP casts each block's inputs to bf16
         assert set(dtypes) == {"torch.bfloat16"}
+
+
+def test_the_network_guide_quotes_the_model_on_llama_1b():
+    """docs/network.md's worked FSDP volumes are what the model computes for llama-3.2-1b."""
+    from pathlib import Path
+
+    from dlbench.whatif.inputs import model_shape
+    from dlbench.whatif.sharded import fsdp_bytes
+
+    shape = model_shape("llama-3.2-1b")
+    at2, at8 = fsdp_bytes(shape, 2), fsdp_bytes(shape, 8)
+    gathered = at2["all-gather forward"] + at2["all-gather backward"]
+    guide = " ".join((Path(__file__).resolve().parents[1] / "docs" / "network.md")
+                     .read_text().split())
+    assert (f"llama-3.2-1b ({shape.params / 1e6:,.1f} M parameters, "
+            f"{shape.root_params / 1e6:,.1f} M in the root: the tied embedding) in bf16 moves "
+            f"{sum(at2.values()) / 1e9:.2f} GB per GPU per step at 2 GPUs "
+            f"({gathered / 1e9:.2f} GB gathered, {at2['reduce-scatter'] / 1e9:.2f} GB "
+            f"reduce-scattered) and {sum(at8.values()) / 1e9:.2f} GB at 8") in guide
