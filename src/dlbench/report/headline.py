@@ -972,6 +972,11 @@ H100_GENERATE = f"{H100}/generate"
 #: The two sweeps of the generation campaign, one per card of a two-H100 host (llama-3.2-1b on
 #: GPU 0, llama-3.1-8b on GPU 1).
 GENERATE_RUNS = ("591df2f3d966", "6468e4f56a9f")
+#: The second H100 campaign, one H100 alone: llama-3.1-8b at batch 1 (eager and compile+fuse),
+#: llama-3.2-1b at batch 1 (compile+fuse), both at batch 64 (eager and compile+fuse), and
+#: llama-3.1-8b at the largest batch that fits (compile+fuse).
+GENERATE_FUSED_RUNS = ("b2072278de6c", "dc2b4cff3d0f", "74b4288175a6", "54adeb174928",
+                       "e79af84a040c")
 H200_GENERATE_PAGE = "docs/results/2026-11-h200-generate.md"
 H200_GENERATE = "pt2.11-cu130-h200/generate"
 #: The H200 generation sweeps, one host of two cards (llama-3.1-8b on GPU 0, the 1B and 3B on
@@ -1034,6 +1039,10 @@ HEADLINES = (
     Headline("cpu-net", CPU, net_runs(("cae6d8e89191", "680215e0133c")), CPU_PAGE),
     Headline("h100-generate", H100_GENERATE, generate_runs(GENERATE_RUNS), GENERATE_PAGE),
     Headline("h100-generate-paths", H100_GENERATE, generate_paths(GENERATE_RUNS),
+             GENERATE_PAGE),
+    Headline("h100-generate-fused", H100_GENERATE, generate_runs(GENERATE_FUSED_RUNS),
+             GENERATE_PAGE),
+    Headline("h100-generate-fused-paths", H100_GENERATE, generate_paths(GENERATE_FUSED_RUNS),
              GENERATE_PAGE),
     Headline("h200-generate", H200_GENERATE, generate_runs(H200_GENERATE_RUNS),
              H200_GENERATE_PAGE),
