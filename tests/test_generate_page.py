@@ -222,3 +222,15 @@ def test_readme_quotes_the_fused_roof_fraction(fused):
     assert (f"decode step at batch 1 reads its weights at "
             f"{r.roofline_fraction(bandwidth_roof(r, peaks).gbs):.1%} of the card's measured copy "
             "bandwidth") in readme
+
+
+def test_the_generation_guide_quotes_both_h100_campaigns(fused, records):
+    recs, peaks = fused
+    old_recs, old_peaks = records
+    new, old = one(recs, "llama-3.1-8b", 1, "compile"), one(old_recs, "llama-3.1-8b", 1, "compile")
+    assert new.config.fuse and not old.config.fuse
+    doc = " ".join((ROOT / "docs" / "generation.md").read_text().split())
+    assert (f"on an H100, from {old.tpot().mean_s * 1e3:.2f} ms "
+            f"({old.roofline_fraction(bandwidth_roof(old, old_peaks).gbs):.1%} of the memory roof) "
+            f"to {new.tpot().mean_s * 1e3:.2f} ms "
+            f"({new.roofline_fraction(bandwidth_roof(new, peaks).gbs):.1%})") in doc

@@ -95,5 +95,44 @@ def test_the_generation_guide_quotes_the_same_records(records):
     plain, fused = (one(recs, "llama-3.1-8b", 1, p) for p in ("compile", "compile+fuse"))
     quote = (f"llama-3.1-8b's compiled decode step from {plain.tpot().mean_s * 1e3:.2f} to "
              f"{fused.tpot().mean_s * 1e3:.2f} ms a token")
-    for page in ("docs/generation.md", H.GENERATE_PAGE):  # the guide, the H100 page
-        assert quote in " ".join((ROOT / page).read_text().split()), page
+    assert quote in " ".join((ROOT / "docs/generation.md").read_text().split())
+
+
+# -- the third session: --tuned --fuse side by side ------------------------------------------------
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    store = H.open_store(ROOT / "results", H.H200_GENERATE, tmp_path_factory.mktemp("tuned"))
+    recs = [r for run in H.H200_GENERATE_TUNED_RUNS
+            for r in store.results(run_id=run, kind="generate")]
+    peaks = store.results(kind="peak")
+    store.close()
+    return recs, peaks
+
+
+def test_the_fused_step_on_another_card(tuned, records):
+    recs, peaks = tuned
+    r = one(recs, "llama-3.1-8b", 1, "compile+fuse")
+    first_recs, first_peaks = records
+    first = one(first_recs, "llama-3.1-8b", 1, "compile+fuse")
+    assert r.env["gpus"][0]["uuid"] != first.env["gpus"][0]["uuid"]     # "on another card"
+    roof = bandwidth_roof(r, peaks)
+    assert roof.source == "measured"
+    frac = r.roofline_fraction(roof.gbs)
+    first_frac = first.roofline_fraction(bandwidth_roof(first, first_peaks).gbs)
+    assert abs(frac - first_frac) < 0.005                                # "within half a point"
+    says(f"took {_ms(r)} a token, {frac:.1%} of the {roof.gbs:,.0f} GB/s that card copies")
+    says(f"first session's {first_frac:.1%}")
+
+
+def test_generate_with_cores_of_its_own(tuned):
+    recs, _ = tuned
+    eager = [r for r in recs if r.config.path == "eager"]
+    assert eager and all(r.stop_reason == "time_cap" for r in eager)
+    widths = sorted(r.summary().rel_halfwidth for r in eager)
+    says(f"intervals run from ±{widths[0]:.1%} to ±{widths[-1]:.1%}")
+
+    def factor(model):
+        e, f = one(recs, model, 1, "eager"), one(recs, model, 1, "compile+fuse")
+        return f.output_tokens_per_s() / e.output_tokens_per_s()
+    says(f"{factor('llama-3.1-8b'):.2f}x faster for llama-3.1-8b at batch 1 and "
+         f"{factor('llama-3.2-1b'):.2f}x for llama-3.2-1b")

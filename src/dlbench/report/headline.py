@@ -984,6 +984,9 @@ H200_GENERATE = "pt2.11-cu130-h200/generate"
 H200_GENERATE_RUNS = ("1906588970b4", "0f0d91a0ae1f", "01be8621afd8", "c348466f8fa8",
                       "d08b46795914", "f36e3a4f64ac", "9e866eba7e3d", "d6fbdd0ef6b3",
                       "4d5638958bc7")
+#: The third H200 session: each card's sweep with --tuned --fuse (eager and compile+fuse side by
+#: side), the two cards at once, each process on its own half of the host's cores.
+H200_GENERATE_TUNED_RUNS = ("42c655dcea4b", "51bd5bb999ac")
 SHARDED_PAGE = "docs/results/2026-11-2x-h200-sharded.md"
 H200_2 = "pt2.11-cu130-2x-h200"
 #: Language-model training by strategy on two H200s: 1B ddp/fsdp at 1 and 2 GPUs, 8B fsdp
@@ -1048,6 +1051,10 @@ HEADLINES = (
              H200_GENERATE_PAGE),
     Headline("h200-generate-paths", H200_GENERATE, generate_paths(H200_GENERATE_RUNS),
              H200_GENERATE_PAGE),
+    Headline("h200-generate-tuned", H200_GENERATE, generate_runs(H200_GENERATE_TUNED_RUNS),
+             H200_GENERATE_PAGE),
+    Headline("h200-generate-tuned-paths", H200_GENERATE,
+             generate_paths(H200_GENERATE_TUNED_RUNS), H200_GENERATE_PAGE),
     Headline("2x-h200-strategies", H200_2, strategy_runs(SHARDED_RUNS), SHARDED_PAGE),
 )
 
