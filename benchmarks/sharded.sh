@@ -11,23 +11,26 @@
 #   llama3b   llama-3.2-3b (batch 1) the same
 #   llama8b   llama-3.1-8b (batch 1) at 2 GPUs: fsdp with activation checkpointing (with AdamW
 #             it needs about 128 GB before activations: it does not fit one 80 GB GPU)
+#   levers    llama-3.2-1b under fsdp at 2 GPUs: 8 sequences per GPU, selective checkpointing,
+#             fp8 (needs torchao); llama-3.1-8b with fp8 and checkpointing
 #   fidelity  dlbench's fsdp against a bare FSDP2 loop (benchmarks/fidelity.py --fsdp), 4 rounds
 #   whatif    the what-if model against every multi-GPU run above (whatif-check.txt)
-# With no PART, all six in this order.
+# With no PART, all seven in this order.
 #
 # How long, on two H200: ceilings 30 s; llama1b 5 min and llama3b 5 min (each config starts
 # its ranks, builds the model and compiles a block in 30 to 60 s before its window); llama8b
-# 1 min; fidelity about 4 min (1 min a round); whatif seconds.
+# 1 min; levers 5 min (fp8 compiles for more than a minute a config); fidelity about 4 min
+# (1 min a round); whatif seconds.
 #
 # Writes, in OUTDIR: dlbench.db (run again with the same OUTDIR and it resumes), all.csv,
 # all.json, tables.md (the strategy table among them), report.html (with the memory-against-
 # throughput chart), fidelity-fsdp.json, whatif-check.txt and a log per part.
 set -uo pipefail
-usage="usage: $0 OUTDIR [ceilings|llama1b|llama3b|llama8b|fidelity|whatif ...]"
+usage="usage: $0 OUTDIR [ceilings|llama1b|llama3b|llama8b|levers|fidelity|whatif ...]"
 out=${1:?$usage}; shift
-parts=${*:-ceilings llama1b llama3b llama8b fidelity whatif}
+parts=${*:-ceilings llama1b llama3b llama8b levers fidelity whatif}
 source "$(dirname "$0")/lib.sh"
-begin ceilings llama1b llama3b llama8b fidelity whatif
+begin ceilings llama1b llama3b llama8b levers fidelity whatif
 nvlink_multicast_off
 
 S=(--precision bf16 --optimizer adamw --compile default --resume --db "$db")
@@ -44,6 +47,14 @@ llama1b() { strategies llama-3.2-1b 4; }
 llama3b() { strategies llama-3.2-3b 1; }
 llama8b() {
   dl scale -m llama-3.1-8b -b 1 --gpus 2 --strategy fsdp --checkpointing "${S[@]}" \
+      --tag llama-3.1-8b
+}
+levers() {
+  local one=(-m llama-3.2-1b --gpus 2 --strategy fsdp "${S[@]}" --tag llama-3.2-1b)
+  dl scale "${one[@]}" -b 8
+  dl scale "${one[@]}" --checkpointing selective
+  dl scale "${one[@]}" --fp8
+  dl scale -m llama-3.1-8b -b 1 --gpus 2 --strategy fsdp --fp8 --checkpointing "${S[@]}" \
       --tag llama-3.1-8b
 }
 fidelity() {

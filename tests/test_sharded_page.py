@@ -30,9 +30,15 @@ def records(tmp_path_factory):
     return recs
 
 
-def one(recs, model, strategy, gpus):
+def one(recs, model, strategy, gpus, batch=None, policy=None):
+    """The latest ok record of a config: at the registry's batch (4 for the 1B model, else 1)
+    and, with checkpointing, its policy unless named (the third session's batch-8 and
+    selective runs are asked for by name)."""
+    default = 4 if model == "llama-3.2-1b" else 1
     ok = [r for r in recs if r.ok and (r.config.model, r.config.strategy, r.config.gpus)
-          == (model, strategy, gpus)]
+          == (model, strategy, gpus) and r.config.base.batch_size == (batch or default)
+          and (r.config.base.checkpoint_policy if r.config.base.checkpointing else None)
+          in ((policy,) if policy else (None, "full"))]
     return ok[-1]
 
 
@@ -51,12 +57,39 @@ def mfu(r) -> float:
 def test_fsdp_mfu_and_scaling(records):
     fsdp2, fsdp1 = one(records, "llama-3.2-1b", "fsdp", 2), one(records, "llama-3.2-1b", "fsdp", 1)
     ddp2, ddp1 = one(records, "llama-3.2-1b", "ddp", 2), one(records, "llama-3.2-1b", "ddp", 1)
-    says(f"reaches **{mfu(fsdp2):.1%}** MFU on two GPUs ({per_gpu_tflops(fsdp2):.0f} TFLOP/s a "
-         "GPU), short of the 45%")
+    assert fsdp2.config.base.batch_size == 4
+    says(f"reaches **{mfu(fsdp2):.1%}** MFU on two GPUs at four sequences per GPU "
+         f"({per_gpu_tflops(fsdp2):.0f} TFLOP/s a GPU), short of the 45%")
     assert mfu(fsdp2) < 0.45
     says(f"its two GPUs make {tokens(fsdp2) / tokens(fsdp1):.2f} times one GPU's tokens, where "
          f"DDP makes {tokens(ddp2) / tokens(ddp1):.2f}")
     assert all("throttled (power)" in " ".join(H.record_flags(r)) for r in records if r.ok)
+
+
+def test_the_third_session(records):
+    b8 = one(records, "llama-3.2-1b", "fsdp", 2, batch=8)
+    assert not b8.config.base.checkpointing
+    assert b8.env["gpus"][0]["name"] == "NVIDIA H200" and mfu(b8) > 0.45
+    says(f"lift FSDP2 on the 1B model to **{mfu(b8):.1%}** MFU ({per_gpu_tflops(b8):.0f} TFLOP/s a "
+         f"GPU, {b8.memory['allocated_peak_bytes'] / 2**30:.1f} GiB peak on rank 0)")
+    sel = one(records, "llama-3.2-1b", "fsdp", 2, policy="selective")
+    plain = one(records, "llama-3.2-1b", "fsdp", 2)
+    gib = [r.memory["allocated_peak_bytes"] / 2**30 for r in (sel, plain)]
+    says(f"{tokens(sel):,.0f} tokens/s against {tokens(plain):,.0f} without checkpointing, and "
+         f"{gib[0]:.1f} GiB peak on rank 0 against {gib[1]:.1f}")
+
+
+def test_the_interrupted_runs_are_in_the_store(tmp_path):
+    store = H.open_store(ROOT / "results", H.H200_2, tmp_path)
+    runs = {r.run_id: r for r in store.runs()}
+    store.close()
+    for rid, what in (("870b7ec5fef4", "--fp8"), ("b026bc4d639a", "--fp8"),
+                      ("fd66cd093852", "llama-3.2-3b")):
+        assert runs[rid].status == "interrupted" and runs[rid].results == 0
+        assert what in runs[rid].command
+    says("(the 1B model under FSDP2, run 870b7ec5fef4, and the 8B model with checkpointing, run "
+         "b026bc4d639a)")
+    says("the 3B model's DDP run on two GPUs (fd66cd093852)")
 
 
 def test_tensor_parallel(records):

@@ -246,3 +246,27 @@ def test_an_optimizer_steps_dtensor_shards_and_plain_tensors_together():
         assert shard.full_tensor().max() < 1 and whole.max() < 1
     finally:
         dist.destroy_process_group()
+
+
+def test_measured_mfu_takes_the_ceiling_of_a_card_the_run_used():
+    """A store merging two hosts' runs: each run's measured MFU is against its own host's peak
+    run (the card a peak run measured is among the run's cards), not the latest of the model;
+    a run with no peak of its own host falls back to the latest of its GPU model."""
+    from dlbench.records.peak import PeakConfig, PeakRecord
+    from dlbench.report.strategy_tables import strategy_table
+
+    def host(*uuids):
+        return {"accelerator": "cuda",
+                "gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": u} for u in uuids]}
+
+    def peak(tflops, env, run_id):
+        return PeakRecord(config=PeakConfig("matmul", precision="bf16", shape=(8, 8, 8)),
+                          env=env, times_s=(1.0, 1.0, 1.0), work=tflops * 1e12, run_id=run_id)
+    a, b, c = host("GPU-a0", "GPU-a1"), host("GPU-b0", "GPU-b1"), host("GPU-c0", "GPU-c1")
+    runs = [replace(_rec("ddp", 2, 0.5), env=env) for env in (a, b, c)]
+    per_gpu = 6e9 * 8192 / 1e12                  # TFLOP/s per GPU of each run
+    peaks = [peak(800.0, a, "peak-a"), peak(700.0, b, "peak-b")]   # b's is the latest
+    rows = strategy_table(runs, peaks)
+    col = rows.columns.index("MFU (measured)")
+    assert [r[col] for r in rows.rows] == [f"{per_gpu / 800:.1%}", f"{per_gpu / 700:.1%}",
+                                           f"{per_gpu / 700:.1%}"]

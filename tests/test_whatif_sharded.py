@@ -187,10 +187,10 @@ def test_predict_tp_shares_one_batch():
         predict(Workload(compute_s=1.0, grad_bytes=1.0), Cluster(1, 2, intra, intra), "fsdp")
 
 
-def _scale(strategy, gpus, step, model="tiny_llama", tp=None):
+def _scale(strategy, gpus, step, model="tiny_llama", tp=None, **base_kw):
     from dlbench.records.scaling import ScalingConfig, ScalingRecord
     from dlbench.records.throughput import ThroughputConfig
-    base = ThroughputConfig(model=model, batch_size=2, device="cpu", precision="bf16")
+    base = ThroughputConfig(model=model, batch_size=2, device="cpu", precision="bf16", **base_kw)
     kw = {"tp": tp} if tp else {}
     cfg = ScalingConfig(base=base, gpus=gpus, strategy=strategy, **kw)
     return ScalingRecord(config=cfg, env={}, rank_step_times_s=((step,) * 4,) * gpus,
@@ -219,6 +219,22 @@ def test_check_fsdp_records_beside_perfect_scaling():
     assert alone[0].compute_s == 2.9                    # ddp's one-GPU record stands in
     assert check_scaling(recs[1:2], Link(1e9, 0.0), {"tiny_llama": 1},
                          shapes={"tiny_llama": shape}) == []
+
+
+def test_check_pairs_a_run_with_a_one_gpu_run_of_the_same_levers():
+    """A checkpointed two-GPU run recomputes its activations: predicted from a plain one-GPU
+    run's compute, the recomputation would read as communication. It takes the one-GPU run
+    of its own checkpointing policy, and without one it is left out."""
+    shape = ModelShape(root_params=1e8, block_params=(1e8, 1e8), hidden=64, seq_len=32)
+    sel = {"mode": "train", "checkpointing": True, "checkpoint_policy": "selective"}
+    plain1, sel2 = _scale("fsdp", 1, 3.0), _scale("fsdp", 2, 4.5, **sel)
+    link, g, shapes = Link(1e9, 0.0), {"tiny_llama": 1}, {"tiny_llama": shape}
+    assert check_scaling([plain1, sel2], link, g, shapes=shapes) == []
+    sel1 = _scale("fsdp", 1, 3.9, **sel)
+    [row] = check_scaling([plain1, sel1, sel2], link, g, shapes=shapes)
+    assert row.compute_s == 3.9 and row.record_id == sel2.id
+    full2 = _scale("fsdp", 2, 4.8, mode="train", checkpointing=True)
+    assert check_scaling([plain1, sel1, full2], link, g, shapes=shapes) == []
 
 
 def _tp_ok():

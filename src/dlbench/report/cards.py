@@ -63,6 +63,19 @@ def card_uuids(r: Any) -> tuple[str, ...]:
     return tuple(str(gpus[i].get("uuid")) for i in used if i < len(gpus) and gpus[i].get("uuid"))
 
 
+def own_host_peaks(r: Any, peak_records: Sequence[Any]) -> list[Any]:
+    """Of ``peak_records``, those that measured one of the cards ``r`` ran on (a peak run
+    measures its host's first visible GPU); every one of them where none did (older records
+    without UUIDs, or a store whose peak ran on another host), so that the caller's
+    device-model lookup decides as before. Cards of one model differ by about 2%: a ceiling
+    from another host's card would move a result's measured MFU by as much."""
+    mine = set(card_uuids(r))
+    own = [p for p in peak_records
+           if getattr(p, "kind", None) == "peak" and mine and card_uuids(p)[:1]
+           and card_uuids(p)[0] in mine]
+    return own or list(peak_records)
+
+
 def card_model(r: Any) -> str | None:
     env = getattr(r, "env", None) or {}
     gpus = env.get("gpus") or []

@@ -992,7 +992,7 @@ H200_2 = "pt2.11-cu130-2x-h200"
 #: Language-model training by strategy on two H200s: 1B ddp/fsdp at 1 and 2 GPUs, 8B fsdp
 #: with checkpointing, 3B fsdp at 1 and 2, tp at 2 (after the optimizer fix), 3B ddp at 1.
 SHARDED_RUNS = ("5f95571f9220", "a97b2333a494", "27242a480627", "c494a3d5ac40",
-                "dff519c359fc", "2ed3766a0b87")
+                "dff519c359fc", "2ed3766a0b87", "c0e4a6a72f1b", "96ea19689dca")
 
 HEADLINES = (
     Headline("h100-default", H100, h100_default),

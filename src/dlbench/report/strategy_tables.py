@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from dlbench.measure.mfu import datasheet_mfu, device_key, measured_peaks
 from dlbench.records.scaling import scaling_factor
+from dlbench.report.cards import own_host_peaks
 from dlbench.report.flags import flags
 from dlbench.report.table import Table, fmt_num
 
@@ -85,7 +86,6 @@ def per_gpu_tflops(r: Any) -> float | None:
 def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> Table:
     """The strategy table of the LM scaling records among ``records``."""
     recs = lm_records(records)
-    peaks = measured_peaks(peak_records)
     ones = {}
     for r in recs:
         if r.ok and r.config.gpus == 1:
@@ -105,6 +105,9 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
         ds = meas = None
         if per_gpu is not None and (r.env or {}).get("accelerator") == "cuda":
             ds = datasheet_mfu(per_gpu, r.env, b.precision)[0]
+            # the ceiling of a card this run used where the store has one (a store may merge
+            # several hosts' runs), else the latest of its GPU model
+            peaks = measured_peaks(own_host_peaks(r, peak_records))
             peak = peaks.get(device_key(r.env), {}).get(b.precision)
             meas = per_gpu / peak if peak else None
         # The same strategy and levers at one GPU; else ddp's or fsdp's with the same fp8
@@ -135,7 +138,8 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
         "rank's window; tok/s/GPU = tok/s over all GPUs; TFLOP/s/GPU = the model's "
         "counted FLOPs (6N + 12LHT per token for the transformers LMs) per second per GPU; MFU "
         "against the GPU's datasheet dense peak and the measured matmul ceiling of the latest "
-        "'dlbench peak' run on the device ('-': none, or a CPU); x 1 GPU = the factor of tok/s "
+        "'dlbench peak' run on one of the run's cards, else on its GPU model ('-': none, or a "
+        "CPU); x 1 GPU = the factor of tok/s "
         "over the same strategy at 1 GPU, else over ddp's or fsdp's (named); compiled/block = each block of the stack compiled on its own" + _lever_notes(recs),))
 
 

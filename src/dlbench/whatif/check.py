@@ -269,9 +269,14 @@ def _sharded_check(r: Any, shape: ModelShape, compute: float, link: Link,
 
 
 def _scale_key(r: Any, strategy: str | None = None) -> tuple:
-    c = r.config
-    return (c.model, c.base.batch_size, c.base.precision, c.base.compile,
-            strategy or c.strategy)
+    """What a multi-GPU run and its one-GPU reference share: the model and its batch, sequence,
+    precision and compile, and every lever that changes a step's compute (checkpointing and
+    its policy, fp8, offload): a checkpointed run predicted from a plain one's compute would
+    blame the recomputation on the links."""
+    c, b = r.config, r.config.base
+    ckpt = getattr(b, "checkpoint_policy", "full") if getattr(b, "checkpointing", False) else None
+    return (c.model, b.batch_size, b.input_size, b.precision, b.compile, ckpt,
+            getattr(c, "fp8", False), getattr(c, "offload", False), strategy or c.strategy)
 
 
 def error_summary(rows: Sequence[CheckRow]) -> dict[str, float]:
