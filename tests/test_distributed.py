@@ -196,7 +196,10 @@ def test_a_slow_step_cannot_overrun_max_time_in_scaling(strategy):
     # window's bounded queue adds at most its depth (tests/test_window.py).
     from dlbench.measure.window import check_every
     lag, cap = 0.06, 0.6
-    stop = StopRule(min_steps=1000, max_steps=100_000, min_seconds=0, max_seconds=cap)
+    # sleeps jitter, and no interval reaches 1e-9: the cap ends the window (a huge minimum,
+    # which wins over the cap, would not let it)
+    stop = StopRule(min_steps=2, max_steps=100_000, min_seconds=0, max_seconds=cap,
+                    target_rel_ci=1e-9)
     cfg = ScalingConfig(base=base(model="tiny_mlp", input_size=8, warmup_steps=2, stop=stop),
                         gpus=2, strategy=strategy)
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),

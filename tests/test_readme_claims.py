@@ -5,6 +5,7 @@ hand, a flag dropped, an interval left from an older method)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -90,8 +91,14 @@ def test_record_flags_name_the_cap_the_missing_telemetry_and_the_process():
     wide = tuple(0.01 * (1 + 0.3 * (i % 2)) for i in range(6))   # a wide, capped window
     capped = ThroughputRecord(config=cfg, env={"accelerator": "cuda"}, step_times_s=wide,
                               samples_per_step=8, stop_reason="time_cap")
-    assert H.record_flags(capped) == ["noisy (time cap)", "cv 14%", "no telemetry",
-                                      "one process"]
+    assert H.record_flags(capped) == ["noisy (time cap)", "6 of 20 steps", "cv 14%",
+                                      "no telemetry", "one process"]
+    # A window the time cap ended with its interval at the target is flagged all the same
+    narrow = replace(capped, step_times_s=(0.01,) * 25, env={"accelerator": "cpu"},
+                     repeat_group="g", repeat_index=0, repeat_count=3)
+    assert H.record_flags(narrow) == ["time cap"]
+    gen = replace(narrow, step_times_s=(0.01,) * 2)
+    assert H.record_flags(gen) == ["time cap", "2 of 20 steps"]
     steady = ThroughputRecord(config=cfg, env={"accelerator": "cpu"}, step_times_s=(0.01,) * 40,
                               samples_per_step=8, stop_reason="converged",
                               repeat_group="g", repeat_index=0, repeat_count=3)
@@ -105,11 +112,17 @@ def test_maxbatch_rows_carry_their_bracket_and_flags(rendered):
     # come from the records.
     rows = {line.split(" | ")[0]: line for line in rendered["h100-maxbatch"]
             if line.startswith("| ")}
-    assert "3,300 img/s ±1.60%, noisy (time cap); throttled (power)" in rows["| vgg16 (fp32 ‡)"]
+    assert ("3,300 img/s ±1.60%, noisy (time cap); 6 of 20 steps; throttled (power)"
+            in rows["| vgg16 (fp32 ‡)"])
+    # the fp32 measurement's narrow interval came from 2 steps: it says so
+    assert "32.20 img/s ±0.01%, time cap; 2 of 20 steps" in rows["| vgg16 (fp32 ‡)"]
     assert "845 (922: CUDNN_STATUS_INTERNAL_ERROR)" in rows["| inception_v4"]
     assert "597 (657)*" in rows["| densenet161"]
+    # the excerpt's rows are the full table's, but for a flag all its rows carry, which its
+    # caption says once
+    assert "time cap" in rendered["memory-maxbatch"][0]
     assert rendered["memory-maxbatch"][2:] == [
-        line for line in rendered["h100-maxbatch"][2:]
+        line.replace("time cap; ", "") for line in rendered["h100-maxbatch"][2:]
         if not line.startswith("| ") or line.split(" | ")[0] in (
             "| model", "| resnet50", "| vit_b_16", "| gpt2 (seq 1024)")]
 

@@ -100,3 +100,18 @@ def test_the_cpu_timer_never_waits_in_throttle():
         timer.lap()
         timer.throttle(2)
     assert timer.finish() == [1, 1, 1, 1, 1]
+
+
+def test_the_minimum_wins_over_the_time_cap():
+    """Steps of 4 s against a 10 s cap and a minimum of 5: the window runs to 5 steps (20 s)
+    and then stops for the cap, never storing a figure of 2 or 3 steps."""
+    reason, times = run_loop([4.0, 4.1] * 50)
+    assert reason == StopReason.TIME_CAP and len(times) == 5
+    # a user's --min-steps 3 is kept too
+    rule = StopRule(min_steps=3, min_seconds=0.0, max_seconds=1.0, target_rel_ci=0.01)
+    reason, times = run_loop([2.0, 3.0] * 10, rule)
+    assert reason == StopReason.TIME_CAP and len(times) == 3
+    # a window that reaches its interval at the cap is labelled converged, not capped
+    steady = StopRule(min_steps=5, min_seconds=0.0, max_seconds=1.0, target_rel_ci=0.01)
+    reason, times = run_loop([0.25] * 10, steady)
+    assert reason == StopReason.CONVERGED and len(times) == 5

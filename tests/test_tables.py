@@ -88,7 +88,20 @@ def test_noisy_result_is_flagged():
     c = ThroughputConfig(model="resnet50", batch_size=8)
     r = ThroughputRecord(config=c, env={}, step_times_s=(0.1, 0.3) * 3 + (0.9,), samples_per_step=8,
                          stop_reason="time_cap")
-    assert tables.flags(r) == ["noisy (time_cap)"]
+    assert tables.flags(r) == ["noisy (time_cap)", "7/20 steps"]
+
+
+def test_a_capped_window_is_flagged_whatever_its_interval():
+    c = ThroughputConfig(model="resnet50", batch_size=8)
+    narrow = ThroughputRecord(config=c, env={}, step_times_s=(0.1,) * 25, samples_per_step=8,
+                              stop_reason="time_cap")
+    assert narrow.converged() and tables.flags(narrow) == ["time_cap"]
+    short = replace(narrow, step_times_s=(0.1,) * 3)
+    assert tables.flags(short) == ["time_cap", "3/20 steps"]
+    done = replace(narrow, stop_reason="converged")
+    assert tables.flags(done) == []
+    assert ",time_cap;short;one_process," in to_csv([short])
+    assert ",converged,True,one_process," in to_csv([done])
 
 
 def test_csv_has_every_column_and_one_row_per_record():

@@ -120,6 +120,14 @@ def on_device(step_s, timer_cls=FakeEventTimer, **kw):
 
 
 RULE = dict(min_steps=5, min_seconds=0.0, max_seconds=5.0, target_rel_ci=0.01)
+#: A window that reaches the time cap: an interval target its steps' 0.1% jitter never meets
+#: (the minimum wins over the cap, so a huge --min-steps would run past it instead).
+NEVER = dict(min_steps=2, max_steps=100_000, target_rel_ci=1e-9)
+
+
+def jitter(step_s: float, k: int) -> float:
+    """``step_s`` give or take 0.1%: steps that never converge to a 1e-9 interval."""
+    return step_s * (1 + 1e-3 * (k % 2))
 
 
 # -- the phases ----------------------------------------------------------------------------------
@@ -192,9 +200,9 @@ def test_target_interval_decides_between_converged_and_the_time_cap():
 
 
 def test_max_time_on_the_host_overruns_by_one_check_at_most():
-    w = window_on_host(lambda k: 0.03, min_steps=10_000, max_steps=20_000, max_seconds=2.0)
+    w = window_on_host(lambda k: jitter(0.03, k), **{**NEVER, "max_seconds": 2.0})
     assert w.stop_reason == "time_cap"
-    assert 2.0 <= w.wall_s <= 2.0 + CHECK_INTERVAL_S + 0.03
+    assert 2.0 <= w.wall_s <= 2.0 + CHECK_INTERVAL_S + 0.03 * 1.001
 
 
 def test_max_steps():
@@ -219,36 +227,38 @@ def test_the_fake_device_runs_ahead_of_the_host_as_a_gpu_does():
 def test_a_slow_step_overruns_max_time_by_the_queue_depth_at_most(step_s):
     # Uniformly slow steps (a model at its memory boundary): the host may queue in_flight steps
     # of them, and no more, past the moment its clock passes --max-time.
-    clock, dev, window = on_device(lambda k: step_s)
+    clock, dev, window = on_device(lambda k: jitter(step_s, k))
     window.first_step(dev.step)
     window.warm_up(dev.step, 2)
-    window.run(dev.step, StopRule(**{**RULE, "min_steps": 10_000, "max_steps": 100_000}))
+    window.run(dev.step, StopRule(**{**RULE, **NEVER}))
     k = window.in_flight
     assert k == steps_in_flight(step_s) and dev.max_ahead <= k + 1
     assert window.stop_reason == "time_cap"
-    assert window.wall_s <= RULE["max_seconds"] + (k + 1) * step_s + 1e-6
+    # past the cap, or past the minimum's two steps where those outlast it (60 s steps)
+    reach = max(RULE["max_seconds"], NEVER["min_steps"] * step_s * 1.001)
+    assert window.wall_s <= reach + (k + 1) * step_s * 1.001 + 1e-6
     assert sum(window.step_times_s) == pytest.approx(window.wall_s, abs=1e-3)
 
 
 def test_without_the_bound_the_window_overran_max_time_by_the_launch_queue():
     # The same steps with a timer that never waits: the host, whose launches cost 0.1 ms,
     # queues ~50,000 steps while its clock reaches 5 s; the window then waits for all of them.
-    clock, dev, window = on_device(lambda k: 0.4, timer_cls=NoThrottle)
+    clock, dev, window = on_device(lambda k: jitter(0.4, k), timer_cls=NoThrottle)
     window.first_step(dev.step)
     window.warm_up(dev.step, 2)
-    window.run(dev.step, StopRule(**{**RULE, "min_steps": 10_000, "max_steps": 100_000}))
+    window.run(dev.step, StopRule(**{**RULE, **NEVER}))
     assert window.wall_s > 1000 * RULE["max_seconds"]
 
 
 def test_a_sudden_slowdown_overruns_by_the_queue_depth_it_was_given():
     # Warm-up steps of 10 ms leave 100 steps in flight; window steps of 0.2 s can then overrun
     # by those 100 (and one being issued), never by the launch queue's depth.
-    clock, dev, window = on_device(lambda k: 0.01 if k < 6 else 0.2)
+    clock, dev, window = on_device(lambda k: 0.01 if k < 6 else jitter(0.2, k))
     window.first_step(dev.step)
     window.warm_up(dev.step, 5)
-    window.run(dev.step, StopRule(**{**RULE, "min_steps": 10_000, "max_steps": 100_000}))
+    window.run(dev.step, StopRule(**{**RULE, **NEVER}))
     assert window.in_flight == 100
-    assert window.wall_s <= RULE["max_seconds"] + 101 * 0.2 + 1e-6
+    assert window.wall_s <= RULE["max_seconds"] + 101 * 0.2 * 1.001 + 1e-6
     assert dev.max_ahead <= 101
 
 
@@ -291,16 +301,16 @@ def test_ranks_check_every_agreed_count_and_rank_zero_decides():
     assert check_every([0.01] * 4) == 10 and check_every([0.5]) == 1 and check_every([]) == 1
     assert check_every([1e-9]) == 1000
     agree = Leader()
-    clock, dev, window = on_device(lambda k: 0.5, agree=agree)
+    clock, dev, window = on_device(lambda k: jitter(0.5, k), agree=agree)
     window.first_step(dev.step)
     window.warm_up(dev.step, 2, 0.0)
-    window.run(dev.step, StopRule(**{**RULE, "min_steps": 10_000, "max_steps": 100_000}))
+    window.run(dev.step, StopRule(**{**RULE, **NEVER}))
     assert window.check_every == 1 and window.stop_reason == "time_cap"
     # the warm-up's end and the cadence were agreed, then one decision per step (0 = go on)
     assert agree.calls[:2] == [1, 1] and agree.calls[-1] == 2 and set(agree.calls[2:-1]) == {0}
     # the bound across ranks: the steps between two checks, and the queue
     k = window.in_flight
-    assert window.wall_s <= RULE["max_seconds"] + (window.check_every + k + 1) * 0.5 + 1e-6
+    assert window.wall_s <= RULE["max_seconds"] + (window.check_every + k + 1) * 0.5005 + 1e-6
 
 
 def test_a_follower_stops_when_rank_zero_says_and_asks_nothing_itself():

@@ -111,10 +111,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=COUNT, default=10, help="warm-up steps after the first (default 10)")
     p.add_argument("--warmup-time", type=SECONDS_OR_ZERO, default=1.0,
                    help="also warm up for at least this many seconds (default 1)")
-    p.add_argument("--min-steps", type=integer(2), default=20, help="measured steps at least (default 20)")
+    p.add_argument("--min-steps", type=integer(2), default=20, help="measured steps at least, even past --max-time (default 20)")
     p.add_argument("--min-time", type=SECONDS_OR_ZERO, default=2.0, help="measured seconds at least (default 2)")
     p.add_argument("--max-time", type=SECONDS, default=15.0,
-                   help="stop a window after this many seconds even if noisy (default 15)")
+                   help="stop a window after this many seconds even if noisy, once --min-steps are "
+                        "measured (default 15)")
     p.add_argument("--max-steps", type=integer(2), default=100_000, help="stop after this many steps")
     p.add_argument("--target-ci", type=FRACTION, default=0.01,
                    help="stop once the 95%% interval half-width is below this fraction (default 0.01)")

@@ -110,12 +110,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=COUNT, default=1,
                    help="warm-up requests after the first (default 1)")
     p.add_argument("--min-requests", type=integer(2), default=GENERATE_STOP.min_steps,
-                   help=f"measured requests at least (default {GENERATE_STOP.min_steps})")
+                   help=f"measured requests at least, even past --max-time "
+                        f"(default {GENERATE_STOP.min_steps})")
     p.add_argument("--min-time", type=SECONDS_OR_ZERO, default=GENERATE_STOP.min_seconds,
                    help=f"measured seconds at least (default {GENERATE_STOP.min_seconds:g})")
     p.add_argument("--max-time", type=SECONDS, default=GENERATE_STOP.max_seconds,
-                   help="stop the window after this many seconds even if the interval is wide "
-                        f"(flagged noisy; default {GENERATE_STOP.max_seconds:g})")
+                   help="stop the window after this many seconds even if the interval is wide, "
+                        f"once --min-requests are measured (flagged noisy; default "
+                        f"{GENERATE_STOP.max_seconds:g})")
     p.add_argument("--target-ci", type=FRACTION, default=GENERATE_STOP.target_rel_ci,
                    help="stop once the 95%% interval of the request time is this narrow "
                         f"(default {GENERATE_STOP.target_rel_ci:g})")

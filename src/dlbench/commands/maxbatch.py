@@ -100,7 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "at the boundary take tens of seconds)")
     p.add_argument("--min-time", type=SECONDS_OR_ZERO, default=2.0, help="measured seconds at least")
     p.add_argument("--max-time", type=SECONDS, default=15.0, help="measured seconds at most")
-    p.add_argument("--min-steps", type=integer(2), default=20, help="measured steps at least")
+    p.add_argument("--min-steps", type=integer(2), default=20, help="measured steps at least, even past --max-time")
     p.add_argument("--target-ci", type=FRACTION, default=0.01, help="interval target (fraction)")
     add_sweep_flags(p)
     p.set_defaults(handler=cmd_maxbatch)

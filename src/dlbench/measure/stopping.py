@@ -19,7 +19,7 @@ class StopRuleError(ValueError):
 
 class StopReason:
     CONVERGED = "converged"     # the interval reached the target
-    TIME_CAP = "time_cap"       # max_seconds passed first
+    TIME_CAP = "time_cap"       # max_seconds passed first (after min_steps)
     STEP_CAP = "step_cap"       # max_steps reached first
 
 
@@ -28,9 +28,10 @@ class StopRule:
     """How long one measured window lasts.
 
     Attributes:
-        min_steps: never stop before this many measured steps.
+        min_steps: never stop before this many measured steps, not even at the time cap.
         min_seconds: never stop before this much wall time in the window.
-        max_seconds: stop at this wall time even if the interval is still wide (flagged noisy).
+        max_seconds: stop at this wall time even if the interval is still wide (flagged noisy),
+            once ``min_steps`` steps are measured.
         max_steps: stop at this many steps even if the interval is still wide.
         target_rel_ci: stop once the interval's half-width over the mean step time is below this.
         confidence: confidence level of the interval.
@@ -71,11 +72,15 @@ def decide(step_times: Sequence[float], issued_steps: int, elapsed_s: float,
     """
     if issued_steps >= rule.max_steps:
         return StopReason.STEP_CAP
+    # The minimum wins over the time cap (as pytest-benchmark's min_rounds wins over its
+    # max_time): a figure from fewer steps than the user asked for is not one, and its interval
+    # is too wide to mean anything. A window of slow steps runs past --max-time to reach it.
+    if len(step_times) < rule.min_steps:
+        return None
+    if elapsed_s >= rule.min_seconds:
+        h = mean_interval(step_times, rule.confidence)
+        if h / mean(step_times) <= rule.target_rel_ci:
+            return StopReason.CONVERGED
     if elapsed_s >= rule.max_seconds:
         return StopReason.TIME_CAP
-    if len(step_times) < rule.min_steps or elapsed_s < rule.min_seconds:
-        return None
-    h = mean_interval(step_times, rule.confidence)
-    if h / mean(step_times) <= rule.target_rel_ci:
-        return StopReason.CONVERGED
     return None

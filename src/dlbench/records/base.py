@@ -151,6 +151,23 @@ class StepRateMixin:
         s = self.summary()
         return s is not None and s.rel_halfwidth <= self.stop_rule().target_rel_ci
 
+    def capped(self) -> str | None:
+        """``time_cap`` or ``step_cap`` when a limit, not the interval, ended the window:
+        flagged whatever the interval, since a window cut short may have missed what a longer
+        one would have shown (a slow drift, a throttle)."""
+        reason = getattr(self, "stop_reason", None)
+        return reason if reason in ("time_cap", "step_cap") else None
+
+    def short_of_minimum(self) -> tuple[int, int] | None:
+        """(measured steps, the rule's minimum) when a limit ended the window before its
+        minimum: records from before the minimum won over the time cap. (A window that
+        converged had its minimum: the rule asks for it first.)"""
+        s = self.summary()
+        need = self.stop_rule().min_steps
+        if s is None or self.capped() is None or s.steps >= need:
+            return None
+        return s.steps, need
+
 
 def repeat_groups(records: Iterable[Any]) -> list[list[Any]]:
     """Records in groups: the processes of one repeat group together (in the place of its first

@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 from dlbench.measure.stats import Summary
 from dlbench.records import RECORD_TYPES, SCHEMA_VERSION
 from dlbench.report.cards import card_uuids
+from dlbench.report.flags import short_window, window_cap
 from dlbench.report.generate_figures import datasheet_roof, prefill_mfu
 from dlbench.telemetry.summary import energy_mismatch
 
@@ -68,7 +69,8 @@ def _throttled(r: Any) -> str | None:
 
 def step_flags(r: Any, s: Summary | None) -> str | None:
     """Why a step-timed figure deserves care, ``;``-joined: ``noisy`` (the interval missed its
-    target), ``time_cap`` / ``step_cap`` (the window was cut by its limit), ``cv`` (spread >=
+    target), ``time_cap`` / ``step_cap`` (a limit ended the window, whatever its interval),
+    ``short`` (fewer measured steps than the window's minimum), ``cv`` (spread >=
     10%), ``throttled``, ``energy_mismatch`` (the energy counter's mean power and the power
     samples' disagree beyond their tolerance), ``one_process`` (no repeat group: run-to-run
     variance unmeasured); ``none`` when there is nothing to flag."""
@@ -77,8 +79,11 @@ def step_flags(r: Any, s: Summary | None) -> str | None:
     out = []
     if not r.converged():
         out.append("noisy")
-        if r.stop_reason in ("time_cap", "step_cap"):
-            out.append(r.stop_reason)
+    cap = window_cap(r)
+    if cap:                      # flagged whatever the interval: a limit ended the window
+        out.append(cap)
+    if short_window(r):
+        out.append("short")
     if s.noisy:
         out.append("cv")
     throttled = _throttled(r)
@@ -198,7 +203,7 @@ def _window_result(energy: bool = True) -> tuple[Column, ...]:
         _c("result", "converged", lambda r, s: s and r.converged(),
            "the interval reached its target"),
         _c("result", "flags", step_flags,
-           "noisy, time_cap, step_cap, cv, throttled, energy_mismatch, one_process (;-joined), "
+           "noisy, time_cap, step_cap, short, cv, throttled, energy_mismatch, one_process (;-joined), "
            "or none"),
         _c("result", "first_step_s", lambda r, s: r.first_step_s,
            "first step (compilation, autotuning), kept out of the figure"),
@@ -493,7 +498,7 @@ GENERATE = (
     _c("result", "converged", lambda r, s: s and r.converged(),
        "the interval reached its target"),
     _c("result", "flags", step_flags,
-       "noisy, time_cap, step_cap, cv, throttled, energy_mismatch, one_process (;-joined), "
+       "noisy, time_cap, step_cap, short, cv, throttled, energy_mismatch, one_process (;-joined), "
        "or none"),
     _c("result", "ttft_mean_ms", lambda r, s: _lat(r, "ttft", "mean_s"),
        "time to first token (prefill and the first token), mean over the requests"),

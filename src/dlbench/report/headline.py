@@ -14,6 +14,9 @@ every figure carries its record's flags:
 
 - ``noisy (time cap)`` / ``noisy (step cap)`` / ``noisy``: the interval missed its target, and
   what stopped the window;
+- ``time cap`` / ``step cap``: the interval reached its target, but the limit ended the window;
+- ``N of M steps`` (``requests`` for generation): the window measured fewer than its minimum
+  (records from before the minimum won over the time cap);
 - ``cv N%``: the step times spread by 10% or more;
 - ``throttled (power)`` (and thermal, clocks): NVML saw the card's clocks held back at some
   sample of the window;
@@ -47,6 +50,7 @@ from dlbench.measure import stats
 from dlbench.measure.mfu import datasheet_mfu, measured_peaks, mfu
 from dlbench.records.peak import ceilings
 from dlbench.reference import spec_for_env
+from dlbench.report.flags import short_window, window_cap, window_unit
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.report.tuned_tables import _payback_cell
 from dlbench.store import Store
@@ -71,9 +75,14 @@ def record_flags(r: Any) -> list[str]:
     out: list[str] = []
     if s is None:
         return [f"error ({r.error_type})"]
+    cap = {"time_cap": "time cap", "step_cap": "step cap"}.get(window_cap(r) or "")
     if not r.converged():
-        reason = {"time_cap": "time cap", "step_cap": "step cap"}.get(r.stop_reason or "")
-        out.append(f"noisy ({reason})" if reason else "noisy")
+        out.append(f"noisy ({cap})" if cap else "noisy")
+    elif cap:
+        out.append(cap)          # the interval reached its target, but a limit ended the window
+    short = short_window(r)
+    if short:
+        out.append(f"{short[0]} of {short[1]} {window_unit(r)}")
     if s.noisy:
         out.append(f"cv {s.cv:.0%}")
     tele = getattr(r, "telemetry", None) or {}
