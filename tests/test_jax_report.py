@@ -101,3 +101,15 @@ def test_the_chart_draws_one_bar_per_pair():
                                _rec("torch", 0.01, model="vgg16")], {})
     assert len(charts) == 1 and "<svg" in charts[0].svg
     assert framework_charts([_rec("torch", 0.01)], {}) == []
+
+
+def test_gpt2_training_rows_say_the_attention_dropout_differs():
+    """PyTorch's GPT-2 drops attention probabilities inside SDPA in training; the JAX twin's
+    attention has no dropout: the row says the two sides do not do the same work."""
+    gpt2 = throughput_table([_rec("torch", 0.010, model="gpt2"), _rec("jax", 0.009, model="gpt2")])
+    assert "attention probabilities" in dict(zip(gpt2.columns, gpt2.rows[0]))["flags"]
+    cnn = throughput_table([_rec("torch", 0.010), _rec("jax", 0.008)])
+    assert dict(zip(cnn.columns, cnn.rows[0]))["flags"] == ""
+    infer = throughput_table([_rec("torch", 0.010, model="gpt2", mode="eval"),
+                              _rec("jax", 0.009, model="gpt2", mode="eval")])
+    assert "attention" not in dict(zip(infer.columns, infer.rows[0]))["flags"]

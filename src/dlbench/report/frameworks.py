@@ -134,6 +134,16 @@ def _flags(side: Sequence[Any]) -> str:
     return "; ".join(seen)
 
 
+def work_differs(model: str, mode: str) -> str | None:
+    """What the two sides of a pair compute differently, where they do (else None). GPT-2's
+    transformers config drops attention probabilities (attn_pdrop 0.1) in training, and PyTorch's
+    SDPA does it inside its fused kernel; the JAX twin's jax.nn.dot_product_attention has no
+    dropout, so in training the JAX side does a little less work."""
+    if mode == "train" and model.startswith("gpt2"):
+        return "PT drops attention probabilities (0.1), JAX does not"
+    return None
+
+
 def throughput_table(records: Sequence[Any]) -> Table | None:
     """PyTorch vs JAX per model, mode, precision, batch and GPU count; None without a pair."""
     rows = []
@@ -147,6 +157,9 @@ def throughput_table(records: Sequence[Any]) -> Table | None:
         if any(different_cards(a, b) for a in t for b in j):
             # Cards of one model differ by more than one process's interval (report.cards).
             notes.append("PT and JAX on different cards")
+        differs = work_differs(c.model, c.mode)
+        if differs:
+            notes.append(differs)
         rows.append((c.model, c.mode, c.precision, str(c.batch_size),
                      str(getattr(rep.config, "gpus", 1)), unit, torch_setting(t[0]),
                      _with_interval(t), _with_interval(j), f"{ratio:.2f}",
@@ -171,7 +184,8 @@ def throughput_table(records: Sequence[Any]) -> Table | None:
              "flags: as in the throughput table (noisy: the window ended before its interval "
              "target; throttled: the GPU slowed during it); 'different cards': the two sides "
              "ran on different cards of one GPU model, which differ by more than one "
-             "process's interval (dlbench gpus --cards)")
+             "process's interval (dlbench gpus --cards); a row whose two sides compute "
+             "differently says what differs (GPT-2 training: attention dropout)")
     return Table("PyTorch vs JAX, throughput", cols, tuple(rows), notes)
 
 

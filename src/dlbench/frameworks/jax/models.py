@@ -2,14 +2,16 @@
 
 Each twin has the PyTorch model's layers, widths and parameter count (``tests/test_jax_models``
 compares them), so the FLOPs counted on the PyTorch model (:mod:`dlbench.measure.flops`) are
-this model's too. Differences, all of layout or of a kernel choice, never of work:
+this model's too. Differences of layout or of a kernel choice, and one of work:
 
 - images are NHWC, XLA's native layout on GPUs (PyTorch's default is NCHW);
 - ``dtype`` is the compute dtype (bf16 for mixed precision) and parameters stay fp32, which
   is what PyTorch's autocast does;
 - attention is :func:`jax.nn.dot_product_attention` (cuDNN's fused kernel where XLA picks it),
-  as PyTorch's SDPA is; GPT-2's attention-probability dropout is left out (a fused kernel has
-  none), its embedding and residual dropout (0.1, ``GPT2Config``'s) are kept.
+  as PyTorch's SDPA is; GPT-2's embedding and residual dropout (0.1, ``GPT2Config``'s) are
+  kept, its attention-probability dropout is not: ``jax.nn.dot_product_attention`` has none,
+  where PyTorch's SDPA drops probabilities inside its fused kernel (the comparison view says
+  so on GPT-2's training rows: :func:`dlbench.report.frameworks.work_differs`).
 
 Flax Linen, not NNX: a Linen model is a pure function of its parameter tree, which is what
 ``jax.jit`` with donated buffers wants, across every Flax version from 0.10 on; NNX's object
