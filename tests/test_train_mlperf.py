@@ -67,7 +67,9 @@ def test_mlperfs_checker_passes_a_produced_log(logs, monkeypatch):
     verdict = mlperf.check_log("ok.log")
     assert verdict.passed, verdict.output
     assert verdict.returncode == 0 and "SUCCESS" in verdict.output
+    assert mlperf.mlperf_verdict(verdict.output) == "SUCCESS"   # MLPerf's own line, not ours
     assert verdict.rules.endswith("dlbench_train.yaml") and verdict.ruleset
+    assert verdict.rules_version and verdict.to_dict()["rules_version"] == verdict.rules_version
 
 
 CHECKERS = ["dlbench", pytest.param("mlperf_logging", marks=pytest.mark.skipif(
@@ -118,6 +120,8 @@ def test_an_untampered_log_passes_the_rules(logs, checker):
         verdict = _verdict(tmp / name, checker)
         assert verdict.passed, verdict.output
         assert "SUCCESS" in verdict.output and not verdict.reasons
+        if checker == "mlperf_logging":
+            assert mlperf.mlperf_verdict(verdict.output) == "SUCCESS", verdict.output
 
 
 @pytest.mark.parametrize("checker", CHECKERS)
@@ -144,6 +148,10 @@ def test_a_tampered_log_fails_the_rules(logs, tamper, why, checker):
     assert any(why in r for r in verdict.reasons), verdict.reasons
     if checker == "mlperf_logging":
         assert verdict.returncode != 0 and "mlperf_logging" in verdict.checkers
+        # MLPerf's checker's own verdict line: "FAILED" above may come from dlbench's summary
+        # alone, and a crash of MLPerf's checker also exits non-zero
+        assert mlperf.mlperf_verdict(verdict.output) == "FAILED", verdict.output
+        assert "Traceback" not in verdict.output and verdict.mlperf_reasons
 
 
 def test_the_target_comes_from_the_rules_not_from_the_log(logs):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
@@ -84,6 +85,9 @@ MLPerf logs: one file per run in --log-dir (default: next to --db), checked agai
   rules: the benchmark's target, epoch cap and hyperparameters, every epoch evaluated, the last
   evaluation at the target; with mlperf-logging installed MLPerf's compliance checker
   (python -m mlperf_logging.compliance_checker) runs too (--no-check skips both). Without mlperf-logging the logs are written in the same format.
+  Each verdict records the rules it was reached under (dlbench's version and a SHA-256 of the
+  rules file); 'dlbench train --recheck STORE_OR_LOG' re-checks stored logs under today's rules:
+  dlbench train --recheck results/pt2.11-cu130-4x-h200/dlbench.db.gz
 
 exit codes: 0 every run reached the target; 2 usage error or dataset missing (nothing ran);
 3 some runs failed (stored, counted as MLPerf counts them); 130 interrupted (finished runs are
@@ -94,11 +98,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "train", help="time to a target accuracy on real data, MLPerf-style",
                          description=DESCRIPTION, epilog=EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", required=True,
-                   help="fashion-mnist, mnist, mnist5k, cifar10 or imagefolder")
+    # --dataset and --model are required for training, not for --recheck (see cmd_train)
+    p.add_argument("--dataset",
+                   help="fashion-mnist, mnist, mnist5k, cifar10 or imagefolder (required)")
     p.add_argument("--data-dir", metavar="DIR", help="where the dataset's files are")
-    p.add_argument("-m", "--model", required=True, help="cnn10, cnn10_small, wrn28_10, "
-                   "resnet18, or an image model of 'dlbench models'")
+    p.add_argument("-m", "--model", help="cnn10, cnn10_small, wrn28_10, "
+                   "resnet18, or an image model of 'dlbench models' (required)")
     p.add_argument("--target", type=real(0, 1, low_open=True),
                    help="evaluation accuracy (0..1) that ends a run (default: the benchmark's, "
                         "from dlbench's rules, e.g. 0.90 for cnn10 on fashion-mnist; required "
@@ -153,6 +158,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="train without MLPerf logs (needs no mlperf-logging package)")
     p.add_argument("--no-check", action="store_true",
                    help="do not run MLPerf's compliance checker on the logs")
+    p.add_argument("--recheck", metavar="LOG_OR_STORE",
+                   help="train nothing: re-check the MLPerf logs of a store (.db or .db.gz) or "
+                        "one log file under today's rules and print, per log, the stored "
+                        "verdict, today's and the rules that fail today (exit 3 if any fails)")
     p.add_argument("--timeout", type=SECONDS, default=3600.0,
                    help="seconds a multi-GPU job (one setup, every seed) may take (3600)")
     add_store_flags(p)
@@ -163,6 +172,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.recheck:
+        return cmd_recheck(args.recheck)
+    if not args.dataset or not args.model:
+        raise ConfigError("the following arguments are required: --dataset, -m/--model "
+                          "(or --recheck LOG_OR_STORE)")
     from dlbench.jobs import train_runs  # heavy: torch
     from dlbench.training.runner import InlineRunner  # heavy: torch
 
@@ -219,6 +233,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         terminal.error(f"interrupted: the {len(records)} finished run(s) are kept in {args.db}")
         return EXIT_INTERRUPTED
     return EXIT_FAILED_RESULTS if any(not r.ok for r in records) else EXIT_OK
+
+
+def cmd_recheck(path: str) -> int:
+    """``--recheck``: a stored verdict holds for the rules it was reached under; this re-checks
+    the logs under today's and prints both."""
+    from dlbench.training import mlperf  # heavy: the stores' records and the rules' checker
+
+    if not Path(path).is_file():
+        raise ConfigError(f"--recheck {path}: no such file (a store, .db or .db.gz, or a log)")
+    checks = mlperf.recheck(path)
+    sys.stdout.write(mlperf.format_recheck(checks, path))
+    return EXIT_OK if all(c.today.passed for c in checks) else EXIT_FAILED_RESULTS
 
 
 def _epoch_line(say):

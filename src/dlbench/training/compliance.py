@@ -185,16 +185,19 @@ def mlperf_rules_yaml(rules_path: str | None = None) -> str:
     hp_keys = sorted({k for b in table.values() for k in b["hp"]})
     lines = [_YAML_HEAD.rstrip("\n"),
              "- BEGIN:",
-             "    CODE: >",
+             "    CODE: |",
+             # MLPerf's checker prints the state s as JSON beside every failed CHECK, so s holds
+             # plain data only (a function or a set in it crashes the checker with a TypeError
+             # instead of a FAILED verdict): the benchmark table and the helpers are globals.
+             "        global benchmarks, resolve, allows, is_number",
+             f"        benchmarks = {table!r}",
+             _HELPERS.rstrip("\n"),
              "        s.update({",
-             f"            'benchmarks': {table!r},",
-             "            'bench': None, 'batch': None, 'seen': set(),",
+             "            'bench': None, 'batch': None, 'seen': [],",
              "            'init_started': False, 'init_stopped': False, 'run_started': False,",
              "            'run_stopped': False, 'in_epoch': False, 'in_eval': False,",
              "            'epoch': 0, 'evals': 0, 'last_accuracy': None, 'status': None,",
              "            'run_start_ms': None, 'run_stop_ms': None, 'last_eval_stop_ms': None,",
-             "            'resolve': " + _RESOLVE + ",",
-             "            'allows': " + _ALLOWS + ",",
              "        })",
              "",
              _YAML_KEYS.rstrip("\n")]
@@ -204,30 +207,60 @@ def mlperf_rules_yaml(rules_path: str | None = None) -> str:
                   f"    NAME:  {key}",
                   "    REQ:   EXACTLY_ONE",
                   f"    CHECK: \" s['bench'] is not None and ('{key}' not in s['bench']['hp'] or "
-                  f"s['allows'](s, s['bench']['hp']['{key}'], v['value'])) \"",
-                  f"    POST:  \" s['seen'].add('{key}') \""]
+                  f"allows(s['bench']['hp']['{key}'], v['value'], s['batch'])) \"",
+                  f"    POST:  \" s['seen'].append('{key}') \""]
     lines += ["", _YAML_END.rstrip("\n"), ""]
     return "\n".join(lines)
 
 
-# A spec's value at the logged global batch (None: any value of a range or list), and whether a
-# logged value meets it: recipe.resolve and recipe.allows, as one-line expressions for the YAML.
-_RESOLVE = ("(lambda sp, b: sp if not isinstance(sp, dict) else "
-            "sp['linear_in_global_batch']['value'] * b / sp['linear_in_global_batch']['per'] "
-            "if 'linear_in_global_batch' in sp else "
-            "sp['sqrt_in_global_batch']['value'] * math.sqrt(b / sp['sqrt_in_global_batch']"
-            "['per']) if 'sqrt_in_global_batch' in sp else "
-            "([v for k, v in sorted((int(k), v) for k, v in sp['by_global_batch'].items()) "
-            "if k <= b] or [sorted((int(k), v) for k, v in sp['by_global_batch'].items())[0][1]]"
-            ")[-1] if 'by_global_batch' in sp else None)")
-_ALLOWS = ("(lambda s, sp, x: sp is not None and ("
-           "(isinstance(x, (int, float)) and sp['range'][0] <= x <= sp['range'][1]) "
-           "if isinstance(sp, dict) and 'range' in sp else "
-           "x in sp['one_of'] if isinstance(sp, dict) and 'one_of' in sp else "
-           "(lambda w: (type(x) is type(w) and x == w) if isinstance(w, (bool, str)) "
-           "or isinstance(x, bool) else "
-           "isinstance(x, (int, float)) and math.isclose(x, w, rel_tol=1e-6, abs_tol=1e-12))"
-           "(s['resolve'](sp, s['batch']))))")
+def rules_version(yaml_path: str | None = None) -> str:
+    """Which rules a verdict was reached under: dlbench's version (its own checker's code) and a
+    short SHA-256 of the rules YAML's bytes (the benchmark table and MLPerf's rule file, which
+    embeds it). A stored verdict carries it, so a later reader can tell whether it was reached
+    under today's rules."""
+    import hashlib
+    from importlib import resources
+
+    from dlbench import __version__
+
+    path = yaml_path or str(resources.files("dlbench.training") / "rules" / "dlbench_train.yaml")
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    return f"dlbench {__version__}, rules sha256:{digest}"
+
+
+# recipe.resolve and recipe.allows, for the YAML: a spec's value at the logged global batch
+# (None: any value of a range or list), and whether a logged value meets it. Defined in BEGIN
+# as globals of MLPerf's checker (see mlperf_rules_yaml).
+_HELPERS = """\
+        def resolve(sp, b):
+            if not isinstance(sp, dict):
+                return sp
+            if 'linear_in_global_batch' in sp:
+                r = sp['linear_in_global_batch']
+                return r['value'] * b / r['per']
+            if 'sqrt_in_global_batch' in sp:
+                r = sp['sqrt_in_global_batch']
+                return r['value'] * math.sqrt(b / r['per'])
+            if 'by_global_batch' in sp:
+                table = sorted((int(k), x) for k, x in sp['by_global_batch'].items())
+                below = [x for k, x in table if k <= b]
+                return below[-1] if below else table[0][1]
+            return None
+        def allows(sp, x, b):
+            if isinstance(sp, dict) and 'range' in sp:
+                return is_number(x) and sp['range'][0] <= x <= sp['range'][1]
+            if isinstance(sp, dict) and 'one_of' in sp:
+                return x in sp['one_of']
+            w = resolve(sp, b)
+            if w is None or b is None:
+                return False
+            if isinstance(w, (bool, str)) or isinstance(x, bool):
+                return type(x) is type(w) and x == w
+            return is_number(x) and math.isclose(x, w, rel_tol=1e-6, abs_tol=1e-12)
+        def is_number(x):
+            return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+"""
 
 _YAML_HEAD = """\
 # dlbench's rules for the MLPerf logs that `dlbench train` writes, in the format of MLPerf's own
@@ -240,7 +273,9 @@ _YAML_HEAD = """\
 #       --config PATH/TO/dlbench_train.yaml RUN.log
 # The checker reads every ':::MLLOG' line in order; for each KEY below it evaluates CHECK with
 # v = the line's {value, metadata} and s = the state set up in BEGIN, then runs POST; REQ counts
-# the key's occurrences; END checks the whole run. Keys not listed here are allowed.
+# the key's occurrences; END checks the whole run. Keys not listed here are allowed. s holds
+# plain data only, since the checker prints it as JSON beside a failed CHECK; the benchmark
+# table and the helper functions are globals defined in BEGIN.
 #
 # A log passes when it names a benchmark of the table below, states the benchmark's target and
 # every hyperparameter it defines, each as the table gives it at the logged global batch, is
@@ -253,8 +288,8 @@ _YAML_KEYS = """\
 - KEY:
     NAME:  submission_benchmark
     REQ:   EXACTLY_ONE
-    CHECK: " v['value'] in s['benchmarks'] "
-    POST:  " s['bench'] = s['benchmarks'][v['value']] "
+    CHECK: " v['value'] in benchmarks "
+    POST:  " s['bench'] = benchmarks[v['value']] "
 
 - KEY:
     NAME:  submission_platform
@@ -371,7 +406,7 @@ _YAML_END = """\
     CHECK:
         - " s['run_stopped'] "
         - " s['status'] == 'success' "
-        - " s['bench'] is not None and set(s['bench']['hp']) <= s['seen'] "
+        - " s['bench'] is not None and set(s['bench']['hp']) <= set(s['seen']) "
         - " s['evals'] >= 1 and s['evals'] == s['epoch'] and s['last_accuracy'] is not None "
         - " s['last_accuracy'] >= s['bench']['target'] "
         - " s['last_eval_stop_ms'] is not None and s['run_stop_ms'] >= s['last_eval_stop_ms'] "

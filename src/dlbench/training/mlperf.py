@@ -180,7 +180,9 @@ class Compliance:
 
     ``passed`` holds when every checker that ran passed it; ``checkers`` names them
     (``dlbench`` always; ``mlperf_logging`` where the package is installed); ``reasons`` are
-    dlbench's checker's, one per rule broken.
+    dlbench's checker's, one per rule broken. ``rules_version`` names the rules the verdict was
+    reached under (:func:`dlbench.training.compliance.rules_version`): rules change, and a
+    stored verdict holds only for the rules it names (:func:`recheck` re-checks under today's).
     """
 
     passed: bool
@@ -190,11 +192,15 @@ class Compliance:
     returncode: int | None  # MLPerf's checker's exit code; None where it did not run
     checkers: tuple[str, ...] = ("dlbench",)
     reasons: tuple[str, ...] = ()
+    rules_version: str | None = None
+    mlperf_reasons: tuple[str, ...] = ()  # the rules MLPerf's checker named as failed
 
     def to_dict(self) -> dict[str, Any]:
         return {"passed": self.passed, "ruleset": self.ruleset, "rules": self.rules,
+                "rules_version": self.rules_version,
                 "output": self.output, "returncode": self.returncode,
-                "checkers": list(self.checkers), "reasons": list(self.reasons)}
+                "checkers": list(self.checkers), "reasons": list(self.reasons),
+                "mlperf_reasons": list(self.mlperf_reasons)}
 
 
 def check_log(log_path: str | Path, rules: str | Path | None = None, timeout_s: float = 120.0,
@@ -206,18 +212,19 @@ def check_log(log_path: str | Path, rules: str | Path | None = None, timeout_s: 
 
     log_path = Path(log_path).resolve()
     ours = compliance.check_text(log_path.read_text())
+    # Absolute paths: the checker runs in a scratch folder (it writes its own log file there).
+    rules = str(Path(rules or rules_path()).resolve())
+    version = compliance.rules_version(rules)
     if use_mlperf is None:
         use_mlperf = available()
     if not use_mlperf:
         note = "" if available() else " (mlperf-logging is not installed: MLPerf's checker " \
                                       "did not run)"
         return Compliance(ours.passed, None, str(recipe_rules()), ours.summary() + note, None,
-                          ("dlbench",), ours.reasons)
+                          ("dlbench",), ours.reasons, version)
     if not available():
         raise MLPerfUnavailable(INSTALL_HINT)
     ruleset = latest_ruleset() or "4.0.0"
-    # Absolute paths: the checker runs in a scratch folder (it writes its own log file there).
-    rules = str(Path(rules or rules_path()).resolve())
     with tempfile.TemporaryDirectory(prefix="dlbench-cc-") as tmp:
         cmd = [sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
                "--ruleset", ruleset, "--config", rules, "--log_output",
@@ -226,7 +233,41 @@ def check_log(log_path: str | Path, rules: str | Path | None = None, timeout_s: 
     out = (proc.stdout + proc.stderr).strip()
     return Compliance(proc.returncode == 0 and ours.passed, ruleset, rules,
                       (out[-3500:] + "\n" + ours.summary()).strip(), proc.returncode,
-                      ("dlbench", "mlperf_logging"), ours.reasons)
+                      ("dlbench", "mlperf_logging"), ours.reasons, version,
+                      tuple(mlperf_findings(out)))
+
+
+def mlperf_verdict(output: str) -> str | None:
+    """MLPerf's checker's own verdict line in its output (``SUCCESS`` or ``FAILED``, as its
+    logger prints it), not dlbench's summary; None where it printed neither (it crashed)."""
+    for line in reversed(output.splitlines()):
+        m = re.fullmatch(r"(?:INFO|ERROR) - (SUCCESS|FAILED)", line.strip())
+        if m:
+            return m.group(1)
+    return None
+
+
+def mlperf_findings(output: str) -> list[str]:
+    """The rules MLPerf's checker reports as failed, one line each, from its full output
+    (its messages also print the log line and the state, which are left out here)."""
+    out: list[str] = []
+    key = None
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        text = line.strip().removeprefix("WARNING -").strip()
+        m = re.match(r"CHECK for '([^']+)' failed", text)
+        if m:
+            key = m.group(1)
+        elif text.startswith("failed test:"):
+            out.append(f"{key or 'END'}: {text[len('failed test:'):].strip()}")
+            key = None
+        elif text.startswith("Failed executing CHECK code:") and i + 1 < len(lines):
+            out.append(f"{key or 'END'}: error in {lines[i + 1].strip()}")
+            key = None
+        elif text.startswith(("Required ", "Failed checks for", "Failed executing code",
+                              "Log lines had parsing errors", "No log lines detected")):
+            out.append(text)
+    return out
 
 
 def recipe_rules() -> Path:
@@ -235,3 +276,101 @@ def recipe_rules() -> Path:
     from dlbench.training.recipe import rules_file
 
     return rules_file()
+
+
+# -- Re-checking stored verdicts --------------------------------------------------------------
+@dataclass(frozen=True)
+class Recheck:
+    """One stored MLPerf log re-checked under today's rules, beside the verdict stored with it.
+
+    ``stored`` is the stored verdict (None: none stored, as for a bare log file);
+    ``stored_rules`` the rules version it names (None: stored before verdicts named their rules).
+    """
+
+    id: str
+    run_id: str | None
+    label: str
+    stored: bool | None
+    stored_rules: str | None
+    today: Compliance
+
+    @property
+    def setup(self) -> str:
+        """The label less its seed: the runs of one setup are counted together."""
+        return re.sub(r" seed=\d+", "", self.label)
+
+    @property
+    def changed(self) -> bool:
+        return self.stored is not None and self.stored != self.today.passed
+
+
+def recheck(path: str | Path, use_mlperf: bool | None = None) -> list[Recheck]:
+    """Re-check the MLPerf logs of a store (``.db``, or ``.db.gz`` as committed) or one log
+    file under today's rules, each beside its stored verdict. Nothing is written to the store."""
+    import gzip
+
+    from dlbench.store import Store
+
+    path = Path(path)
+    with tempfile.TemporaryDirectory(prefix="dlbench-recheck-") as tmp:
+        if path.suffix == ".gz":
+            plain = Path(tmp) / path.stem
+            with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
+                dst.write(src.read())
+            path = plain
+        with open(path, "rb") as f:
+            is_store = f.read(16) == b"SQLite format 3\x00"
+        if not is_store:
+            return [Recheck(path.name, None, path.name, None, None,
+                            check_log(path, use_mlperf=use_mlperf))]
+        out = []
+        with Store(path) as store:
+            for rec in store.iter_results(kind="train"):
+                if not rec.mllog:
+                    continue
+                log = Path(tmp) / f"{rec.id}.log"
+                log.write_text(rec.mllog)
+                stored = rec.compliance or {}
+                out.append(Recheck(rec.id, rec.run_id, rec.config.label, stored.get("passed"),
+                                   stored.get("rules_version"),
+                                   check_log(log, use_mlperf=use_mlperf)))
+        return out
+
+
+def format_recheck(checks: list[Recheck], source: str) -> str:
+    """The re-check as text: per log the stored and today's verdicts and the rules that fail
+    today; per setup the logs passing, stored and today; then the totals."""
+    from dlbench.training import compliance
+
+    def word(v: bool | None) -> str:
+        return "none" if v is None else ("passed" if v else "FAILED")
+
+    checkers = sorted({c for r in checks for c in r.today.checkers}) or ["dlbench"]
+    ruleset = next((r.today.ruleset for r in checks if r.today.ruleset), None)
+    lines = [f"MLPerf log verdicts re-checked under today's rules ({compliance.rules_version()}; "
+             f"checkers: {', '.join(checkers)}"
+             + (f", MLPerf ruleset {ruleset}" if ruleset else "") + ")",
+             f"source: {source}", ""]
+    for r in checks:
+        mine = ""
+        if "mlperf_logging" in r.today.checkers:
+            mine = f"; MLPerf's checker: {mlperf_verdict(r.today.output) or 'no verdict'}"
+        lines.append(f"{r.id} run {r.run_id or '-'} {r.label}: stored {word(r.stored)} "
+                     f"(rules {r.stored_rules or 'not recorded'}), today {word(r.today.passed)}"
+                     f"{mine}{' (changed)' if r.changed else ''}")
+        for reason in r.today.reasons:
+            lines.append(f"    dlbench rules: {reason}")
+        for reason in r.today.mlperf_reasons:
+            lines.append(f"    MLPerf's checker: {reason}")
+    lines += ["", "per setup (logs passing):"]
+    setups: dict[tuple[str | None, str], list[Recheck]] = {}
+    for r in checks:
+        setups.setdefault((r.run_id, r.setup), []).append(r)
+    for (run_id, setup), rs in setups.items():
+        lines.append(f"  run {run_id or '-'}, {setup}: stored "
+                     f"{sum(r.stored is True for r in rs)} of {len(rs)} passed, today "
+                     f"{sum(r.today.passed for r in rs)} of {len(rs)} passed")
+    lines += ["", f"total: {len(checks)} logs; stored {sum(r.stored is True for r in checks)} "
+                  f"passed, today {sum(r.today.passed for r in checks)} passed; "
+                  f"{sum(r.changed for r in checks)} verdicts changed"]
+    return "\n".join(lines) + "\n"
