@@ -7,6 +7,12 @@ in that kind's file rather than standing empty. Every kind's columns come in fiv
 this order: the identity of the row, the config (what was measured), the result (the figures,
 empty on a failed row), the environment, and the error (empty on an ok row). docs/schema.md
 documents every column; a test checks that an export of a store holding every kind fills them.
+
+A CSV is opened in spreadsheets, and its strings come from stores (model and host names, error
+messages): a string cell that a spreadsheet would evaluate as a formula (one starting with ``=``,
+``+``, ``-``, ``@``, a tab or a carriage return) is written with a leading ``'``, as OWASP
+recommends against CSV injection (:func:`csv_text`). Numbers are written as they are (-0.5 stays
+a number), as is a string that is a plain number; JSON holds every string as stored.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import csv
 import io
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -608,11 +615,27 @@ def kinds_of(records: Sequence[Any]) -> list[str]:
     return [k for k in KINDS if k in present]
 
 
+#: What a spreadsheet reads as the start of a formula (OWASP's list for CSV injection).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def csv_text(v: str) -> str:
+    """A string cell that no spreadsheet evaluates: one starting with ``=``, ``+``, ``-``, ``@``,
+    a tab or a carriage return gets a leading ``'`` (shown as text, not run as a formula), unless
+    it is a plain number such as ``-0.5``; any other string is returned as it is."""
+    if v.startswith(FORMULA_START) and not _PLAIN_NUMBER.fullmatch(v):
+        return "'" + v
+    return v
+
+
 def _cell(v: Any) -> Any:
     if v is None:
         return ""
     if isinstance(v, float) and not math.isfinite(v):
         return ""
+    if isinstance(v, str):
+        return csv_text(v)
     return v
 
 
@@ -621,18 +644,32 @@ def to_csv(records: Sequence[Any], kind: str | None = None) -> str:
 
     With ``kind`` None and records of several kinds, the throughput records are written (the
     layout this function always had); callers that export everything use :func:`csv_by_kind`.
+
+    A string cell that a spreadsheet would evaluate as a formula (starting with ``=``, ``+``,
+    ``-``, ``@``, a tab or a carriage return) is written with a leading ``'``
+    (:func:`csv_text`); numbers never are. A cell holding a line break, a carriage return
+    included, is quoted: it cannot end the row and start another.
     """
     if kind is None:
         present = kinds_of(records)
         kind = present[0] if len(present) == 1 else "throughput"
     buf = io.StringIO()
     names = [c.name for c in columns(kind)]
-    w = csv.DictWriter(buf, fieldnames=names, lineterminator="\n")
-    w.writeheader()
+    _write_row(buf, names)
     for r in records:
         if r.kind == kind:
-            w.writerow({k: _cell(v) for k, v in flat_row(r).items()})
+            row = flat_row(r)
+            _write_row(buf, [_cell(row[k]) for k in names])
     return buf.getvalue()
+
+
+def _write_row(buf: io.StringIO, cells: Sequence[Any]) -> None:
+    """One CSV row ending in ``\\n``. The writer's terminator is ``\\r\\n`` so that it quotes a
+    cell holding either character (with ``\\n`` alone, a bare ``\\r`` would go unquoted and a
+    spreadsheet would start a new row there); the row's own terminator is then ``\\n``."""
+    one = io.StringIO()
+    csv.writer(one, lineterminator="\r\n").writerow(cells)
+    buf.write(one.getvalue()[:-2] + "\n")
 
 
 def csv_by_kind(records: Sequence[Any]) -> dict[str, str]:
@@ -694,6 +731,6 @@ def schema_markdown() -> str:
     return "\n".join(out)
 
 
-__all__ = ["CSV_COLUMNS", "Column", "EXPORT_VERSION", "KINDS", "SCHEMA_VERSION", "columns",
-           "csv_by_kind", "flat_row", "kinds_of", "schema_markdown", "step_flags", "to_csv",
-           "to_json"]
+__all__ = ["CSV_COLUMNS", "Column", "EXPORT_VERSION", "FORMULA_START", "KINDS",
+           "SCHEMA_VERSION", "columns", "csv_by_kind", "csv_text", "flat_row", "kinds_of",
+           "schema_markdown", "step_flags", "to_csv", "to_json"]

@@ -6,7 +6,8 @@ resources, and it runs headless (Agg). Text in the SVG is drawn as paths, so the
 same without the fonts.
 
 Every piece of text that comes from the user or the store (tags, model names, commands, paths)
-goes through :func:`html.escape`; builders here return strings and write no files.
+goes through :func:`html.escape`, or in Markdown through
+:func:`dlbench.report.table.md_escape`; builders here return strings and write no files.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dlbench import env as envmod
 from dlbench.report import charts, tables
 from dlbench.report.charts import Chart
 from dlbench.report.charts.frameworks import framework_charts
-from dlbench.report.table import Table
+from dlbench.report.table import Table, md_escape
 from dlbench.report.tuned_tables import lever_tables
 from dlbench.suites import canonical
 
@@ -183,12 +184,6 @@ def render_markdown(records: Sequence[Any], runs: Sequence[RunMeta],
     device = _device(records)
     tbls = environment_tables(records) + ([run_table(runs)] if runs else [])
     tbls += tables.tables_for(records, device) + lever_tables(records, runs)
-    return f"# {title}\n\n" + "\n\n".join(_md_table(t) for t in tbls) + "\n"
-
-
-def _md_table(t: Table) -> str:
-    # A '|' in a cell (a command line) would split the Markdown cell.
-    def cell(x: str) -> str:
-        return str(x).replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
-    return Table(cell(t.title), tuple(cell(c) for c in t.columns),
-                 tuple(tuple(cell(v) for v in r) for r in t.rows), t.notes).to_markdown()
+    # md_escape and to_markdown: no link, image or HTML from the title or a stored string, and
+    # a '|' in a cell (a command line) does not split it
+    return f"# {md_escape(title)}\n\n" + "\n\n".join(t.to_markdown() for t in tbls) + "\n"

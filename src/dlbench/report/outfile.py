@@ -13,8 +13,6 @@ import stat
 import tempfile
 from pathlib import Path
 
-from rich.markup import escape
-
 from dlbench.report import terminal
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -101,7 +99,7 @@ def print_error(exc: Exception) -> None:
 
     ``terminal.error`` folds a message at the console's width (200 columns when piped), which
     splits a long path over two lines; this prints it whole."""
-    terminal.stderr.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False,
+    terminal.stderr.print(f"[red]error:[/red] {terminal.safe_markup(exc)}", highlight=False,
                           soft_wrap=True)
 
 
