@@ -1,0 +1,114 @@
+"""The exports committed beside each campaign store, regenerated from the store by one command.
+
+A folder of ``results/`` that holds a store (``dlbench.db.gz``) and its exports keeps them as
+``dlbench results export`` writes them today: ``all.csv`` where the store holds one kind of
+record, else ``all-KIND.csv`` for each kind, and ``all.json.gz`` (``all.json`` where the folder
+keeps it plain). An export written by an older dlbench goes stale when the figures it carries
+change (a new interval method, a flag that now means what it says), so the files are rewritten
+from the store, never by hand, and ``tests/test_committed_exports.py`` fails when one drifts::
+
+    python3 -m dlbench.report.committed_exports --write      # rewrite every folder's exports
+    python3 -m dlbench.report.committed_exports               # list the folders that drifted
+
+A folder whose store has no exports beside it gets none: what a folder publishes is decided
+where it is made (its README lists its files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import sys
+import tempfile
+from pathlib import Path
+
+from dlbench.report import export
+from dlbench.store import Store
+
+RESULTS = Path("results")
+STORE = "dlbench.db.gz"
+
+
+def folders(results: Path = RESULTS) -> list[Path]:
+    """The folders whose store has exports beside it (``all*.csv`` or ``all.json*``)."""
+    return sorted(p.parent for p in results.rglob(STORE)
+                  if any(p.parent.glob("all*.csv")) or any(p.parent.glob("all.json*")))
+
+
+def _records(folder: Path, workdir: Path) -> list:
+    db = workdir / "store.db"
+    with gzip.open(folder / STORE, "rb") as src:
+        db.write_bytes(src.read())
+    with Store(str(db)) as store:
+        return store.results()
+
+
+def expected(folder: Path, workdir: Path) -> dict[str, bytes]:
+    """File name -> the bytes ``dlbench results export`` writes for ``folder``'s store today."""
+    recs = _records(folder, workdir)
+    kinds = export.kinds_of(recs) or ["throughput"]
+    out: dict[str, bytes] = {}
+    if len(kinds) == 1:
+        out["all.csv"] = export.to_csv(recs, kinds[0]).encode()
+    else:
+        out.update({f"all-{k}.csv": export.to_csv(recs, k).encode() for k in kinds})
+    text = (export.to_json(recs) + "\n").encode()
+    if (folder / "all.json").exists() and not (folder / "all.json.gz").exists():
+        out["all.json"] = text
+    else:
+        # mtime 0 and no file name in the header: the same store gives the same bytes
+        out["all.json.gz"] = gzip.compress(text, compresslevel=9, mtime=0)
+    return out
+
+
+def _same(path: Path, want: bytes) -> bool:
+    if not path.exists():
+        return False
+    if path.suffix == ".gz":  # compare what it holds: gzip headers differ between writers
+        with gzip.open(path, "rb") as f:
+            return f.read() == gzip.decompress(want)
+    return path.read_bytes() == want
+
+
+def drift(folder: Path, workdir: Path) -> list[str]:
+    """What differs in ``folder``: files to write or rewrite, stale exports to remove."""
+    want = expected(folder, workdir)
+    out = [f"{name}: {'differs' if (folder / name).exists() else 'missing'}"
+           for name, data in want.items() if not _same(folder / name, data)]
+    stale = [p.name for p in folder.glob("all*.csv") if p.name not in want]
+    stale += [p.name for p in folder.glob("all.json*") if p.name not in want]
+    return out + [f"{name}: stale (no longer written)" for name in sorted(stale)]
+
+
+def write(folder: Path, workdir: Path) -> None:
+    """Rewrite ``folder``'s exports from its store and remove those no longer written."""
+    want = expected(folder, workdir)
+    for p in list(folder.glob("all*.csv")) + list(folder.glob("all.json*")):
+        if p.name not in want:
+            p.unlink()
+    for name, data in want.items():
+        if not _same(folder / name, data):
+            (folder / name).write_bytes(data)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m dlbench.report.committed_exports",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--write", action="store_true", help="rewrite the exports that drifted")
+    p.add_argument("--results", default=str(RESULTS), help="the results folder (results/)")
+    args = p.parse_args(argv)
+    drifted = 0
+    for folder in folders(Path(args.results)):
+        with tempfile.TemporaryDirectory() as tmp:
+            if args.write:
+                write(folder, Path(tmp))
+                print(f"{folder}: written")
+                continue
+            for line in drift(folder, Path(tmp)):
+                drifted += 1
+                print(f"{folder}/{line}")
+    return 1 if drifted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
