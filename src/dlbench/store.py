@@ -6,12 +6,17 @@ environment) beside a few columns for selecting and sorting; the JSON is the tru
 
 The store is sacred: a foreign SQLite file is refused without a byte written to it; a store that
 another process keeps locked is retried with backoff and, if it stays locked, the measured record
-goes to a recovery file next to it (``results merge`` takes it) rather than being lost; a row that
-cannot be read is skipped with a warning naming it, and the rest of the store still reads.
+goes to a recovery file next to it (``results merge`` takes it) rather than being lost; a write
+the disk or the file refuses (full, read-only, an I/O error) sends the record to a recovery file
+too and stops the run with a :class:`StoreWriteError`. A row that cannot be read (not UTF-8, not
+JSON, an unknown kind, a field of the wrong type) is skipped with a warning naming it, the rest of
+the store still reads, and a merge never copies it. Read commands open the store read-only
+(``readonly=True``): they never create, repair or lock-journal it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -20,6 +25,8 @@ import sqlite3
 import sys
 import tempfile
 import time
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Iterator
@@ -99,6 +106,12 @@ class StoreError(RuntimeError):
     pass
 
 
+class StoreWriteError(StoreError):
+    """A write the disk or the file refused (full, read-only, an I/O error): the record was
+    saved to the recovery file the message names, and the run must stop (the next write would
+    fail the same way). A user/environment fault: the CLI ends with exit 2, never "internal"."""
+
+
 class _Locked(Exception):
     """A write that found the store locked for the whole of its budget."""
 
@@ -113,10 +126,14 @@ class Store:
     ``lock_wait_s`` bounds how long a write waits for a store another connection holds locked
     (default ``LOCK_WAIT_S``, or ``$DLBENCH_LOCK_WAIT_S``); ``on_warning`` receives the one-line
     warnings (a skipped unreadable row, a record saved to a recovery file); stderr by default.
+    ``readonly`` opens it as read commands must: SQLite's read-only mode, nothing created or
+    repaired (a missing index is only slower), and a missing, empty or half-made file is a
+    StoreError rather than a new store.
     """
 
     def __init__(self, path: str | Path = DEFAULT_DB, lock_wait_s: float | None = None,
-                 on_warning: Callable[[str], None] | None = None) -> None:
+                 on_warning: Callable[[str], None] | None = None,
+                 readonly: bool = False) -> None:
         self.path = Path(path)
         self.lock_wait_s = _lock_wait(lock_wait_s)
         self.warn = on_warning or _warn_to_stderr
@@ -124,7 +141,36 @@ class Store:
         self._run_rows: dict[str, dict[str, Any]] = {}
         self._gave_up = False  # a write already waited its whole budget: later ones wait briefly
         self.skipped_duplicates = 0  # the last merge_from's copies of a job already here
+        self.skipped_unreadable = 0  # the last merge_from's rows that cannot be read: left out
         complete = self._probe()  # read-only: a foreign file is refused untouched
+        if readonly:
+            self._db = self._open_readonly()
+        else:
+            self._open_for_writing(complete)
+        self._db.row_factory = sqlite3.Row
+        # one row of bytes that are not UTF-8 must not make every query of the store fail:
+        # index columns read leniently, and a record's JSON is read as bytes and decoded
+        # strictly, row by row (_parse), so such a row is named and skipped
+        self._db.text_factory = _lenient_text
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        if not self.path.exists():
+            raise StoreError(f"no result store at {self.path}; run 'dlbench run' first or pass "
+                             "--db PATH")
+        if not self._readable:  # read commands never create or repair a schema
+            what = ("an empty file" if not self._tables else
+                    f"not a whole dlbench result store (tables: {', '.join(sorted(self._tables))})")
+            raise StoreError(f"{self.path} is {what}: there is nothing to read; pass the store "
+                             "with --db (a command that stores results, e.g. 'dlbench run', "
+                             "makes one)")
+        try:  # mode=ro: SQLite itself refuses every write, journal files included
+            return sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                   timeout=min(self.lock_wait_s, 30.0))
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} cannot be read as a dlbench result store ({exc}); "
+                             "pass another file with --db") from None
+
+    def _open_for_writing(self, complete: bool) -> None:
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -138,17 +184,21 @@ class Store:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not a dlbench result store ({exc}); "
                              "pass another file with --db") from None
-        self._db.row_factory = sqlite3.Row
 
     def _probe(self) -> bool:
         """Look at an existing file without writing to it: refuse it if it is not a dlbench
-        store (or is a newer one); True when it is a whole store that needs no schema written."""
+        store (or is a newer one); True when it is a whole store that needs no schema written.
+        Sets ``_tables`` and ``_readable`` (tables and version all there, indexes or not)."""
+        self._tables: set[str] = set()
+        self._readable = False
         try:
             if not self.path.exists() or self.path.stat().st_size == 0:
                 return False  # a new store, or an empty file to initialise
         except OSError:
             return False
         tables, indexes, version = _read_schema(self.path, self.lock_wait_s)
+        self._tables = tables
+        self._readable = tables == _TABLES and version is not None
         # dlbench's script makes meta first and versions it next: a file with other tables, or
         # with tables but no version, is someone else's (a half-made store has meta alone)
         if tables and version is None and not (tables <= _TABLES and "meta" in tables):
@@ -231,6 +281,9 @@ class Store:
         except _Locked:
             raise StoreError(f"{self.path} stayed locked by another process for "
                              f"{self.lock_wait_s:.0f} s; nothing was run") from None
+        except sqlite3.Error as exc:  # a full disk, a read-only file: before anything is measured
+            raise StoreError(f"{self.path} could not be written ({_reason(exc, bare=True)}); "
+                             "nothing was run") from None
 
     def finish_run(self, run_id: str, status: str) -> None:
         finished = utc_now()
@@ -246,6 +299,10 @@ class Store:
         except _Locked:  # its results are stored or recovered; only the run's status is late
             self.warn(f"{self.path} stayed locked: run {run_id} could not be marked {status} "
                       "and still reads 'running'")
+        except sqlite3.Error as exc:  # the disk that refused a record may refuse this too: the
+            # run's records are recovered, and an error raised here would hide why it stopped
+            self.warn(f"{self.path} could not be written ({_reason(exc, bare=True)}): run "
+                      f"{run_id} could not be marked {status} and still reads 'running'")
 
     def _add_owner_columns(self) -> None:
         """Give ``runs`` its pid and host columns if this store predates them (a write: only
@@ -348,7 +405,10 @@ class Store:
         """Store one record in its own transaction (committed before this returns).
 
         If another process keeps the store locked for ``lock_wait_s``, the record is written to
-        a recovery file next to the store instead, with a warning saying how to merge it."""
+        a recovery file (:func:`recovery_dirs`) instead, with a warning saying how to merge it,
+        and the run goes on (a lock passes). If the write fails otherwise (a full disk, a
+        read-only file, an I/O error), the record goes to a recovery file too and
+        :class:`StoreWriteError` says where: the next write would fail the same way."""
         row = _result_row(record, env_key)
 
         def insert() -> None:
@@ -357,23 +417,33 @@ class Store:
         try:
             self._write(insert)
         except _Locked:
-            self._recover(record, env_key)
+            why = f"{self.path} stayed locked by another process for {self.lock_wait_s:.0f} s"
+            self.warn(self._recover(record, env_key, why))
+        except sqlite3.Error as exc:
+            why = f"{self.path} could not be written ({_reason(exc, bare=True)})"
+            raise StoreWriteError(self._recover(record, env_key, why) + "; the run stopped "
+                                  "here") from None
 
-    def _recover(self, record: Any, env_key: str | None) -> Path:
-        target = Path(f"{self.path}.recovered-{record.id}.json")
+    def _recover(self, record: Any, env_key: str | None, why: str) -> str:
+        """Save ``record`` to the first recovery directory that takes it; the message saying
+        where and how to merge it (a StoreError if none does: the record is lost)."""
         doc = {"format": _RECOVERY_FORMAT, "schema_version": SCHEMA_VERSION,
                "store": str(self.path), "env_key": env_key,
                "run": self._run_rows.get(record.run_id), "record": record.to_dict()}
-        try:
-            _write_whole(target, json.dumps(doc, indent=1) + "\n")
-        except OSError as exc:
-            raise StoreError(f"{self.path} stayed locked for {self.lock_wait_s:.0f} s and the "
-                             f"recovery file {target} could not be written ({exc}); result "
-                             f"{record.id} is lost") from None
-        self.warn(f"{self.path} stayed locked by another process for {self.lock_wait_s:.0f} s: "
-                  f"result {record.id} was saved to {target}; add it to the store later with "
-                  f"'dlbench results merge --db {self.path} {target}'")
-        return target
+        name = f"{self.path.name}.recovered-{record.id}.json"
+        tried = []
+        for folder in recovery_dirs(self.path):
+            target = folder / name
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                _write_whole(target, json.dumps(doc, indent=1) + "\n")
+            except OSError as exc:
+                tried.append(f"{target}: {exc.strerror or exc}")
+                continue
+            return (f"{why}: result {record.id} was saved to {target}; add it to the store "
+                    f"later with 'dlbench results merge --db {self.path} {target}'")
+        raise StoreWriteError(f"{why} and no recovery file could be written "
+                              f"({'; '.join(tried)}); result {record.id} is lost")
 
     def results(self, run_id: str | None = None, kind: str | None = None,
                 status: str | None = None, model: str | None = None,
@@ -393,7 +463,7 @@ class Store:
         if tag is not None:
             where.append("run_id IN (SELECT run_id FROM runs WHERE tag=?)")
             args.append(tag)
-        sql = "SELECT id, record_json FROM results"
+        sql = "SELECT id, CAST(record_json AS BLOB) FROM results"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at, rowid"
@@ -411,8 +481,8 @@ class Store:
 
     def get(self, ref: str) -> Any:
         """One result by id or unique id prefix (a prefix, not a LIKE pattern)."""
-        rows = self._db.execute("SELECT id, record_json FROM results WHERE substr(id, 1, ?) = ?",
-                                (len(ref), ref)).fetchall()
+        rows = self._db.execute("SELECT id, CAST(record_json AS BLOB) FROM results "
+                                "WHERE substr(id, 1, ?) = ?", (len(ref), ref)).fetchall()
         if len(rows) != 1:
             raise StoreError(f"result {ref!r} {'is ambiguous' if rows else 'not found'} in "
                              f"{self.path}; 'dlbench results ls --results' lists ids")
@@ -448,22 +518,42 @@ class Store:
                     cols = ", ".join(_RUN_COLUMNS)
                     self._db.execute(f"INSERT OR IGNORE INTO runs ({cols}) "
                                      f"SELECT {cols} FROM other.runs")
-                    skip = self._same_jobs()
+                    bad = self._unreadable_in_other(src)
+                    skip = self._same_jobs() + bad
                     self._db.execute("CREATE TEMP TABLE IF NOT EXISTS skip_ids (id TEXT)")
                     self._db.execute("DELETE FROM skip_ids")
                     self._db.executemany("INSERT INTO skip_ids VALUES (?)", [(i,) for i in skip])
                     self._db.execute("INSERT OR IGNORE INTO results SELECT * FROM other.results "
                                      "WHERE id NOT IN (SELECT id FROM skip_ids)")
-                    self.skipped_duplicates = len(skip)
+                    self.skipped_duplicates = len(skip) - len(bad)
+                    self.skipped_unreadable = len(bad)
             self._write(copy)
         except _Locked:
             raise StoreError(f"{self.path} stayed locked by another process for "
                              f"{self.lock_wait_s:.0f} s; nothing was merged from {src}") from None
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path} could not be written ({_reason(exc, bare=True)}); "
+                             f"nothing was merged from {src}") from None
         finally:
             self._db.execute("DETACH DATABASE other")
         runs = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] - before_runs
         results = self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0] - before
         return runs, results
+
+    def _unreadable_in_other(self, src: Path) -> list[str]:
+        """Ids of the attached store's (``other``) new results that cannot be read, each named in
+        a warning: copied, a bad row would spread to a good store."""
+        bad = []
+        for rid, blob in self._db.execute(
+                "SELECT id, CAST(record_json AS BLOB) FROM other.results "
+                "WHERE id NOT IN (SELECT id FROM main.results)").fetchall():
+            try:
+                _parse(blob)
+            except Exception as exc:  # noqa: BLE001 - any unreadable row stays out, named
+                bad.append(rid)
+                self.warn(f"result {rid} in {src} cannot be read and is not merged "
+                          f"({_reason(exc)})")
+        return bad
 
     def _same_jobs(self) -> list[str]:
         """Ids of the attached store's (``other``) results that are a multi-rank job already
@@ -524,6 +614,9 @@ class Store:
                              f"{self.lock_wait_s:.0f} s; nothing was merged from {src}") from None
         except sqlite3.IntegrityError as exc:
             raise StoreError(f"{src}: its run cannot be added ({exc})") from None
+        except sqlite3.Error as exc:  # the recovery file is only read: it is still there
+            raise StoreError(f"{self.path} could not be written ({_reason(exc, bare=True)}); "
+                             f"nothing was merged from {src}") from None
 
     def measured_keys(self, env_key: str, statuses: tuple[str, ...] = ("ok",),
                       error_types: tuple[str, ...] = ("oom", "unsupported")) -> set[str]:
@@ -571,16 +664,106 @@ def job_fingerprint(blob: str) -> str | None:
     return hashlib.sha256(ident.encode()).hexdigest()
 
 
-def _parse(blob: str) -> Any:
-    d = json.loads(blob)
+def _lenient_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _parse(blob: bytes | str) -> Any:
+    """A stored record, checked: UTF-8, a JSON object, a known kind that ``from_dict`` builds,
+    and every field of the type its class declares (:func:`_check_fields`), so a record that
+    reads is one every command can show, export and compare."""
+    text = blob.decode("utf-8") if isinstance(blob, bytes) else blob
+    d = json.loads(text)
     if not isinstance(d, dict):
         raise TypeError(f"a JSON {type(d).__name__}, not a record")
-    return record_from_dict(d)
+    record = record_from_dict(d)
+    _check_fields(record)
+    return record
 
 
-def _reason(exc: Exception) -> str:
+def _check_fields(obj: Any, where: str = "") -> None:
+    """Raise TypeError naming the first field of the dataclass ``obj`` (and of the dataclasses
+    in it: a config, its stop rule) whose value does not fit its declared type: ``from_dict``
+    takes whatever JSON holds, and a null, a list or a string where a number was meant would
+    only fail later, in whichever command reads it."""
+    hints = _hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.name in hints and not _fits(value, hints[f.name]):
+            shown = json.dumps(value, default=str)
+            raise TypeError(f"{where}{f.name} = {shown[:40] + '...' * (len(shown) > 40)} is "
+                            f"not {_type_name(hints[f.name])}")
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            _check_fields(value, f"{where}{f.name}.")
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        try:
+            _HINTS[cls] = typing.get_type_hints(cls)
+        except Exception:  # noqa: BLE001 - a type that cannot be resolved is not checked
+            _HINTS[cls] = {}
+    return _HINTS[cls]
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether ``value`` fits ``hint`` as JSON can tell: numbers (int and float alike: JSON does
+    not keep the difference), strings, booleans, None, sequences (element by element) and
+    dicts (not their contents); any other type is taken as it is."""
+    origin = typing.get_origin(hint)
+    if hint is Any or isinstance(hint, TypeVar):
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arm) for arm in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint in (int, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint in (str, bool):
+        return isinstance(value, hint)
+    if hint in (dict, list, tuple):
+        origin = hint
+    if origin is dict or origin is typing.Mapping:
+        return isinstance(value, dict)
+    if origin in (tuple, list) or origin is typing.Sequence:
+        if not isinstance(value, (tuple, list)):
+            return False
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_fits(v, args[0]) for v in value)
+        if args and origin is tuple:
+            return len(args) == len(value) and all(map(_fits, value, args))
+        return all(_fits(v, args[0]) for v in value) if len(args) == 1 else True
+    return True
+
+
+def _type_name(hint: Any) -> str:
+    """``int``, ``tuple[float, ...]``: a type as its annotation spells it."""
+    if typing.get_origin(hint) is None and isinstance(hint, type):
+        return hint.__name__
+    return str(hint).replace("typing.", "")
+
+
+def _reason(exc: Exception, bare: bool = False) -> str:
+    """``Class: first line`` of ``exc`` (``bare``: the line alone, for SQLite's own words)."""
     text = str(exc).splitlines()[0] if str(exc) else ""
+    if bare and text:
+        return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+#: Where a recovery file goes when it cannot go beside the store (that disk is full, or the
+#: directory read-only): the user's cache, then the system's temporary directory.
+RECOVERY_DIRS_DOC = "beside the store, else $XDG_CACHE_HOME/dlbench/recovered, else $TMPDIR"
+
+
+def recovery_dirs(store: Path) -> list[Path]:
+    """The directories a recovery file is tried in, in order (:data:`RECOVERY_DIRS_DOC`)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return [store.parent, cache / "dlbench" / "recovered", Path(tempfile.gettempdir())]
 
 
 def _host() -> str:

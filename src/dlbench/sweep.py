@@ -20,7 +20,7 @@ from typing import Protocol, Sequence
 from dlbench import env as envmod
 from dlbench.records.base import ErrorType, new_id
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
-from dlbench.store import Store
+from dlbench.store import Store, StoreWriteError
 
 
 class Launcher(Protocol):
@@ -145,6 +145,12 @@ def run_sweep(configs: Sequence[ThroughputConfig], store: Store, launcher: Launc
                 break
         else:
             outcome.status = "done"
+    except StoreWriteError:
+        # the store refused a record (a full disk, a read-only file): it is in a recovery file
+        # the error names, and every later record would meet the same refusal, so the sweep
+        # stops here; the CLI says where the record went (exit 2, not an internal error)
+        outcome.status = "failed"
+        raise
     except KeyboardInterrupt:
         outcome.status = "interrupted"
         outcome.message = (f"interrupted: {len(outcome.records)} result(s) of this run are kept in "

@@ -65,7 +65,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace, out: Path | None) -> int:
     if not Path(args.db).exists():
         raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
-    with Store(args.db) as store:
+    with Store(args.db, readonly=True) as store:
         if args.tag and not store.runs(tag=args.tag):  # a typo must not give an empty report
             raise StoreError(f"--tag {args.tag!r}: no run has this tag in {args.db}; "
                              "'dlbench results ls' lists runs and tags")

@@ -96,7 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "lacks (matched by id): the stores of a multi-node job's "
                                     "hosts, or of several runs on one machine, become one. "
                                     "A recovery file (STORE.recovered-ID.json, written when the "
-                                    "store stayed locked) is taken too. The sources are only read.")
+                                    "store stayed locked or could not be written) is taken too. The sources are only "
+                                    "read. A source row that cannot be read is named and left "
+                                    "out, and the merge then exits 3.")
     add_store_flags(q)
     q.add_argument("sources", nargs="+", metavar="SRC", help="stores or recovery files to copy from")
 
@@ -115,28 +117,35 @@ def _cmd_results(args: argparse.Namespace) -> int:
     if args.rcmd == "merge":
         for src in args.sources:  # before --db is opened: merged into itself, it waits on itself
             check_not_self(src, args.db)
+        unreadable = 0
         with Store(args.db) as store:
             for src in args.sources:
                 runs, results = (store.merge_recovery(src) if is_recovery_file(src)
                                  else store.merge_from(src))
                 dup = 0 if is_recovery_file(src) else store.skipped_duplicates
+                bad = 0 if is_recovery_file(src) else store.skipped_unreadable
+                unreadable += bad
                 terminal.stderr.print(f"{src}: {runs} run(s), {results} result(s) added to "
                                       f"{args.db}" + (f"; {dup} result(s) left out: the same "
                                                       "multi-node job, stored by another host"
-                                                      if dup else ""),
+                                                      if dup else "")
+                                      + (f"; {bad} unreadable result(s) left out (named above; "
+                                         f"'dlbench results check --db {src}' lists them)"
+                                         if bad else ""),
                                       markup=False, highlight=False, soft_wrap=True)
-        return EXIT_OK
+        # 3, as 'results check' on a problem: a script must not take a partial merge as whole
+        return EXIT_FAILED_RESULTS if unreadable else EXIT_OK
     if not Path(args.db).exists():
         raise StoreError(f"no result store at {args.db}; run 'dlbench run' first or pass --db PATH")
     if args.rcmd == "check":
         return _results_check(args)
-    with Store(args.db) as store:
+    with Store(args.db, readonly=True) as store:  # reading never writes, nor creates a schema
         return {"ls": _results_ls, "show": _results_show, "export": _results_export}[args.rcmd](
             args, store)
 
 
 def _results_check(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, readonly=True) as store:
         problems = store.check()
         rows = store.runs()
         checked = "integrity, " if hasattr(store, "integrity_check") else ""
