@@ -268,3 +268,27 @@ def test_html_report_escapes_hostile_strings():
     assert not re.search(r"<script\b", text, re.I)
     assert "&lt;script&gt;" in text
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", text, re.I)
+
+
+def test_results_show_prints_a_stored_command_and_error_as_written(tmp_path, capsys):
+    """`results show RUN` prints the run's stored command, and a failed record's error, through
+    markup: both are data, shown as written, their control characters as escapes."""
+    from dataclasses import replace
+
+    from dlbench.cli import main
+    db = tmp_path / "hostile.db"
+    rec = replace(_record(), run_id="run-h", error_type="exception",
+                  error=f"boom [bold]{CLEAR}", step_times_s=())
+    with Store(db) as s:
+        s.start_run("run-h", f"dlbench throughput [red]x[/red] {CLEAR}", ENV, env_key(ENV),
+                    "CPU", tag="t")
+        s.add(rec, env_key(ENV))
+        s.finish_run("run-h", "done")
+    main(["results", "show", "run-h", "--db", str(db)])
+    out = capsys.readouterr().out
+    _no_raw_controls(out)
+    assert "\\x1b[2J" in out and "[red]x[/red]" in out
+    main(["results", "show", rec.id, "--db", str(db)])
+    out = capsys.readouterr().out
+    _no_raw_controls(out)
+    assert "boom [bold]\\x1b[2J" in out

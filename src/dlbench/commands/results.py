@@ -24,6 +24,7 @@ from dlbench.commands.common import (
 from dlbench.report import export, outfile, tables, terminal
 from dlbench.report.cards import card_uuids
 from dlbench.report.outfile import print_error
+from dlbench.report.table import printable
 from dlbench.store import Store, StoreError, check_not_self, is_recovery_file
 from dlbench.suites import OLD_NAMES, VIEWS, canonical, view_of_suite
 
@@ -125,7 +126,8 @@ def _cmd_results(args: argparse.Namespace) -> int:
                 dup = 0 if is_recovery_file(src) else store.skipped_duplicates
                 bad = 0 if is_recovery_file(src) else store.skipped_unreadable
                 unreadable += bad
-                terminal.stderr.print(f"{src}: {runs} run(s), {results} result(s) added to "
+                terminal.stderr.print(f"{printable(src)}: {runs} run(s), "
+                                      f"{results} result(s) added to "
                                       f"{args.db}" + (f"; {dup} result(s) left out: the same "
                                                       "multi-node job, stored by another host"
                                                       if dup else "")
@@ -212,7 +214,8 @@ def _results_show(args: argparse.Namespace, store: Store) -> int:
             raise StoreError(f"no run is tagged {args.tag!r} in {args.db}")
         view = args.view or view_of_suite(runs[0].suite)
         if not args.quiet:
-            terminal.stdout.print(f"tag {args.tag}: {len(runs)} run(s), {len(recs)} result(s)")
+            terminal.stdout.print(f"tag {terminal.safe_markup(args.tag)}: {len(runs)} run(s), "
+                                  f"{len(recs)} result(s)")
         show_tables(recs, view, runs[0].device or "?", args.quiet, _peaks(store, recs))
         return EXIT_OK
     try:
@@ -232,7 +235,9 @@ def _results_show(args: argparse.Namespace, store: Store) -> int:
     fwd_bwd = any(getattr(r.config, "method", None) == "fwd-bwd" for r in recs)
     view = args.view or view_of_suite(info.suite, "ms-per-batch" if fwd_bwd else "throughput")
     if not args.quiet:
-        terminal.stdout.print(f"run {run_id} ({info.status}) {info.started_at}: {info.command}")
+        # the stored command is data: never markup, never raw control characters
+        terminal.stdout.print(f"run {run_id} ({info.status}) {info.started_at}: "
+                              f"{terminal.safe_markup(info.command)}")
     show_tables(recs, view, info.device or "?", args.quiet, _peaks(store, recs))
     return EXIT_OK
 
@@ -253,7 +258,8 @@ def _print_record(r, quiet: bool = False) -> None:
             return
         out.print_json(json.dumps({"config": r.config.to_dict()}, default=str))
         if r.error:
-            out.print(f"[red]{r.error_type}[/red]: {r.error}", highlight=False)
+            out.print(f"[red]{terminal.safe_markup(r.error_type)}[/red]: "
+                      f"{terminal.safe_markup(r.error)}", highlight=False)
         return
     show_table(tables.throughput_table([r], f"Result {r.id} (run {r.run_id})"), quiet)
     if quiet:
@@ -268,7 +274,8 @@ def _print_record(r, quiet: bool = False) -> None:
         out.print("step times (ms): " + " ".join(f"{t * 1e3:.2f}" for t in r.step_times_s[:50])
                   + (" ..." if len(r.step_times_s) > 50 else ""))
     if r.error:
-        out.print(f"[red]{r.error_type}[/red]: {r.error}", highlight=False)
+        out.print(f"[red]{terminal.safe_markup(r.error_type)}[/red]: "
+                  f"{terminal.safe_markup(r.error)}", highlight=False)
     uuids = card_uuids(r)
     if uuids:  # which physical card: two cards of one GPU model differ (docs/reports.md#cards)
         out.print(f"card: {' '.join(uuids)}", highlight=False)
