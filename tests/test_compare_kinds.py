@@ -1,6 +1,8 @@
-"""``dlbench compare`` for every record kind, on real records: a record against itself is no
-change; against a copy whose raw samples are 25% slower it is a regression (exit 5); nothing
-matched exits 6; two different H100 cards get the measured card-to-card spread."""
+"""``dlbench compare`` for every record kind, on real records: three processes a side against
+themselves is no change, against copies whose raw samples are 25% slower a regression found
+across processes (exit 5); one process a side is judged against the stored run-to-run spread
+where one is known, else inconclusive (exit 0); nothing matched exits 6; two different H100
+cards get the measured card-to-card spread."""
 
 from __future__ import annotations
 
@@ -59,19 +61,59 @@ def real(tmp_path_factory):
         return recs + [r for r in s.results(kind="net") if r.ok]
 
 
-@pytest.mark.parametrize("kind", ["throughput", "scaling", "comm", "peak", "maxbatch", "net"])
-def test_every_kind_gates_a_regression_and_passes_itself(real, kind):
+def _group(r, f: float, gid: str, spread=(1.0, 1.01, 0.99)) -> list:
+    """Three fresh processes of ``r``'s config (a --repeat group), ``f`` times slower, their
+    figures ``spread`` apart."""
+    return [_slower(r, f * s).in_group(gid, i, len(spread)) for i, s in enumerate(spread)]
+
+
+def _first(real, kind):
     a = [r for r in real if r.kind == kind]
     if kind == "net":  # the steadiest link: a 25% slowdown of a 60%-cv CPU run is not a signal
         a = sorted(a, key=lambda r: r.summary().rel_halfwidth)
-    a = a[:1]
     assert a, kind
-    same = cmp.compare(a, [dataclasses.replace(a[0], id=new_id())])
+    return a[0]
+
+
+@pytest.mark.parametrize("kind", ["throughput", "scaling", "comm", "peak", "net"])
+def test_every_kind_gates_a_regression_across_processes_and_passes_itself(real, kind):
+    r = _first(real, kind)
+    a = _group(r, 1.0, "ga")
+    same = cmp.compare(a, _group(r, 1.0, "gb", (1.005, 0.995, 1.0)))
     assert len(same.pairs) == 1 and not same.regressions, kind
-    slow = cmp.compare(a, [_slower(a[0])])
-    p = slow.pairs[0]
+    p = cmp.compare(a, _group(r, 1.25, "gc")).pairs[0]
     assert p.kind == kind and p.ratio < 0.85 and p.regression, (kind, p)
-    assert p.test == ("bracket" if kind == "maxbatch" else "welch")
+    assert p.test == "welch" and p.basis == cmp.ACROSS_PROCESSES and p.processes == (3, 3)
+
+
+def test_the_largest_batch_gates_on_its_brackets(real):
+    a = [_first(real, "maxbatch")]
+    assert not cmp.compare(a, [dataclasses.replace(a[0], id=new_id())]).regressions
+    p = cmp.compare(a, [_slower(a[0])]).pairs[0]
+    assert p.regression and p.test == "bracket" and p.basis == "brackets"
+
+
+@pytest.mark.parametrize("kind", ["scaling", "comm", "peak", "net"])
+def test_one_process_a_side_without_a_run_to_run_spread_is_inconclusive(real, kind):
+    """No run-to-run spread is stored for these kinds: a 25% difference between two processes
+    is no verdict (the audit saw identical code differ by 17% between two processes)."""
+    r = _first(real, kind)
+    p = cmp.compare([r], [_slower(r)]).pairs[0]
+    assert p.inconclusive and not p.regression and not p.significant, (kind, p)
+    assert p.test == "none" and cmp._verdict(p) == "inconclusive (one process per side)"
+
+
+def test_one_h100_process_a_side_is_judged_against_the_stored_spread(real):
+    r = next(x for x in real if x.kind == "throughput" and cmp.device_model(x) ==
+             "NVIDIA H100 80GB HBM3")
+    spread = cmp.stored_spread("throughput", "NVIDIA H100 80GB HBM3")
+    assert spread is not None
+    same = cmp.compare([r], [dataclasses.replace(r, id=new_id())]).pairs[0]
+    assert same.basis == cmp.RUN_TO_RUN and not same.significant
+    assert same.rel_runs == pytest.approx(spread.halfwidth(2))
+    p = cmp.compare([r], [_slower(r)]).pairs[0]
+    assert p.basis == cmp.RUN_TO_RUN and p.regression and p.ratio_high < 1.0
+    assert p.run_spread == spread and "stored run-to-run spread" in p.run_spread.source
 
 
 def test_training_seeds_gate_on_time_to_train_and_epoch_speed(tmp_path_factory):
@@ -117,7 +159,7 @@ def _cli(*args):
 
 def test_cli_exit_codes_gate_scaling_and_nothing_matched(real, tmp_path):
     a = next(r for r in real if r.kind == "scaling")
-    for name, recs in (("a.db", [a]), ("b.db", [_slower(a)])):
+    for name, recs in (("a.db", _group(a, 1.0, "ga")), ("b.db", _group(a, 1.25, "gb"))):
         with Store(tmp_path / name) as s:
             s.start_run(recs[0].run_id or "a", "test", recs[0].env, "k", "dev")
             for r in recs:
@@ -126,7 +168,8 @@ def test_cli_exit_codes_gate_scaling_and_nothing_matched(real, tmp_path):
     p = _cli("compare", "latest", "latest", "--db", str(tmp_path / "a.db"), "--db-b",
              str(tmp_path / "b.db"), "--json")
     assert p.returncode == 5, p.stderr
-    assert json.loads(p.stdout)["pairs"][0]["kind"] == "scaling"
+    pair = json.loads(p.stdout)["pairs"][0]
+    assert pair["kind"] == "scaling" and pair["basis"] == cmp.ACROSS_PROCESSES
     p = _cli("compare", "latest", "latest", "--db", str(tmp_path / "a.db"), "--db-b",
              str(tmp_path / "b.db"), "--kind", "comm")
     assert p.returncode == 6 and "nothing to compare" in p.stderr
@@ -144,6 +187,7 @@ def test_a_repeat_group_is_one_side_tested_on_its_process_figures(real):
     a = group(1.0, (1.0, 1.01, 0.99), "ga")
     same = cmp.compare(a, group(1.0, (1.005, 0.995, 1.0), "gb")).pairs[0]
     assert same.test == "welch" and len(same.a_id.split(",")) == 3 and not same.regression
+    assert same.basis == cmp.ACROSS_PROCESSES and cmp.judged_by(same) == "across processes (3 | 3)"
     slow = cmp.compare(a, group(1.25, (1.0, 1.01, 0.99), "gc")).pairs[0]
     assert slow.regression and slow.ratio == pytest.approx(0.8, rel=0.01)
     # the interval is the processes' (t with 2 df over 3 figures), far wider than one window's

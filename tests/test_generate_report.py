@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import math
 import re
@@ -268,14 +269,25 @@ def test_to_dataframe_of_a_store(tmp_path):
 
 
 # -- compare ---------------------------------------------------------------------------------------
+#: A run-to-run spread of generation on the fake H100, as benchmarks/run_spread.py stores one:
+#: one process a side is judged against it (none is shipped for generate yet).
+GEN_SPREAD = {"generate": {"NVIDIA H100 80GB HBM3": {"rel_sd": 0.005, "df": 20,
+                                                      "configs": [{}]}}}
+
+
 def test_compare_gates_output_tokens_and_tpot():
     a = [generate_record(spread=0.02, requests=20)]
-    same = cmp.compare(a, [dataclasses.replace(a[0], id=new_id())])
+    # without a spread, one process a side cannot be judged: inconclusive, never a regression
+    blind = cmp.compare(a, [generate_record(spread=0.02, requests=20, tpot_s=0.0013,
+                                            ttft_s=0.026, run_id="b")], spreads={})
+    assert not blind.regressions and all(p.inconclusive for p in blind.pairs)
+    compare = functools.partial(cmp.compare, spreads=GEN_SPREAD)
+    same = compare(a, [dataclasses.replace(a[0], id=new_id())])
     assert [p.unit for p in same.pairs] == ["output tok/s", "1/TPOT"]
     assert not same.regressions and not same.only_a and not same.only_b
     # every step 30% slower: both figures regress; TPOT shown as ms, ratio = TPOT A / TPOT B
-    slow = cmp.compare(a, [generate_record(spread=0.02, requests=20, tpot_s=0.0013,
-                                           ttft_s=0.026, run_id="b")])
+    slow = compare(a, [generate_record(spread=0.02, requests=20, tpot_s=0.0013,
+                                       ttft_s=0.026, run_id="b")])
     tok, tpot = slow.pairs
     assert tok.regression and tok.test == "welch"
     assert tpot.regression and tpot.ratio == pytest.approx(1 / 1.3)
@@ -283,8 +295,8 @@ def test_compare_gates_output_tokens_and_tpot():
     t = cmp.comparison_table(slow)
     assert t.rows[1][2:5] == ("1.000 ms", "1.300 ms", "TPOT mean")
     # a faster decode with a slower prefill: TPOT better, the output rate a regression
-    mixed = cmp.compare(a, [generate_record(spread=0.02, requests=20, tpot_s=0.0009,
-                                            ttft_s=0.03, run_id="b")])
+    mixed = compare(a, [generate_record(spread=0.02, requests=20, tpot_s=0.0009,
+                                        ttft_s=0.03, run_id="b")])
     assert [p.regression for p in mixed.pairs] == [True, False]
     assert mixed.pairs[1].improvement
 
@@ -295,8 +307,11 @@ def test_compare_cli_exits_5_on_a_generate_regression(tmp_path, capsys):
     with Store(db) as s:
         for run, tpot in (("run-a", 0.001), ("run-b", 0.0013)):
             s.start_run(run, "dlbench generate", H100, env_key(H100), "H100", tag=run)
-            s.add(generate_record(spread=0.02, requests=20, tpot_s=tpot, run_id=run),
-                  env_key(H100))
+            for i in range(3):   # a --repeat group of 3: compare tests across processes
+                rec = generate_record(spread=0.02, requests=20, tpot_s=tpot * (1 + 0.003 * i),
+                                      run_id=run)
+                s.add(dataclasses.replace(rec, id=new_id()).in_group(f"g-{run}", i, 3),
+                      env_key(H100))
             s.finish_run(run, "done")
     assert main(["compare", "tag:run-a", "tag:run-b", "--db", str(db), "--kind",
                  "generate"]) == 5

@@ -83,12 +83,20 @@ def test_ratio_interval_contains_ratio_and_widens():
 
 # -- compare on synthetic step times -------------------------------------------------------------
 
+#: A run-to-run spread for the test CPU, as benchmarks/run_spread.py would store it: with one
+#: process a side, compare judges against it (without one it cannot tell, and says so).
+SPREAD = {"throughput": {"Test CPU": {"rel_sd": 0.005, "df": 20, "configs": [{}]}}}
+
+
 def test_compare_flags_a_20_percent_regression_and_not_a_tiny_change():
     a = [record(seed=1), record(model="vgg16", seed=2)]
     # resnet50 steps take 25% longer: throughput 0.8x (a 20% regression); vgg16 0.1% slower.
     b = [record(mean_s=0.125, seed=3, run_id="run-b"),
          record(model="vgg16", mean_s=0.1001, seed=4, run_id="run-b")]
-    c = cmp.compare(a, b, threshold=0.05)
+    # one process a side and no spread known for this CPU: no verdict either way
+    blind = cmp.compare(a, b, threshold=0.05, spreads={})
+    assert not blind.regressions and all(p.inconclusive for p in blind.pairs)
+    c = cmp.compare(a, b, threshold=0.05, spreads=SPREAD)
     by = {p.label.split()[0]: p for p in c.pairs}
     assert by["resnet50"].ratio == pytest.approx(0.8, rel=0.01)
     assert by["resnet50"].significant and by["resnet50"].regression
@@ -172,14 +180,25 @@ def test_markdown_report(store, tmp_path):
 
 # -- the compare command -------------------------------------------------------------------------
 
+def _group(run_id, mean_s, seed):
+    """Three processes of one --repeat group: compare tests across them."""
+    return [record(mean_s=mean_s * (1 + 0.002 * i), seed=seed + i, run_id=run_id).in_group(
+        f"g-{run_id}", i, 3) for i in range(3)]
+
+
 def test_compare_cli_exit_codes(tmp_path):
     db = tmp_path / "c.db"
-    fill(db, "aaaa1111", [record(seed=1, run_id="aaaa1111")], tag="base")
-    fill(db, "bbbb2222", [record(mean_s=0.125, seed=2, run_id="bbbb2222")], tag="slow")
-    fill(db, "cccc3333", [record(mean_s=0.1001, seed=3, run_id="cccc3333")], tag="same")
+    fill(db, "aaaa1111", _group("aaaa1111", 0.1, 1), tag="base")
+    fill(db, "bbbb2222", _group("bbbb2222", 0.125, 11), tag="slow")
+    fill(db, "cccc3333", _group("cccc3333", 0.1001, 21), tag="same")
+    fill(db, "dddd4444", [record(mean_s=0.125, seed=31, run_id="dddd4444")], tag="one")
     p = cli("compare", "tag:base", "tag:slow", "--db", str(db))
     assert p.returncode == 5, p.stdout + p.stderr
     assert "REGRESSION" in p.stdout
+    # one process against three on a CPU with no stored spread: judged against the group's
+    # spread across its processes
+    p = cli("compare", "tag:base", "tag:one", "--db", str(db))
+    assert p.returncode == 5, p.stdout + p.stderr
     p = cli("compare", "aaaa", "cccc", "--db", str(db), "--json")
     assert p.returncode == 0, p.stdout + p.stderr
     d = json.loads(p.stdout)

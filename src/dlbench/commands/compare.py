@@ -29,20 +29,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub, "compare", help="compare two runs or tags config by config, every kind; exit 5 on "
                              "a regression",
         description="Match the results of A and B by kind and config (throughput, scaling, "
-                    "generate, comm, peak, maxbatch, train, net) and print, for each, the ratio B/A of "
-                    "the kind's figure, its 95% interval, a test and a verdict. Where raw "
-                    "samples exist the test is Welch's t on them (step times, iteration "
-                    "times, the seeds' times to train, or the process figures of a --repeat "
-                    "group); where they do not, the pair is significant when its interval "
-                    "excludes 1 (largest batch: when the two searches' brackets are disjoint). "
-                    "Figures from two different cards of one GPU model get the card-to-card "
-                    "spread measured across cards added to their interval. A and B are run ids "
-                    "(a prefix, or 'latest') or 'tag:NAME' (every run with that tag).",
+                    "generate, comm, peak, maxbatch, train, net) and print, for each, the ratio "
+                    "B/A of the kind's figure, its 95% interval, a test, what judged it and a "
+                    "verdict.\n\n"
+                    "Which test judges a pair depends on the fresh processes behind each side: "
+                    "two processes of identical code differ by more than one window's samples "
+                    "show (warm-up, clocks, allocator, placement), so a test on one window's "
+                    "samples would call that a change.\n"
+                    "  across processes: both sides --repeat groups (2+ processes): Welch's t on "
+                    "the process figures.\n"
+                    "  one process a side + run-to-run spread: the interval is widened by how "
+                    "much one process's figure varies across fresh processes (the spread stored "
+                    "for the device and kind, or a group side's own); significant only when the "
+                    "widened interval excludes 1.\n"
+                    "  inconclusive: one process a side and no run-to-run spread known for the "
+                    "device and kind: no verdict; rerun both sides with --repeat 3 (or more).\n"
+                    "Training is tested on its seeds' times, the largest batch on the two "
+                    "searches' brackets. Figures from two different cards of one GPU model get "
+                    "the card-to-card spread measured across cards added to their interval. A "
+                    "and B are run ids (a prefix, or 'latest') or 'tag:NAME' (every run with "
+                    "that tag).",
         epilog="examples:\n"
                "  dlbench compare tag:baseline tag:candidate --threshold 0.03\n"
                "  dlbench compare 3f2a latest --kind scaling\n"
                "  dlbench compare latest latest --db old.db --db-b new.db\n\n"
-               "exit codes: 0 no regression; 5 at least one regression (B significantly worse "
+               "exit codes: 0 no regression (an inconclusive pair, one process a side with no "
+               "run-to-run spread known, is not one: it exits 0 with a warning; --json counts "
+               "them as 'inconclusive'); 5 at least one regression (B significantly worse "
                "than A by more than --threshold); 6 no config has a result on both sides "
                "(nothing was compared: a gate must not pass on that); 2 usage error (unknown "
                "run or tag, missing store); 1 internal error; 130 interrupted.",
@@ -107,11 +120,33 @@ def cmd_compare(args: argparse.Namespace) -> int:
         terminal.error(f"nothing to compare: no {args.kind or ''}{' ' if args.kind else ''}"
                        f"config has an ok result in both {name_a} and {name_b}")
         return EXIT_NO_MATCH
+    for line in inconclusive_advice(c):
+        terminal.warn(line)
     if c.regressions:
         terminal.error(f"{len(c.regressions)} regression(s): "
                        + ", ".join(f"{p.label} ({p.ratio:.3f}x)" for p in c.regressions))
         return EXIT_REGRESSION
     if args.quiet:
-        terminal.stdout.print(f"{len(c.pairs)} config(s) compared: no regression",
+        undecided = f"; {len(c.inconclusive)} inconclusive" if c.inconclusive else ""
+        terminal.stdout.print(f"{len(c.pairs)} config(s) compared: no regression{undecided}",
                               highlight=False)
     return EXIT_OK
+
+
+def inconclusive_advice(c: cmp.Comparison) -> list[str]:
+    """One warning per kind and device whose pairs had one process a side and no run-to-run
+    spread: what that means and what to run instead."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for p in c.inconclusive:
+        groups.setdefault((p.kind, p.device or "this device"), []).append(p.label)
+    out = []
+    for (kind, device), labels in groups.items():
+        how = ("rerun both sides with --repeat 3 (or more) to test across processes"
+               if kind in cmp.REPEATABLE else
+               f"{kind} has no --repeat: its one-process figures cannot be gated on this "
+               "device")
+        out.append(f"{len(labels)} {kind} config(s) inconclusive (one process per side; no "
+                   f"run-to-run spread is known for {kind} on {device}, and two processes of "
+                   f"identical code differ by more than one window shows): {how}. Not counted "
+                   f"as a regression: {', '.join(labels)}")
+    return out

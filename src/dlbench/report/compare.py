@@ -32,16 +32,42 @@ generate    1 / TPOT mean        Welch's t on the decode steps' times
   cards, the pair is significant only if its widened interval also excludes 1. Without raw
   samples: significant when the interval excludes 1 (maxbatch: when the brackets are disjoint).
 - A **regression** is significant and worse than ``1 - threshold``.
+
+Which test may judge a pair depends on how many fresh processes stand behind each side (the
+step-timed kinds: throughput, generate, scaling, net, comm, peak). Welch's t on two windows'
+raw step times takes every step for an independent sample (they are autocorrelated) and sees no
+run-to-run variance: two processes of identical code differ by more than their within-window
+intervals (warm-up, clocks, allocator, placement, autotuning), and that test once called
+identical code a 0.834x regression at p ~ 1e-19. So:
+
+- **across processes**: both sides a ``--repeat`` group of two or more ok processes: Welch's t
+  on the process figures (their spread is the run-to-run variance).
+- **run-to-run spread**: one side or both measured in one process: the interval is widened, in
+  quadrature, by the run-to-run spread: ``t * sd * sqrt(k)`` for ``k`` one-process sides, ``sd``
+  the relative standard deviation of one process's figure across fresh processes. It is the
+  stored spread of the device and kind (``dlbench/reference/run_spread.json``, derived from the
+  committed stores' repeat groups by ``benchmarks/run_spread.py``) or, where one side is a
+  group, that group's own. The pair is significant only when the widened interval excludes 1
+  (and, both sides one process, Welch's p < alpha).
+- **inconclusive**: one process a side and no spread known for the device and kind: no test;
+  the verdict says so and asks for ``--repeat 3`` on both sides. Never a regression.
+
+Training (its seeds are its runs) and the largest batch (a bracket, not a timed figure) keep
+their tests.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from importlib import resources
+from typing import Any, Callable, Mapping, Sequence
 
 from dlbench import env as envmod
-from dlbench.measure.stats import across_processes, interval, mean, t_cdf
+from dlbench.measure.stats import across_processes, interval, mean, stdev, t_cdf, t_quantile
+from dlbench.records.base import repeat_groups
 from dlbench.report import cards
 from dlbench.report.table import Table, fmt_num
 
@@ -84,12 +110,14 @@ def welch_t(a: Sequence[float], b: Sequence[float]) -> Welch:
 
 
 def ratio_interval(ratio: float, rel_a: float, rel_b: float,
-                   rel_cards: float = 0.0) -> tuple[float, float]:
+                   rel_cards: float = 0.0, rel_runs: float = 0.0) -> tuple[float, float]:
     """Interval of a ratio from the two sides' relative half-widths (log scale, in quadrature),
-    plus ``rel_cards``, the relative spread between two cards, where they differ."""
+    plus ``rel_cards``, the relative spread between two cards, where they differ, and
+    ``rel_runs``, the run-to-run half-width of sides measured in one process."""
     if not (math.isfinite(rel_a) and math.isfinite(rel_b)):
         return 0.0, math.inf
-    w = math.sqrt(math.log1p(rel_a) ** 2 + math.log1p(rel_b) ** 2 + math.log1p(rel_cards) ** 2)
+    w = math.sqrt(math.log1p(rel_a) ** 2 + math.log1p(rel_b) ** 2 + math.log1p(rel_cards) ** 2
+                  + math.log1p(rel_runs) ** 2)
     return ratio * math.exp(-w), ratio * math.exp(w)
 
 
@@ -107,6 +135,7 @@ class Side:
     records: tuple[Any, ...]
     low: float | None = None     # maxbatch: the bracket [best batch, first OOM batch)
     high: float | None = None
+    processes: int = 1           # fresh processes behind the figure (a --repeat group's ok ones)
 
 
 def _step_side(r: Any) -> Side | None:
@@ -180,7 +209,7 @@ def _group_side(recs: Sequence[Any],
     figures = tuple(s.figure for s in per)
     m, h = across_processes(figures)
     return Side(m, h / m, figures, per[0].unit, tuple(s.ids[0] for s in per),
-                tuple(s.records[0] for s in per))
+                tuple(s.records[0] for s in per), processes=len(per))
 
 
 def _maxbatch_side(r: Any) -> Side | None:
@@ -263,6 +292,124 @@ def _epoch_side(recs: Sequence[Any]) -> Side | None:
                 tuple(r.id for r in runs), tuple(runs))
 
 
+# -- run-to-run spread: what one process a side cannot show --------------------------------------
+#: What judged a pair (``Pair.basis``): both sides several processes; one process on a side,
+#: against a run-to-run spread; one process a side with none known (no verdict).
+ACROSS_PROCESSES = "across processes"
+RUN_TO_RUN = "run-to-run spread"
+INCONCLUSIVE = "inconclusive"
+#: Kinds judged by how many processes stand behind each side (training's seeds are its runs; a
+#: largest-batch search brackets a boundary and has no timed figure).
+BY_PROCESSES = ("throughput", "generate", "scaling", "net", "comm", "peak")
+#: Kinds whose commands take ``--repeat`` (the advice for an inconclusive pair names it).
+REPEATABLE = ("throughput", "generate")
+
+
+@functools.cache
+def run_spreads() -> dict[str, Any]:
+    """The shipped spreads (``dlbench/reference/run_spread.json``, written by
+    ``benchmarks/run_spread.py`` from the committed stores' repeat groups)."""
+    text = resources.files("dlbench.reference").joinpath("run_spread.json").read_text()
+    return json.loads(text)
+
+
+def device_model(r: Any) -> str | None:
+    """What a record's figure ran on, as the run-to-run spreads are keyed: the GPU model, or
+    the CPU model for a run on the CPU (a GPU host's CPU too)."""
+    env = getattr(r, "env", None) or {}
+    c = r.config
+    device = getattr(c, "device", None) or getattr(getattr(c, "base", None), "device", None)
+    gpus = env.get("gpus") or []
+    if env.get("accelerator") == "cuda" and device != "cpu" and gpus:
+        return gpus[0].get("name")
+    return env.get("cpu_model")
+
+
+@dataclass(frozen=True)
+class RunSpread:
+    """How much one process's figure varies across fresh processes of identical code."""
+
+    rel_sd: float      # relative standard deviation of one process's figure
+    df: float          # its degrees of freedom
+    source: str        # where it comes from, as the table's note says it
+    stored: bool = True  # the shipped spread of a device and kind, not a group side's own
+
+    def halfwidth(self, one_process_sides: int, confidence: float = 0.95) -> float:
+        """The relative half-width it adds to a ratio with that many one-process sides: each
+        such side's figure may sit ``sd`` off its config's mean, independently."""
+        t = t_quantile(0.5 + confidence / 2.0, self.df)
+        return t * self.rel_sd * math.sqrt(one_process_sides)
+
+
+def stored_spread(kind: str, device: str | None,
+                  table: Mapping[str, Any] | None = None) -> RunSpread | None:
+    """The run-to-run spread measured for this kind on this device model (``table``: the
+    shipped :func:`run_spreads` unless given); None where none was measured."""
+    entry = ((table if table is not None else run_spreads()).get(kind) or {}).get(device or "")
+    if not entry:
+        return None
+    return RunSpread(entry["rel_sd"], entry["df"],
+                     f"the stored run-to-run spread of {kind} on {device} (sd {entry['rel_sd']:.2%}"
+                     f" of one process's figure, {len(entry['configs'])} config(s))")
+
+
+def _group_spread(s: Side, name: str) -> RunSpread:
+    sd = stdev(s.samples) / mean(s.samples)
+    return RunSpread(sd, s.processes - 1, f"the run-to-run spread of {name}'s {s.processes} "
+                                          f"processes (sd {sd:.2%})", stored=False)
+
+
+def _judge_by(a: Side, b: Side, kind: str,
+              table: Mapping[str, Any] | None) -> tuple[str, RunSpread | None]:
+    """Across processes where both sides have several; else against a run-to-run spread: the
+    stored one of this device and kind, else a group side's own; else inconclusive."""
+    if a.processes >= 2 and b.processes >= 2:
+        return ACROSS_PROCESSES, None
+    da, db = device_model(a.records[-1]), device_model(b.records[-1])
+    spread = stored_spread(kind, da, table) if da == db else None
+    if spread is None:
+        group = a if a.processes >= 2 else b if b.processes >= 2 else None
+        if group is not None:
+            spread = _group_spread(group, "A" if group is a else "B")
+    return (RUN_TO_RUN, spread) if spread is not None else (INCONCLUSIVE, None)
+
+
+def derive_run_spreads(records: Sequence[Any], max_rel_halfwidth: float = 0.01) -> dict[str, Any]:
+    """Run-to-run spread per kind and device model, from the repeat groups among ``records``.
+
+    A group's spread is the relative standard deviation of its processes' figures; only
+    processes whose own interval is at most ``max_rel_halfwidth`` count (so the spread is the
+    runs', not a noisy window's), and a group needs two of them. The groups of one config pool
+    their variances (weighted by degrees of freedom); a device's figure is its widest config's.
+
+    Returns ``{kind: {device: {"rel_sd", "df", "configs": [...]}}}``, every config naming the
+    records of each group it came from (the shipped ``run_spread.json``)."""
+    pooled: dict[tuple[str, str, str], list[tuple[list[Any], float]]] = {}
+    for group in repeat_groups(records):
+        r0 = group[0]
+        if r0.repeat_group is None or r0.kind not in REPEATABLE or device_model(r0) is None:
+            continue
+        ok = [(r, s) for r, s in ((r, _ONE[r.kind](r) if r.ok else None) for r in group)
+              if s is not None and s.rel_halfwidth <= max_rel_halfwidth]
+        if len(ok) < 2:
+            continue
+        figures = [s.figure for _, s in ok]
+        pooled.setdefault((r0.kind, device_model(r0), r0.config.key()), []).append(
+            ([r for r, _ in ok], stdev(figures) / mean(figures)))
+    out: dict[str, Any] = {}
+    for (kind, device, _key), groups in sorted(pooled.items()):
+        df = sum(len(g) - 1 for g, _ in groups)
+        sd = math.sqrt(math.fsum((len(g) - 1) * v ** 2 for g, v in groups) / df)
+        entry = {"config": groups[0][0][0].config.label, "rel_sd": sd, "df": df,
+                 "groups": [{"records": sorted(r.id for r in g), "rel_sd": v}
+                            for g, v in groups]}
+        d = out.setdefault(kind, {}).setdefault(device, {"rel_sd": 0.0, "df": 0, "configs": []})
+        d["configs"].append(entry)
+        if sd > d["rel_sd"]:
+            d["rel_sd"], d["df"] = sd, df
+    return out
+
+
 @dataclass(frozen=True)
 class Pair:
     """One config measured on both sides. ``a_per_s``/``b_per_s`` are the figures (samples/s
@@ -288,6 +435,17 @@ class Pair:
     unit: str = "samples/s"
     test: str = "welch"          # welch | interval | bracket | none
     cards: str | None = None      # set when A and B ran on different cards of one GPU model
+    # What judged it: ACROSS_PROCESSES, RUN_TO_RUN or INCONCLUSIVE (the kinds of BY_PROCESSES);
+    # "seeds" for training, "brackets" for the largest batch.
+    basis: str | None = None
+    processes: tuple[int, int] = (1, 1)   # fresh processes behind A's and B's figure
+    run_spread: RunSpread | None = None   # the spread the interval was widened by (RUN_TO_RUN)
+    rel_runs: float = 0.0                 # the relative half-width it added
+    device: str | None = None             # A's device model (GPU, else CPU), as spreads are keyed
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.basis == INCONCLUSIVE
 
 
 @dataclass(frozen=True)
@@ -302,6 +460,10 @@ class Comparison:
     @property
     def regressions(self) -> tuple[Pair, ...]:
         return tuple(p for p in self.pairs if p.regression)
+
+    @property
+    def inconclusive(self) -> tuple[Pair, ...]:
+        return tuple(p for p in self.pairs if p.inconclusive)
 
 
 def _card_spread(a: Side, b: Side, kind: str) -> tuple[float, str | None]:
@@ -322,27 +484,42 @@ def _card_spread(a: Side, b: Side, kind: str) -> tuple[float, str | None]:
 
 
 def compare_pair(a: Any, b: Any, threshold: float = DEFAULT_THRESHOLD,
-                 alpha: float = DEFAULT_ALPHA, kind: str | None = None) -> Pair:
-    """Compare the two sides of one config (records, or :class:`Side` objects)."""
+                 alpha: float = DEFAULT_ALPHA, kind: str | None = None,
+                 spreads: Mapping[str, Any] | None = None) -> Pair:
+    """Compare the two sides of one config (records, or :class:`Side` objects). ``spreads``
+    replaces the shipped run-to-run spreads (:func:`run_spreads`' layout)."""
     sa = a if isinstance(a, Side) else sides([a])[next(iter(sides([a])))]
     sb = b if isinstance(b, Side) else sides([b])[next(iter(sides([b])))]
     ra, rb = sa.records[-1], sb.records[-1]
     kind = kind or ra.kind
     ratio = sb.figure / sa.figure
     extra, card_note = _card_spread(sa, sb, kind)
+    basis, spread, rel_runs = None, None, 0.0
+    t = df = p = math.nan
     if kind == "maxbatch":
         low, high = sb.low / sa.high, (sb.high / sa.low if math.isfinite(sb.high) else math.inf)
         disjoint = sb.high <= sa.low or sb.low >= sa.high
-        test, t, df, p, significant = "bracket", math.nan, math.nan, math.nan, disjoint
+        basis, test, significant = "brackets", "bracket", disjoint
     else:
-        low, high = ratio_interval(ratio, sa.rel_halfwidth, sb.rel_halfwidth, extra)
-        if sa.samples and sb.samples:
+        if kind in BY_PROCESSES:
+            basis, spread = _judge_by(sa, sb, kind, spreads)
+            if spread is not None:
+                rel_runs = spread.halfwidth((sa.processes < 2) + (sb.processes < 2))
+        else:
+            basis = "seeds"
+        low, high = ratio_interval(ratio, sa.rel_halfwidth, sb.rel_halfwidth, extra, rel_runs)
+        # Welch's t needs samples of one nature: process figures on both sides, or raw times
+        # on both (one process against a group has neither).
+        alike = sa.samples and sb.samples and (sa.processes > 1) == (sb.processes > 1)
+        if basis == INCONCLUSIVE:
+            test, significant = "none", False
+        elif alike:
             w = welch_t(sa.samples, sb.samples)
             test, t, df, p = "welch", w.t, w.df, w.p
-            significant = w.p < alpha and (not card_note or not low <= 1.0 <= high)
+            widened = card_note or basis == RUN_TO_RUN
+            significant = w.p < alpha and (not widened or not low <= 1.0 <= high)
         else:
-            test, t, df, p = ("interval" if math.isfinite(high) else "none"), math.nan, math.nan, \
-                math.nan
+            test = "interval" if math.isfinite(high) else "none"
             significant = math.isfinite(high) and not low <= 1.0 <= high
     return Pair(key=ra.config.key() if kind != "train" else ra.config.setup_key(),
                 label=(ra.config.label + (" TPOT" if sa.unit == TPOT else "") if kind != "train"
@@ -352,7 +529,13 @@ def compare_pair(a: Any, b: Any, threshold: float = DEFAULT_THRESHOLD,
                 significant=significant, regression=significant and ratio < 1.0 - threshold,
                 improvement=significant and ratio > 1.0 + threshold,
                 env_differences=tuple(envmod.differences(ra.env or {}, rb.env or {})),
-                kind=kind, unit=sa.unit, test=test, cards=card_note)
+                kind=kind, unit=sa.unit, test=test, cards=card_note, basis=basis,
+                processes=(_processes(sa, kind), _processes(sb, kind)), run_spread=spread,
+                rel_runs=rel_runs, device=device_model(ra))
+
+
+def _processes(s: Side, kind: str) -> int:
+    return len(s.ids) if kind == "train" else s.processes  # a training side: its seeds' runs
 
 
 def _setup_label(r: Any) -> str:
@@ -360,12 +543,15 @@ def _setup_label(r: Any) -> str:
 
 
 def compare(a_records: Sequence[Any], b_records: Sequence[Any],
-            threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA) -> Comparison:
-    """Match the ok records of A and B by kind and config key and compare each pair."""
+            threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
+            spreads: Mapping[str, Any] | None = None) -> Comparison:
+    """Match the ok records of A and B by kind and config key and compare each pair
+    (``spreads``: see :func:`compare_pair`)."""
     if threshold < 0:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
     ra, rb = sides(a_records), sides(b_records)
-    pairs = tuple(compare_pair(ra[k], rb[k], threshold, alpha, kind=k[0]) for k in ra if k in rb)
+    pairs = tuple(compare_pair(ra[k], rb[k], threshold, alpha, kind=k[0], spreads=spreads)
+                  for k in ra if k in rb)
     # one line per setup: a second figure of a config is not a config of its own
     ra = {k: v for k, v in ra.items() if not k[1].endswith((EPOCH, TPOT_KEY))}
     rb = {k: v for k, v in rb.items() if not k[1].endswith((EPOCH, TPOT_KEY))}
@@ -381,6 +567,8 @@ def compare(a_records: Sequence[Any], b_records: Sequence[Any],
 
 
 def _verdict(p: Pair) -> str:
+    if p.inconclusive:
+        return "inconclusive (one process per side)"
     if p.regression:
         return "REGRESSION"
     if p.improvement:
@@ -390,7 +578,24 @@ def _verdict(p: Pair) -> str:
     return "no change"
 
 
+def judged_by(p: Pair) -> str:
+    """Which test judged the pair, in a few words (the table's column)."""
+    na, nb = p.processes
+    if p.basis == ACROSS_PROCESSES:
+        return f"across processes ({na} | {nb})"
+    if p.basis == RUN_TO_RUN:
+        sides = "one process a side" if na == nb == 1 else f"processes {na} | {nb}"
+        return f"{sides} + run-to-run +-{p.rel_runs:.2%}"
+    if p.basis == INCONCLUSIVE:
+        return "one process a side, no run-to-run spread known"
+    if p.basis == "seeds":
+        return f"seeds ({na} | {nb})"
+    return p.basis or "-"
+
+
 def _p(p: Pair) -> str:
+    if p.inconclusive:
+        return "-"
     return f"{p.p:.2g}" if p.test == "welch" else p.test
 
 
@@ -407,32 +612,49 @@ _SHOWN_AS = {"1/time to train": "time to train", TPOT: "TPOT mean"}
 
 
 def comparison_table(c: Comparison, title: str = "B against A") -> Table:
-    """One row per matched config: both figures, the ratio and its interval, the test."""
+    """One row per matched config: both figures, the ratio and its interval, the test, what
+    judged it (across processes, one process against a run-to-run spread, or nothing)."""
     rows = tuple((
         p.kind, p.label, _fig(p, p.a_per_s), _fig(p, p.b_per_s), _SHOWN_AS.get(p.unit, p.unit),
         f"{p.ratio:.4f}",
         f"{p.ratio_low:.4f}-{p.ratio_high:.4f}" if math.isfinite(p.ratio_high) else "unbounded",
-        _p(p), "yes" if p.significant else "no", _verdict(p) + (" (cards differ)" if p.cards
-                                                             else ""),
+        _p(p), "yes" if p.significant else "no", judged_by(p),
+        _verdict(p) + (" (cards differ)" if p.cards else ""),
     ) for p in c.pairs)
     notes = (f"ratio = B / A of the figure (time to train, TPOT: A / B), below 1 is worse; "
              f"interval 95% from the two sides' intervals; p: Welch's t-test on the raw samples "
-             f"(step, request, decode step, iteration or seed times), significant when "
-             f"p < {c.alpha:g}; 'interval': no raw "
+             f"(step, request, decode step, iteration or seed times; a --repeat group's process "
+             f"figures), significant when p < {c.alpha:g}; 'interval': no raw "
              f"samples, significant when the interval excludes 1; 'bracket': largest batch, "
              f"significant when the two searches' brackets are disjoint; regression: "
              f"significant and worse than A by more than {c.threshold:.1%}",
+             "judged by: 'across processes': both sides --repeat groups, Welch's t on their "
+             "process figures; '+ run-to-run': a side measured in one process, the interval "
+             "widened by how much one process's figure varies across fresh processes (the "
+             "stored spread of the device and kind, or the group side's), significant only "
+             "when it excludes 1; 'no run-to-run spread known': one process a side cannot "
+             "tell a change from run-to-run variance, so no verdict (rerun both sides with "
+             "--repeat 3)",
+             *dict.fromkeys(p.run_spread.source if p.run_spread.stored else
+                            f"{p.label}: {p.run_spread.source}"
+                            for p in c.pairs if p.run_spread is not None),
              *dict.fromkeys(p.cards for p in c.pairs if p.cards))
     return Table(title, ("kind", "config", "A", "B", "figure", "B/A", "95% interval", "p / test",
-                         "significant", "verdict"), rows, notes)
+                         "significant", "judged by", "verdict"), rows, notes)
 
 
 def to_dict(c: Comparison) -> dict[str, Any]:
     """A JSON-ready form (infinite interval ends and absent statistics as None)."""
     def fin(x: float) -> float | None:
         return x if math.isfinite(x) else None
+
+    def spread(p: Pair) -> dict[str, Any] | None:
+        r = p.run_spread
+        return None if r is None else {"rel_sd": r.rel_sd, "df": r.df, "source": r.source,
+                                       "rel_halfwidth": p.rel_runs}
     return {
         "threshold": c.threshold, "alpha": c.alpha, "regressions": len(c.regressions),
+        "inconclusive": len(c.inconclusive),
         "env_differences": list(c.env_differences), "only_a": list(c.only_a),
         "only_b": list(c.only_b),
         "pairs": [{"kind": p.kind, "config": p.label, "key": p.key, "a": p.a_id, "b": p.b_id,
@@ -440,6 +662,8 @@ def to_dict(c: Comparison) -> dict[str, Any]:
                    "a_samples_per_s": p.a_per_s, "b_samples_per_s": p.b_per_s, "ratio": p.ratio,
                    "interval": [p.ratio_low, fin(p.ratio_high)], "test": p.test, "t": fin(p.t),
                    "df": fin(p.df), "p": fin(p.p), "significant": p.significant,
-                   "regression": p.regression, "cards": p.cards, "verdict": _verdict(p)}
+                   "regression": p.regression, "cards": p.cards, "basis": p.basis,
+                   "judged_by": judged_by(p), "processes": list(p.processes),
+                   "device": p.device, "run_spread": spread(p), "verdict": _verdict(p)}
                   for p in c.pairs],
     }

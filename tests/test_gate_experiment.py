@@ -1,0 +1,168 @@
+"""The regression-gate experiment (``benchmarks/gate.py``): the figures the compare guide quotes
+are those of the committed run (``results/pt2.14-cpu/gate-cpu.json``), recomputed from its
+trials; and the experiment's logic on known numbers: the Wilson interval, the injected wait,
+and how one trial's sides are judged."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
+from dlbench.report import compare as cmp
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "results" / "pt2.14-cpu" / "gate-cpu.json"
+GUIDE = ROOT / "docs" / "reports.md"
+
+
+@pytest.fixture(scope="module")
+def gate():
+    spec = importlib.util.spec_from_file_location("gate_experiment", ROOT / "benchmarks" /
+                                                  "gate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- the published figures ------------------------------------------------------------------------
+def test_the_guide_quotes_the_committed_run(gate):
+    run = json.loads(RUN.read_text())
+    s = gate.summarize(run["trials"])  # from the trials, not from the stored summary
+    assert s == run["summary"]
+    text = GUIDE.read_text()
+    section = text[text.index("<a id=\"gate\"></a>"):]
+    section = section[:section.index("\n## ")] if "\n## " in section else section
+    for how in ("processes", "one_process", "former_one_process"):
+        for what in ("false_alarms", "detections"):
+            assert s[how][what]["text"] in section, (how, what, s[how][what]["text"])
+    assert s["one_process"]["inconclusive_identical"]["text"] in section
+    assert run["command"] in section
+    n = len(run["trials"])
+    assert re.search(rf"\b{n} trials\b", section)
+    assert f"{s['mean_ratio']['slowed']:.3f}" in section
+    assert run["config"]["threshold"] == 0.02 and run["config"]["repeat"] == 3
+
+
+def test_the_committed_run_judged_real_processes():
+    run = json.loads(RUN.read_text())
+    for t in run["trials"]:
+        assert sorted(t["order"]) == ["A", "A2", "S"]
+        for side in t["sides"].values():
+            assert len(side["records"]) == run["config"]["repeat"] == len(side["figures"])
+        assert t["identical"]["processes"]["basis"] == "across processes"
+        assert t["identical"]["processes"]["processes"] == [3, 3]
+        assert t["identical"]["one_process"]["processes"] == [1, 1]
+        # the verdicts across processes follow from the stored process figures today
+        for which, side in (("identical", "A2"), ("slowed", "S")):
+            a, b = t["sides"]["A"]["figures"], t["sides"][side]["figures"]
+            pair = t[which]["processes"]
+            w = cmp.welch_t(a, b)
+            assert pair["p"] == pytest.approx(w.p) and pair["ratio"] == pytest.approx(
+                statistics.fmean(b) / statistics.fmean(a))
+            cfg = run["config"]
+            assert pair["regression"] == (w.p < cfg["alpha"] and
+                                          pair["ratio"] < 1 - cfg["threshold"])
+    assert run["environment"]["accelerator"] == "cpu"
+
+
+# -- the logic on known numbers -------------------------------------------------------------------
+def test_wilson_interval_known_values(gate):
+    lo, hi = gate.wilson(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.27753, abs=1e-5)
+    lo, hi = gate.wilson(5, 10)
+    assert (lo, hi) == pytest.approx((0.23659, 0.76341), abs=1e-5)
+    assert gate.wilson(18, 18)[1] == 1.0 and gate.wilson(18, 18)[0] == pytest.approx(0.82412,
+                                                                                       abs=1e-5)
+    assert gate.rate_text(1, 20) == "1 of 20 (5.0%, 95% Wilson 0.9%-23.6%)"
+
+
+class _Clock:
+    """A fake clock: the inner model's forward and the wait advance it."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+
+def test_slowed_waits_the_fraction_of_the_steps_own_time(gate):
+    clock = _Clock()
+    waits = []
+
+    def wait(seconds, x):
+        waits.append(seconds)
+        clock.t += seconds
+
+    class Step(nn.Module):  # every step's own work: 10 ms
+        def forward(self, x):
+            clock.t += 0.010
+            return x
+    m = gate.Slowed(Step(), 0.05, clock=lambda: clock.t, wait=wait)
+    for _ in range(20):
+        m(torch.zeros(1))
+    assert waits == pytest.approx([0.0005] * 19)      # 5% of 10 ms, from the second step on
+    unslowed = gate.Slowed(Step(), 0.0, clock=lambda: clock.t, wait=wait)
+    for _ in range(5):
+        unslowed(torch.zeros(1))
+    assert len(waits) == 19
+
+
+def test_the_models_slowdown_comes_from_the_environment(gate, monkeypatch):
+    monkeypatch.setenv(gate.SLOWDOWN_ENV, "0.05")
+    model, spec = gate.build()
+    assert model.fraction == 0.05 and spec.input_size == 32
+    monkeypatch.delenv(gate.SLOWDOWN_ENV)
+    assert gate.build()[0].fraction == 0.0
+    assert model(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+
+
+def _side(means, gid, n=200):
+    cfg = ThroughputConfig(model="benchmarks/gate.py:build", batch_size=32, device="cpu")
+    env = {"accelerator": "cpu", "cpu_model": "Test CPU", "packages": {"torch": "2.9.0"}}
+    return [ThroughputRecord(config=cfg, env=env, samples_per_step=32, unit="images",
+                             step_times_s=tuple(m * (1 + 0.01 * (-1) ** i) for i in range(n)))
+            .in_group(gid, i, len(means)) for i, m in enumerate(means)]
+
+
+def test_a_trial_is_judged_across_processes_and_one_process_a_side(gate):
+    a = _side((0.0100, 0.0101, 0.0099), "a")
+    same = gate.judge(a, _side((0.01005, 0.00995, 0.0100), "b"), 0.02, 0.05)
+    assert gate.outcome(same["processes"]) == "pass"
+    assert same["processes"]["basis"] == "across processes"
+    # one process a side: no spread is stored for the test CPU, so no verdict; the former test
+    # (Welch's t on two windows) calls a 0.5% difference of two quiet windows significant
+    assert gate.outcome(same["one_process"]) == "inconclusive"
+    assert same["one_process"]["processes"] == [1, 1]
+    slow = gate.judge(a, _side((0.0105, 0.01061, 0.0104), "c"), 0.02, 0.05)
+    assert gate.outcome(slow["processes"]) == "regression"
+    assert slow["processes"]["ratio"] == pytest.approx(1 / 1.05, rel=2e-3)
+    assert slow["former_one_process"]["regression"]  # 0.952x with p ~ 0
+    # with a stored spread for the device the first processes are judged against it
+    spreads = {"throughput": {"Test CPU": {"rel_sd": 0.001, "df": 20, "configs": [{}]}}}
+    assert gate.outcome(gate.judge(a, _side((0.0105,) * 3, "d"), 0.02, 0.05,
+                                   spreads)["one_process"]) == "regression"
+
+
+def test_summary_counts_and_intervals(gate):
+    def pair(regression, basis="across processes", ratio=1.0):
+        return {"regression": regression, "basis": basis, "ratio": ratio}
+
+    def trial(false_alarm, detected):
+        return {"identical": {"processes": pair(false_alarm),
+                              "one_process": pair(False, "inconclusive"),
+                              "former_one_process": {"regression": True, "ratio": 0.9}},
+                "slowed": {"processes": pair(detected, ratio=0.95),
+                           "one_process": pair(False, "inconclusive"),
+                           "former_one_process": {"regression": detected, "ratio": 0.9}}}
+    s = gate.summarize([trial(False, True)] * 9 + [trial(True, False)])
+    assert s["processes"]["false_alarms"]["k"] == 1 and s["processes"]["false_alarms"]["n"] == 10
+    assert s["processes"]["detections"]["text"] == gate.rate_text(9, 10)
+    assert s["one_process"]["inconclusive_identical"]["k"] == 10
+    assert s["former_one_process"]["false_alarms"]["k"] == 10
+    assert s["mean_ratio"]["slowed"] == pytest.approx(0.95)
