@@ -113,9 +113,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     elif not args.quiet:
         terminal.print_table(cmp.comparison_table(c, f"B ({name_b}) against A ({name_a})"))
         if c.only_a:
-            terminal.stdout.print(f"only in A: {terminal.safe_markup(', '.join(c.only_a))}", highlight=False)
+            terminal.stdout.print(f"only in A: {terminal.safe_markup(', '.join(c.only_a))}",
+                                  highlight=False)
         if c.only_b:
-            terminal.stdout.print(f"only in B: {terminal.safe_markup(', '.join(c.only_b))}", highlight=False)
+            terminal.stdout.print(f"only in B: {terminal.safe_markup(', '.join(c.only_b))}",
+                                  highlight=False)
     if not c.pairs:
         terminal.error(f"nothing to compare: no {args.kind or ''}{' ' if args.kind else ''}"
                        f"config has an ok result in both {name_a} and {name_b}")
