@@ -50,6 +50,7 @@ from dlbench.measure import stats
 from dlbench.measure.mfu import datasheet_mfu, measured_peaks, mfu
 from dlbench.records.peak import ceilings
 from dlbench.reference import spec_for_env
+from dlbench.report.cards import own_host_peaks
 from dlbench.report.flags import short_window, window_cap, window_unit
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.report.tuned_tables import _payback_cell
@@ -309,10 +310,10 @@ def _gib(r: Any) -> str:
 def suite_run(run: str, columns: Sequence[str]) -> Callable[[Store], list[str]]:
     """Every ok throughput record of one suite run, in stored order, with ``columns`` chosen from
     mode, ms, steps, tflops, mfu, ceiling (MFU against the store's latest measured ceiling of
-    the device) and gib."""
+    the record's own card, else of its GPU model) and gib."""
     def render(store: Store) -> list[str]:
         recs = [r for r in store.results(run_id=run, kind="throughput") if r.ok]
-        peaks = measured_peaks(store.results(kind="peak")) if "ceiling" in columns else None
+        peak_recs = store.results(kind="peak") if "ceiling" in columns else []
         flags = [record_flags(r) for r in recs]
         common = _common(flags)
         head = {"ms": "ms/step (median)", "steps": "steps",
@@ -321,7 +322,9 @@ def suite_run(run: str, columns: Sequence[str]) -> Callable[[Store], list[str]]:
         rows = []
         for r, fl in zip(recs, flags):
             s = r.summary()
-            m = mfu(r, peaks)
+            # the ceiling of the card the record ran on where the store has one (cards of one
+            # model differ by about 2%), else the latest of its GPU model
+            m = mfu(r, measured_peaks(own_host_peaks(r, peak_recs)) if peak_recs else None)
             cells = {"ms": fmt_num(s.median_s * 1e3, 4),
                      "steps": str(s.steps), "tflops": fmt_num(r.achieved_tflops(), 3),
                      "mfu": "–" if m.datasheet is None else f"{m.datasheet:.1%}",
