@@ -22,6 +22,7 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 import sys
 import tempfile
 import time
@@ -43,7 +44,7 @@ LOCK_WAIT_S = 60.0
 LOCK_WAIT_ENV = "DLBENCH_LOCK_WAIT_S"
 
 _TABLES = frozenset({"meta", "runs", "results"})
-_INDEXES = frozenset({"results_run", "results_key"})
+_INDEXES = frozenset({"results_run", "results_key"})  # results_created: new stores
 _RUN_COLUMNS = ("run_id", "started_at", "finished_at", "status", "command", "suite", "tag",
                 "device", "env_key", "env_json")
 _RECOVERY_FORMAT = "dlbench-recovery/1"
@@ -85,6 +86,7 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
 CREATE INDEX IF NOT EXISTS results_key ON results(config_key, env_key);
+CREATE INDEX IF NOT EXISTS results_created ON results(created_at);
 """
 
 
@@ -454,20 +456,63 @@ class Store:
     def iter_results(self, run_id: str | None = None, kind: str | None = None,
                      status: str | None = None, model: str | None = None,
                      tag: str | None = None) -> Iterator[Any]:
-        """Records in the order they were stored; ``tag`` selects every run with that tag."""
-        where, args = [], []
-        for col, val in (("run_id", run_id), ("kind", kind), ("status", status), ("model", model)):
-            if val is not None:
-                where.append(f"{col}=?")
-                args.append(val)
-        if tag is not None:
-            where.append("run_id IN (SELECT run_id FROM runs WHERE tag=?)")
-            args.append(tag)
-        sql = "SELECT id, CAST(record_json AS BLOB) FROM results"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at, rowid"
-        for rid, blob in self._db.execute(sql, args).fetchall():
+        """Records in the order they were stored; ``tag`` selects every run with that tag.
+
+        The selected rows are fetched before the first record is yielded, so the caller may
+        write to the store while it iterates; :meth:`stream_results` reads as it goes."""
+        where, args = _where(run_id, kind, status, model, tag)
+        rows = self._db.execute(f"SELECT id, CAST(record_json AS BLOB) FROM results{where}"
+                                " ORDER BY created_at, rowid", args).fetchall()
+        yield from self._decoded(rows)
+
+    def stream_results(self, run_id: str | None = None, kind: str | None = None,
+                       status: str | None = None, model: str | None = None,
+                       tag: str | None = None) -> Iterator[Any]:
+        """The records of :meth:`iter_results`, in the same order and with the same warnings,
+        read through a cursor a batch of rows at a time: memory stays that of one batch, however
+        large the store. For readers (exports): nothing may write to the store meanwhile."""
+        where, args = _where(run_id, kind, status, model, tag)
+        cur = self._db.execute(f"SELECT id, CAST(record_json AS BLOB) FROM results{where}"
+                               " ORDER BY created_at, rowid", args)
+        try:
+            while True:
+                rows = cur.fetchmany(_BATCH)
+                if not rows:
+                    return
+                yield from self._decoded(rows)
+        finally:
+            cur.close()
+
+    def last_results(self, limit: int, run_id: str | None = None) -> list[Any]:
+        """The last ``limit`` readable records (all of them: 0), in stored order, as
+        ``results(run_id=...)[-limit:]``; only the rows it returns, and the unreadable ones met
+        on the way (each named, as always), are decoded. The rows are read newest first through
+        the ``created_at`` index (a store without it is sorted, still without decoding)."""
+        if not limit:
+            return self.results(run_id=run_id)
+        where, args = _where(run_id, None, None, None, None)
+        cur = self._db.execute(f"SELECT id, CAST(record_json AS BLOB) FROM results{where}"
+                               " ORDER BY created_at DESC, rowid DESC", args)
+        out: list[Any] = []
+        try:
+            while len(out) < limit:
+                rows = cur.fetchmany(min(limit - len(out), _BATCH))
+                if not rows:
+                    break
+                out.extend(self._decoded(rows))
+        finally:
+            cur.close()
+        out.reverse()
+        return out
+
+    def result_kinds(self, run_id: str | None = None, kind: str | None = None,
+                     tag: str | None = None) -> set[str]:
+        """The kinds the selected rows hold, from the ``kind`` column (nothing decoded)."""
+        where, args = _where(run_id, kind, None, None, tag)
+        return {k for (k,) in self._db.execute(f"SELECT DISTINCT kind FROM results{where}", args)}
+
+    def _decoded(self, rows: list[tuple[str, bytes]]) -> Iterator[Any]:
+        for rid, blob in rows:
             try:
                 yield _parse(blob)
             except Exception as exc:  # noqa: BLE001 - any unreadable row is skipped, and named
@@ -505,6 +550,7 @@ class Store:
         src = Path(other)
         if not src.exists():
             raise StoreError(f"no result store at {src}")
+        check_source_file(src)
         check_not_self(src, self.path)
         _check_source(src)
         before_runs = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
@@ -577,6 +623,7 @@ class Store:
         """Add the record (and its run, if this store lacks it) of a recovery file written when
         the store stayed locked. Returns (runs added, results added), as :meth:`merge_from`."""
         src = Path(path)
+        check_source_file(src)
         try:
             doc = json.loads(src.read_text(encoding="utf-8"))
         except OSError as exc:
@@ -630,6 +677,24 @@ class Store:
             f"SELECT config_key FROM results WHERE env_key=? AND (status IN ({marks})"
             f" OR error_type IN ({emarks}))", (env_key, *statuses, *error_types))
         return {r[0] for r in rows}
+
+
+#: Rows fetched at a time by the readers that stream (:meth:`Store.stream_results`).
+_BATCH = 256
+
+
+def _where(run_id: str | None, kind: str | None, status: str | None, model: str | None,
+           tag: str | None) -> tuple[str, list[Any]]:
+    """`` WHERE ...`` (or nothing) selecting results by their columns, and its arguments."""
+    where, args = [], []
+    for col, val in (("run_id", run_id), ("kind", kind), ("status", status), ("model", model)):
+        if val is not None:
+            where.append(f"{col}=?")
+            args.append(val)
+    if tag is not None:
+        where.append("run_id IN (SELECT run_id FROM runs WHERE tag=?)")
+        args.append(tag)
+    return (" WHERE " + " AND ".join(where) if where else ""), args
 
 
 _INSERT_RESULT = (
@@ -845,11 +910,38 @@ def check_not_self(source: str | Path, store: str | Path) -> None:
                          "into itself")
 
 
+def _special_kind(path: Path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (a FIFO, a directory...)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # missing or unreadable: the reader says so
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def check_source_file(path: str | Path) -> None:
+    """Refuse a ``results merge`` source that is not a regular file: opening a FIFO waits for a
+    writer that may never come, and a directory or a device is no store. Nothing is opened."""
+    what = _special_kind(Path(path))
+    if what is not None:
+        raise StoreError(f"{path} is {what}, not a file: 'results merge' reads result stores "
+                         "and recovery files only")
+
+
 def is_recovery_file(path: str | Path) -> bool:
     """Whether ``results merge`` should read ``path`` as a recovery file (JSON), not a store."""
     p = Path(path)
     if p.suffix.lower() == ".json":
         return True
+    if _special_kind(p) is not None:  # never opened: a FIFO would block here
+        return False
     try:
         with open(p, "rb") as f:
             return f.read(1) == b"{"

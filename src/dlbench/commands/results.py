@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from dlbench import env as envmod
@@ -25,7 +29,8 @@ from dlbench.report import export, outfile, tables, terminal
 from dlbench.report.cards import card_uuids
 from dlbench.report.outfile import print_error
 from dlbench.report.table import printable
-from dlbench.store import Store, StoreError, check_not_self, is_recovery_file
+from dlbench.store import (Store, StoreError, check_not_self, check_source_file,
+                           is_recovery_file)
 from dlbench.suites import OLD_NAMES, VIEWS, canonical, view_of_suite
 
 ORDER = 20
@@ -117,6 +122,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
         outfile.check_output(args.output, args.db)
     if args.rcmd == "merge":
         for src in args.sources:  # before --db is opened: merged into itself, it waits on itself
+            check_source_file(src)  # a FIFO would wait for a writer forever
             check_not_self(src, args.db)
         unreadable = 0
         with Store(args.db) as store:
@@ -161,7 +167,7 @@ def _results_check(args: argparse.Namespace) -> int:
 def _results_ls(args: argparse.Namespace, store: Store) -> int:
     if args.results:
         run_id = store.resolve_run(args.run) if args.run else None
-        recs = store.results(run_id=run_id)[-args.limit:]
+        recs = store.last_results(args.limit, run_id=run_id)  # decodes only the rows shown
         if args.json:
             sys.stdout.write(export.to_json(recs) + "\n")
             return EXIT_OK
@@ -288,33 +294,136 @@ def _seconds(t: float | None) -> str:
 
 
 def _results_export(args: argparse.Namespace, store: Store) -> int:
+    """Records are read, converted and written one at a time (:meth:`Store.stream_results`):
+    memory stays that of one record, whatever the store's size; the bytes are those of
+    ``export.to_json`` / ``export.to_csv`` over the whole selection."""
     run_id = None if args.run == "all" else store.resolve_run(args.run)
-    recs = store.results(run_id=run_id, tag=args.tag, kind=args.kind)
+    rows = dict(run_id=run_id, tag=args.tag, kind=args.kind)
     if args.format == "json":
-        return _write(args, args.output, export.to_json(recs) + "\n", len(recs))
-    kinds = [args.kind] if args.kind else export.kinds_of(recs) or ["throughput"]
-    if len(kinds) == 1:
-        return _write(args, args.output, export.to_csv(recs, kinds[0]),
-                      sum(r.kind == kinds[0] for r in recs))
-    if not args.output:
+        with _Sink(args, args.output) as sink:
+            for chunk in _json_chunks(store.stream_results(**rows), sink):
+                sink.write(chunk)
+        return EXIT_OK
+    # the kinds come from the kind column: deciding the files decodes nothing
+    present = store.result_kinds(**rows)
+    kinds = [args.kind] if args.kind else [k for k in export.KINDS if k in present] or ["throughput"]
+    if len(kinds) > 1 and not args.output:
         raise StoreError(f"the selection holds {len(kinds)} kinds ({', '.join(kinds)}) and a CSV "
                          "holds one: add --kind KIND, or -o FILE.csv for FILE-KIND.csv each")
-    out = Path(args.output)
-    paths = {k: out.with_name(f"{out.stem}-{k}{out.suffix or '.csv'}") for k in kinds}
-    for p in paths.values():  # every path checked before the first is written
-        outfile.check_output(p, args.db)
-    for k, p in paths.items():
-        _write(args, str(p), export.to_csv(recs, k), sum(r.kind == k for r in recs))
-    return EXIT_OK
-
-
-def _write(args: argparse.Namespace, output: str | None, text: str, count: int) -> int:
-    if output:
-        outfile.write_text(output, text, args.db)
-        terminal.stderr.print(f"wrote {count} result(s) to {output}", markup=False,
-                              highlight=False)
+    if len(kinds) == 1:
+        paths: dict[str, str | None] = {kinds[0]: args.output}
     else:
-        sys.stdout.write(text)
+        out = Path(args.output)
+        paths = {k: str(out.with_name(f"{out.stem}-{k}{out.suffix or '.csv'}")) for k in kinds}
+        for p in paths.values():  # every path checked before the first is written
+            outfile.check_output(p, args.db)
+    sinks: dict[str, _Sink] = {}
+    headers = {k: export.to_csv([], k) for k in kinds}
+    try:
+        for k, p in paths.items():
+            sinks[k] = _Sink(args, p)
+        for k in kinds:
+            sinks[k].write(headers[k])
+        for r in store.stream_results(**rows):  # one pass, each record to its kind's file
+            if r.kind in sinks:
+                sinks[r.kind].write(export.to_csv([r], r.kind)[len(headers[r.kind]):])
+                sinks[r.kind].count += 1
+    except BaseException:
+        for sink in sinks.values():
+            sink.abandon()
+        raise
+    for k in kinds:  # all written: each is renamed into place and announced, in kind order
+        sinks[k].commit()
     return EXIT_OK
 
 
+def _json_chunks(records: Iterable, sink: "_Sink"):
+    """``export.to_json(records) + "\n"`` in pieces, one record at a time: an array of
+    ``json.dumps(..., indent=1)``, so each element is the record's own document indented once."""
+    first = True
+    for r in records:
+        one = export.to_json([r])  # "[\n" + the element + "\n]"
+        yield ("[\n" if first else ",\n") + one[2:-2]
+        first = False
+        sink.count += 1
+    yield "[]\n" if first else "\n]\n"
+
+
+class _Sink:
+    """Where an export goes, written as it comes: stdout, or ``-o FILE`` as
+    ``outfile.write_text`` writes it (refused where it would destroy a store; a temporary file
+    beside it, flushed to disk and renamed over it once whole, so a failure leaves no partial
+    file; a device or pipe written directly). ``count`` records are announced on commit."""
+
+    def __init__(self, args: argparse.Namespace, output: str | None) -> None:
+        self.output, self.db = output, args.db
+        self.count = 0
+        self._f = None
+        self._tmp: str | None = None
+        if output is None:
+            return
+        out = outfile.check_output(output, args.db)
+        try:
+            mode = out.stat().st_mode if out.exists() else None
+            if mode is not None and not stat.S_ISREG(mode):
+                self._f = open(out, "wb")
+                return
+            if not out.parent.is_dir():
+                raise outfile.OutputError(f"-o/--output {output}: no directory {out.parent}; "
+                                          "create it first")
+            fd, self._tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp",
+                                             dir=out.parent)
+            self._f = os.fdopen(fd, "wb")
+        except OSError as exc:
+            raise outfile.OutputError(f"-o/--output {output}: cannot write "
+                                      f"({exc.strerror or exc})") from None
+
+    def __enter__(self) -> "_Sink":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abandon()
+
+    def write(self, text: str) -> None:
+        if self._f is None:
+            sys.stdout.write(text)
+            return
+        try:
+            self._f.write(text.encode("utf-8"))
+        except OSError as exc:
+            raise outfile.OutputError(f"-o/--output {self.output}: cannot write "
+                                      f"({exc.strerror or exc})") from None
+
+    def commit(self) -> None:
+        if self._f is None:
+            return
+        try:
+            self._f.flush()
+            if self._tmp is not None:
+                os.fsync(self._f.fileno())
+            self._f.close()
+            if self._tmp is not None:
+                mask = os.umask(0)
+                os.umask(mask)
+                os.chmod(self._tmp, 0o666 & ~mask)
+                os.replace(self._tmp, self.output)
+                self._tmp = None
+        except OSError as exc:
+            self.abandon()
+            raise outfile.OutputError(f"-o/--output {self.output}: cannot write "
+                                      f"({exc.strerror or exc})") from None
+        terminal.stderr.print(f"wrote {self.count} result(s) to {self.output}", markup=False,
+                              highlight=False)
+
+    def abandon(self) -> None:
+        if self._f is not None and not self._f.closed:
+            self._f.close()
+        if self._tmp is not None:
+            try:
+                os.unlink(self._tmp)
+            except OSError:
+                pass
+            self._tmp = None

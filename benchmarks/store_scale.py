@@ -1,0 +1,195 @@
+"""How the read commands scale with the store: ``results ls --results``, ``results show --tag``
+and ``results export`` (CSV and JSON) timed on a generated store of N results.
+
+The store is made of real records: every record of a committed store (default
+results/pt2.14-cpu/dlbench.db.gz: CPU throughput and net records) copied over and over with new
+ids, run ids and times, in runs of ``--per-run`` results; every three runs share a tag
+(``sweep-K``, a resumed sweep). Each command runs as its own process (``python -m dlbench``,
+the same interpreter); its wall time and peak RSS (``os.wait4``'s ``ru_maxrss``) are measured.
+The store is generated once into ``--store`` and reused while it holds N results.
+
+    python benchmarks/store_scale.py [-n 100000] [--store /tmp/store-scale.db] [--out F.json]
+    python benchmarks/store_scale.py --src /tmp/before/src   # another dlbench tree, same store
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = ROOT / "results" / "pt2.14-cpu" / "dlbench.db.gz"
+TAGGED = 3  # runs per tag
+
+
+def _plain(src: Path, tmp: Path) -> Path:
+    if src.suffix != ".gz":
+        return src
+    out = tmp / src.stem
+    with gzip.open(src) as f, open(out, "wb") as g:
+        shutil.copyfileobj(f, g)
+    return out
+
+
+def generate(template: Path, target: Path, n: int, per_run: int) -> float:
+    """Write a store of ``n`` results copied from ``template``'s; the seconds it took."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = sqlite3.connect(_plain(template, Path(tmp)))
+        schema = [sql for (sql,) in src.execute(
+            "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'")]
+        meta = src.execute("SELECT key, value FROM meta").fetchall()
+        cols = [r[1] for r in src.execute("PRAGMA table_info(results)")]
+        rows = [dict(zip(cols, r)) for r in src.execute("SELECT * FROM results ORDER BY rowid")]
+        run_cols = [r[1] for r in src.execute("PRAGMA table_info(runs)")]
+        run0 = dict(zip(run_cols, src.execute("SELECT * FROM runs LIMIT 1").fetchone()))
+        src.close()
+    docs = [json.loads(r["record_json"]) for r in rows]
+    if target.exists():
+        target.unlink()
+    db = sqlite3.connect(target)
+    for sql in schema:
+        db.execute(sql)
+    db.execute("CREATE INDEX IF NOT EXISTS results_created ON results(created_at)")
+    db.executemany("INSERT INTO meta VALUES (?, ?)", meta)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    marks = ",".join("?" * len(cols))
+    batch = []
+    for i in range(n):
+        run = i // per_run
+        run_id = f"{run:012x}"
+        when = (start + timedelta(seconds=10 * i)).isoformat()
+        if i % per_run == 0:
+            db.execute(f"INSERT INTO runs ({', '.join(run_cols)}) VALUES "
+                       f"({','.join('?' * len(run_cols))})",
+                       tuple({**run0, "run_id": run_id, "started_at": when, "finished_at": when,
+                              "status": "done", "tag": f"sweep-{run // TAGGED}",
+                              "command": f"dlbench run --tag sweep-{run // TAGGED}"}[c]
+                             for c in run_cols))
+        k = i % len(rows)
+        rid = f"{0xa00000000000 + i:012x}"
+        doc = {**docs[k], "id": rid, "run_id": run_id, "created_at": when}
+        row = {**rows[k], "id": rid, "run_id": run_id, "created_at": when,
+               "record_json": json.dumps(doc)}
+        batch.append(tuple(row[c] for c in cols))
+        if len(batch) == 5000:
+            db.executemany(f"INSERT INTO results VALUES ({marks})", batch)
+            batch.clear()
+    db.executemany(f"INSERT INTO results VALUES ({marks})", batch)
+    db.commit()
+    db.close()
+    return time.perf_counter() - t0
+
+
+def count(store: Path) -> int:
+    try:
+        db = sqlite3.connect(f"{store.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            return db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return -1
+
+
+def timed(argv: list[str], env: dict[str, str], timeout: float) -> dict:
+    """Run ``python -m dlbench ARGV``: wall seconds, peak RSS (MB) and exit code."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-m", "dlbench", *argv], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = t0 + timeout
+    while True:
+        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() > deadline:
+            p.kill()
+            pid, status, usage = os.wait4(p.pid, 0)
+            break
+        time.sleep(0.01)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+    return {"argv": ["dlbench", *argv], "wall_s": round(wall, 3),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "rc": p.returncode,
+            "timed_out": wall > timeout, "stderr_tail": err[-300:]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=100_000, help="results in the store (default 100000)")
+    ap.add_argument("--per-run", type=int, default=100, help="results per run (default 100)")
+    ap.add_argument("--store", default="/tmp/store-scale.db", help="where the store is made")
+    ap.add_argument("--template", default=str(TEMPLATE), help="store whose records are copied")
+    ap.add_argument("--src", default=str(ROOT / "src"), help="the dlbench source tree to time")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds a command may take")
+    ap.add_argument("--only", nargs="*", help="only these commands (ls, show, csv, json)")
+    ap.add_argument("--out", help="write the results as JSON here")
+    args = ap.parse_args()
+
+    store = Path(args.store)
+    gen_s = None
+    if count(store) != args.n:
+        gen_s = generate(Path(args.template), store, args.n, args.per_run)
+        print(f"generated {args.n} results in {store} in {gen_s:.1f} s")
+    size_mb = store.stat().st_size / 1e6
+    tag = f"sweep-{(args.n // args.per_run) // TAGGED // 2}"
+    tag_results = sqlite3.connect(store).execute(
+        "SELECT COUNT(*) FROM results WHERE run_id IN (SELECT run_id FROM runs WHERE tag=?)",
+        (tag,)).fetchone()[0]
+    out_dir = Path(tempfile.mkdtemp(prefix="store-scale-"))
+    commands = {
+        "ls": ["results", "ls", "--results", "--db", str(store)],
+        "show": ["results", "show", "--tag", tag, "--db", str(store)],
+        "csv": ["results", "export", "--format", "csv", "-o", str(out_dir / "all.csv"),
+                "--db", str(store)],
+        "json": ["results", "export", "--format", "json", "-o", str(out_dir / "all.json"),
+                 "--db", str(store)],
+    }
+    env = {**os.environ, "PYTHONPATH": args.src, "COLUMNS": "200"}
+    rows = {}
+    for name, argv in commands.items():
+        if args.only and name not in args.only:
+            continue
+        rows[name] = r = timed(argv, env, args.timeout)
+        if name in ("csv", "json"):
+            written = sum(p.stat().st_size for p in out_dir.iterdir())
+            r["output_mb"] = round(written / 1e6, 1)
+            r["records_per_s"] = round(args.n / r["wall_s"]) if r["rc"] == 0 else None
+            r["records_per_cpu_s"] = round(args.n / r["cpu_s"]) if r["rc"] == 0 else None
+            for p in out_dir.iterdir():
+                p.unlink()
+        print(f"{name:5} {r['wall_s']:9.2f} s wall {r['cpu_s']:9.2f} s cpu "
+              f"{r['peak_rss_mb']:9.1f} MB  rc {r['rc']}"
+              + (f"  {r['records_per_s']} records/s" if r.get("records_per_s") else "")
+              + ("  TIMED OUT" if r["timed_out"] else ""), flush=True)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    doc = {"benchmark": "store_scale", "n_results": args.n, "per_run": args.per_run,
+           "store_mb": round(size_mb, 1), "generate_s": gen_s and round(gen_s, 1),
+           "tag": tag, "tag_results": tag_results, "src": args.src,
+           "template": str(Path(args.template).relative_to(ROOT))
+           if Path(args.template).is_relative_to(ROOT) else args.template,
+           "commands": rows,
+           "env": {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
+                   "platform": platform.platform(), "machine": platform.machine(),
+                   "cpus": os.cpu_count(), "when": datetime.now(timezone.utc).isoformat(
+                       timespec="seconds")}}
+    if args.out:
+        Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    return 0 if all(r["rc"] == 0 for r in rows.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
