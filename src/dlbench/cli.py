@@ -96,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.command_line = "dlbench " + shlex.join(sys.argv[1:] if argv is None else list(argv))
     try:
+        _quiet_broken_pipe()
         with signals.installed():  # SIGTERM and SIGHUP end every command as Ctrl-C does
             return args.handler(args)
     except USER_ERRORS as exc:
@@ -106,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _debug_traceback(args)
         error(f"interrupted {interrupted_at(exc.__traceback__)}")
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `dlbench results export | head`
+    except BrokenPipeError:  # `dlbench results export | head`: the reader has what it wanted
+        _stdout_to_devnull()
         return EXIT_OK
     except OSError as exc:  # an output or input the system refused: a full disk, a permission
         _debug_traceback(args)
@@ -118,6 +120,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         error(one_line(f"internal error: {type(exc).__name__}: {exc}") +
               ("" if debugging(args) else "; run with --debug for the traceback"))
         return EXIT_INTERNAL
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null once its reader has gone (``dlbench results ls | head -1``):
+    what is still buffered, flushed at exit, would raise BrokenPipeError again (exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind sys.stdout
+        pass
+
+
+def _quiet_broken_pipe() -> None:
+    """rich ends the process with ``SystemExit(1)`` when stdout's reader goes;
+    a reader that stops early (``| head -1``) is no failure: raise BrokenPipeError instead,
+    which :func:`main` ends with exit 0 and nothing on stderr."""
+    try:
+        from rich.console import Console
+    except ImportError:
+        return
+
+    def on_broken_pipe(self: Console) -> None:
+        _stdout_to_devnull()
+        raise BrokenPipeError("stdout's reader has gone")
+    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]
 
 
 def _debug_traceback(args: argparse.Namespace) -> None:

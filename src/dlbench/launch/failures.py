@@ -70,6 +70,17 @@ def describe(exc: BaseException) -> str:
     return (head[:1500] + "\n" + tail[-2500:]).strip()
 
 
+class ModelExitedError(RuntimeError):
+    """Model code (a factory, a forward) raised SystemExit: ``sys.exit``, ``exit()``."""
+
+
+def model_exited(exc: SystemExit) -> ModelExitedError:
+    """The error a model's SystemExit becomes, with the frames that raised it."""
+    err = ModelExitedError(f"the model's code called sys.exit({exc.code!r}) while it was built "
+                           "or measured; nothing was measured")
+    return err.with_traceback(exc.__traceback__)
+
+
 def failure_record(cfg: Any, env: dict, exc: BaseException) -> Record:
     """The failure row of ``cfg`` (a record of the kind whose config it is)."""
     return record_type_for(cfg)(config=cfg, env=env, status="error", error_type=classify(exc),

@@ -32,6 +32,8 @@ PARENT_POLL_S = 0.5
 _POLL_S = 0.02
 #: The parent a child of dlbench watches (set by :func:`child_env`).
 PARENT_ENV = "DLBENCH_PARENT_PID"
+#: Keeps the working directory off a child's ``sys.path`` (set by :func:`child_env`).
+SAFE_PATH_ENV = "PYTHONSAFEPATH"
 
 
 def _interrupt(signum: int, frame) -> None:
@@ -126,9 +128,17 @@ def stop(procs: Sequence[subprocess.Popen], grace_s: float = STOP_GRACE_S) -> No
 
 
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a child that calls :func:`exit_with_parent`: it names this process,
-    so that a child whose parent died while it was still starting ends too."""
-    return {**(os.environ if env is None else env), PARENT_ENV: str(os.getpid())}
+    """The environment of a Python child of dlbench (a worker, the zygote, torchrun's agent and,
+    through it, every rank).
+
+    It names this process, so that a child that calls :func:`exit_with_parent` ends too when its
+    parent died while it was still starting. And it sets ``PYTHONSAFEPATH=1`` (Python 3.11+,
+    what ``python -P`` does, but inherited by the grandchildren torchrun starts): ``python -m``
+    would otherwise put the working directory first on ``sys.path``, where a ``json.py`` or a
+    ``dataclasses.py`` lying in it would be imported, and run, instead of the standard library's.
+    """
+    return {**(os.environ if env is None else env), PARENT_ENV: str(os.getpid()),
+            SAFE_PATH_ENV: "1"}
 
 
 def exit_with_parent() -> None:

@@ -27,6 +27,7 @@ import functools
 import hashlib
 import importlib.util
 import inspect
+import json
 import os
 import re
 import sys
@@ -231,8 +232,10 @@ def hf_config(full: str, ref: str) -> tuple[Any, str]:
         if not (Path(ref) / "config.json").is_file():
             raise ModelSourceError(f'{full}: {ref} has no config.json; save the model\'s config '
                                    'there (config.save_pretrained(DIR))')
+        _refuse_remote_code(full, Path(ref))
         try:
-            base = transformers.AutoConfig.from_pretrained(ref, local_files_only=True)
+            base = transformers.AutoConfig.from_pretrained(ref, local_files_only=True,
+                                                           trust_remote_code=False)
         except (ValueError, OSError, KeyError) as exc:  # a model type this transformers lacks
             raise ModelSourceError(f"{full}: transformers cannot read {ref}/config.json: "
                                    f"{str(exc).splitlines()[0]}") from None
@@ -260,7 +263,61 @@ def hf_config(full: str, ref: str) -> tuple[Any, str]:
             raise ModelSourceError(f"{full}: transformers cannot build a default "
                                    f"{model_type} config: {str(exc).splitlines()[0]}") from None
         what = f"{type(base).__name__} defaults" + (" with the hub model's sizes" if known else "")
-    return _with_overrides(full, base, overrides), what
+    config = _with_overrides(full, base, overrides)
+    _check_sizes(full, config)
+    return config, what
+
+
+#: Sizes every model needs at least one of (transformers' names; a config's own spelling,
+#: GPT-2's n_layer, reaches them through its attribute_map).
+SIZE_FIELDS = ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
+               "intermediate_size", "vocab_size", "max_position_embeddings", "image_size",
+               "patch_size", "num_channels")
+
+
+def _check_sizes(full: str, config: Any) -> None:
+    """Refuse, before anything is built, a size that no model can have (zero, negative, a
+    fraction): transformers would build it, or try to, and a -1 layer count would be measured."""
+    spelled = getattr(config, "attribute_map", {})  # {"num_hidden_layers": "n_layer"}
+    for field in SIZE_FIELDS:
+        value = getattr(config, field, None)
+        if value is None or isinstance(value, (list, tuple, dict)):
+            continue
+        name = spelled.get(field, field)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ModelSourceError(f"{full}: {name}={value!r}: a model size must be a whole "
+                                   "number of 1 or more")
+
+
+def _refuse_remote_code(full: str, directory: Path) -> None:
+    """Refuse a directory whose config.json names Python code of its own (``auto_map``).
+
+    transformers would ask, at a prompt in the middle of a run, whether to run that code
+    (``trust_remote_code``); dlbench never runs a model directory's code, so the model is
+    refused before transformers reads the config, with no prompt and nothing imported."""
+    try:
+        with open(directory / "config.json", encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ModelSourceError(f"{full}: cannot read {directory}/config.json: "
+                               f"{str(exc).splitlines()[0]}") from None
+    auto_map = raw.get("auto_map") if isinstance(raw, dict) else None
+    if not auto_map:
+        return
+    files = set()  # "configuration_x.XConfig", "repo--modeling_x.XModel", [tokenizer, None]
+    for value in (auto_map.values() if isinstance(auto_map, dict) else ()):
+        for ref in (value if isinstance(value, (list, tuple)) else [value]):
+            if isinstance(ref, str) and "." in ref:
+                files.add(ref.split("--")[-1].rsplit(".", 1)[0] + ".py")
+    code = ", ".join(sorted(files)) or "Python files of its own"
+    model_type = raw.get("model_type")
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES  # heavy
+    hint = (f"; to measure transformers' own {model_type!r} model instead, remove \"auto_map\" "
+            "from config.json" if model_type in CONFIG_MAPPING_NAMES else "")
+    raise ModelSourceError(
+        f"{full}: {directory}/config.json needs code of its own (\"auto_map\" names {code}), "
+        "and dlbench never runs a model directory's code (it loads with "
+        f"trust_remote_code=False){hint}")
 
 
 def _hf(full: str, ref: str) -> ModelSpec:
@@ -289,9 +346,10 @@ def _hf(full: str, ref: str) -> ModelSpec:
         cls = getattr(transformers, _AUTO[unit])  # picks ``head`` for this config
         try:
             # transformers' SDPA without the per-step mask building (see zoo.text)
-            model = cls.from_config(cfg, attn_implementation=text._attention_implementation())
+            model = cls.from_config(cfg, attn_implementation=text._attention_implementation(),
+                                    trust_remote_code=False)
         except (ValueError, ImportError):  # an architecture without SDPA support: its default
-            model = cls.from_config(cfg)
+            model = cls.from_config(cfg, trust_remote_code=False)
         return text.LogitsOnly(model) if kind == "text" else PixelLogits(model)
 
     return ModelSpec(name=full, source="transformers", kind=kind, unit=unit, input_size=size,
@@ -354,7 +412,11 @@ def _with_overrides(full: str, config: Any, overrides: Mapping[str, Any]) -> Any
             close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise ModelSourceError(f"{full}: {type(config).__name__} has no field {key!r}{hint}")
-        setattr(config, key, value)
+        try:
+            setattr(config, key, value)
+        except Exception as exc:  # noqa: BLE001 - a strict config's validation (a float size)
+            raise ModelSourceError(f"{full}: {key}={value!r}: {type(config).__name__} refuses "
+                                   f"it: {' '.join(str(exc).split())[:300]}") from None
     return config
 
 

@@ -87,12 +87,12 @@ class LmSpec:
         transformers = _transformers()
         if self.weights_dir is not None:
             model = transformers.AutoModelForCausalLM.from_pretrained(
-                self.weights_dir, dtype=dtype, local_files_only=True)
+                self.weights_dir, dtype=dtype, local_files_only=True, trust_remote_code=False)
             return model.to(device).eval()
         config = self.config.__class__.from_dict(self.config.to_dict())
         with torch.device(device):
             model = transformers.AutoModelForCausalLM.from_config(
-                config, dtype=dtype, attn_implementation="sdpa")
+                config, dtype=dtype, attn_implementation="sdpa", trust_remote_code=False)
         return model.eval()
 
 
@@ -205,4 +205,5 @@ def meta_shape(spec: LmSpec) -> LmShape:
     transformers = _transformers()
     config = spec.config.__class__.from_dict(spec.config.to_dict())
     with torch.device("meta"):
-        return lm_shape(transformers.AutoModelForCausalLM.from_config(config))
+        return lm_shape(transformers.AutoModelForCausalLM.from_config(
+            config, trust_remote_code=False))

@@ -1,0 +1,197 @@
+"""Inputs dlbench must not trust, tried with real processes on the CPU: files in the working
+directory (never imported by a worker, a zygote, torchrun's agent or its ranks), a Hugging Face
+directory whose config asks for its own code (never run, never prompted for), sizes that cannot
+be built (refused before building), and model code that calls ``sys.exit`` (a failure record,
+not a silent exit 0)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "1", "--warmup", "1",
+        "--warmup-time", "0", "--target-ci", "0.05"]
+
+#: A module that leaves a marker (its process id) when imported, wherever it is found.
+PLANTED = """\
+import os
+with open({marker!r}, "a") as f:
+    f.write(str(os.getpid()) + "\\n")
+"""
+
+
+def dlbench(*args, cwd, timeout=180, stdin=None, env=None):
+    """``dlbench ARGS`` from ``cwd``; the parent itself started with ``-P`` (as the console
+    script is: its own directory first, not the working directory), so that what the test
+    sees is what dlbench's own children import."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
+    env.pop("PYTHONSAFEPATH", None)
+    # no empty entry: an empty PYTHONPATH entry is the working directory, named by the user
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, *env.get("PYTHONPATH", "").split(
+        os.pathsep)]))
+    return subprocess.run([sys.executable, "-P", "-m", "dlbench", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=cwd, input=stdin)
+
+
+def _plant(cwd: Path, marker: Path) -> None:
+    for name in ("json.py", "dataclasses.py", "selectors.py"):
+        (cwd / name).write_text(PLANTED.format(marker=str(marker)))
+
+
+# -- files in the working directory -------------------------------------------------------------
+def test_an_isolated_worker_imports_nothing_from_the_working_directory(tmp_path):
+    cwd, marker = tmp_path / "cwd", tmp_path / "imported"
+    cwd.mkdir()
+    _plant(cwd, marker)
+    p = dlbench("throughput", "-m", "tiny_cnn", "--device", "cpu", "-b", "4", "--isolate",
+                "--db", str(tmp_path / "t.db"), "-q", "--json", *FAST, cwd=cwd)
+    assert not marker.exists(), f"imported from the working directory by {marker.read_text()}"
+    assert p.returncode == 0, p.stderr[-3000:]
+    docs = json.loads(p.stdout)
+    assert docs[0]["status"] == "ok"
+
+
+def test_a_spawned_worker_imports_nothing_from_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("DLBENCH_SPAWN", "1")  # a new interpreter instead of the zygote's fork
+    test_an_isolated_worker_imports_nothing_from_the_working_directory(tmp_path)
+
+
+def test_torchrun_and_its_ranks_import_nothing_from_the_working_directory(tmp_path):
+    cwd, marker = tmp_path / "cwd", tmp_path / "imported"
+    cwd.mkdir()
+    _plant(cwd, marker)
+    p = dlbench("scale", "--device", "cpu", "--gpus", "2", "-m", "tiny_cnn", "-b", "4",
+                "--warmup", "1", "--warmup-time", "0", "--min-steps", "5", "--min-time", "0.05",
+                "--max-time", "0.5", "--target-ci", "0.05", "--db", str(tmp_path / "s.db"),
+                "-q", "--json", cwd=cwd, timeout=240)
+    assert not marker.exists(), f"imported from the working directory by {marker.read_text()}"
+    assert p.returncode == 0, p.stderr[-3000:]
+    docs = json.loads(p.stdout)
+    assert docs[0]["status"] == "ok" and len(docs[0]["rank_step_times_s"]) == 2
+
+
+# -- a Hugging Face directory that names code of its own -----------------------------------------
+def _remote_code_dir(tmp_path: Path, model_type: str) -> tuple[Path, Path]:
+    model, marker = tmp_path / "model", tmp_path / "ran"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "model_type": model_type, "n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 64,
+        "auto_map": {"AutoConfig": "configuration_evil.EvilConfig",
+                     "AutoModelForCausalLM": "modeling_evil.EvilModel"}}))
+    for name in ("configuration_evil.py", "modeling_evil.py"):
+        (model / name).write_text(PLANTED.format(marker=str(marker)))
+    return model, marker
+
+
+@pytest.mark.parametrize("model_type", ["evil", "gpt2"])
+def test_an_hf_directory_with_its_own_code_is_refused_without_a_prompt(tmp_path, model_type):
+    model, marker = _remote_code_dir(tmp_path, model_type)
+    # "y" waits on stdin: a trust_remote_code prompt would read it and run the code
+    p = dlbench("throughput", "-m", f"hf:{model}", "--device", "cpu", "-b", "1",
+                "--seq-len", "8", "--db", str(tmp_path / "h.db"), "-q", *FAST,
+                cwd=tmp_path, stdin="y\ny\n", env={"HF_HOME": str(tmp_path / "hf")})
+    assert not marker.exists()
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "trust_remote_code=False" in p.stderr and "configuration_evil.py" in p.stderr
+    assert "Traceback" not in p.stderr and "[y/N]" not in p.stdout + p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    if model_type == "gpt2":
+        assert "remove \"auto_map\"" in p.stderr
+
+
+def test_hf_config_refuses_a_directory_with_its_own_code(tmp_path, monkeypatch):
+    from dlbench.models.errors import ModelSourceError
+    from dlbench.models.sources import hf_config
+    model, marker = _remote_code_dir(tmp_path, "evil")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr("builtins.input", lambda *a: "y")
+    with pytest.raises(ModelSourceError, match="needs code of its own"):
+        hf_config(f"hf:{model}", str(model))
+    assert not marker.exists()
+
+
+def test_an_hf_directory_without_code_still_builds(tmp_path):
+    from dlbench.models.sources import external_model
+    model = tmp_path / "plain"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(
+        {"model_type": "gpt2", "n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 64}))
+    spec = external_model(f"hf:{model}")
+    assert spec.kind == "text" and spec.num_classes == 64
+    assert sum(p.numel() for p in spec.factory(8).parameters()) > 0
+
+
+# -- model code that calls sys.exit -------------------------------------------------------------
+EXITING_MODEL = """\
+import sys
+import torch
+from torch import nn
+
+
+class Quits(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        if x.device.type != "meta":
+            sys.exit(0)
+        return self.conv(x).mean((2, 3))
+
+
+def in_forward():
+    return Quits(), {"kind": "image", "input_size": 8, "num_classes": 4}
+
+
+def in_factory():
+    if torch.empty(0).device.type != "meta":  # the spec is read on the meta device first
+        sys.exit(0)
+    return Quits(), {"kind": "image", "input_size": 8, "num_classes": 4}
+"""
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["inline", "isolate"])
+@pytest.mark.parametrize("where", ["in_forward", "in_factory"])
+def test_a_model_that_calls_sys_exit_is_a_failed_row(tmp_path, where, isolate):
+    (tmp_path / "quits.py").write_text(EXITING_MODEL)
+    p = dlbench("throughput", "-m", f"quits.py:{where}", "--device", "cpu", "-b", "2",
+                "--db", str(tmp_path / "q.db"), "-q", "--json", *FAST,
+                *(["--isolate"] if isolate else []), cwd=tmp_path)
+    assert p.returncode == 3, p.stdout + p.stderr   # a failed result, as any other
+    (doc,) = json.loads(p.stdout)
+    assert doc["status"] == "error"
+    assert "called sys.exit(0)" in doc["error"], doc["error"]
+
+
+# -- a reader that stops early ------------------------------------------------------------------
+@pytest.mark.parametrize("args", [["models"], ["models", "--json"], ["results", "ls"]])
+def test_stdout_closed_by_its_reader_ends_quietly_with_exit_0(tmp_path, args):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, *env.get("PYTHONPATH", "").split(
+        os.pathsep)]))
+    extra = ["--db", str(tmp_path / "r.db")] if args[0] == "results" else []
+    if extra:  # a store with a result to list
+        assert dlbench("throughput", "-m", "tiny_mlp", "--device", "cpu", "-b", "2", *extra,
+                       "-q", *FAST, cwd=tmp_path).returncode == 0
+    p = subprocess.Popen([sys.executable, "-P", "-m", "dlbench", *args, *extra],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    p.stdout.close()  # `| head -0`: every write of the command meets a closed pipe
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0, err
+    assert err == ""
+
+
+# -- sizes no model can have ----------------------------------------------------------------------
+@pytest.mark.parametrize("model,field", [("hf:gpt2?n_layer=-1", "n_layer=-1"),
+                                         ("hf:gpt2?n_head=0", "n_head=0"),
+                                         ("hf:bert?vocab_size=0", "vocab_size=0"),
+                                         ("hf:llama?hidden_size=2.5", "hidden_size=2.5")])
+def test_a_nonsensical_hf_size_is_refused_before_building(tmp_path, model, field):
+    p = dlbench("throughput", "-m", model, "--device", "cpu", "-b", "1",
+                "--db", str(tmp_path / "z.db"), "-q", *FAST, cwd=tmp_path)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert field in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
