@@ -32,7 +32,8 @@ def test_dlbench_frame_and_the_library_wait_below_it(monkeypatch, tmp_path):
     with pytest.raises(KeyboardInterrupt) as info:
         store.Store(tmp_path / "x.db")
     text = cli.interrupted_at(info.value.__traceback__)
-    assert text.startswith("in __init__ (store.py:"), text
+    # the innermost dlbench frame: the store's open, where it connects
+    assert text.startswith("in _open_for_writing (store.py:"), text
     assert text.endswith(")") and ", waiting in _raise_interrupt (test_interrupt.py:" in text
 
 
