@@ -200,7 +200,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
                    **checkpointing_fields(args), framework=args.framework)
     if args.framework == "jax":
         _check_jax(args, gpu, rdzv.nnodes)
-    plans.preflight(bases)
+    plans.preflight(bases, fits=False)  # FSDP and TP split the model across GPUs
     visible = torch.cuda.device_count() if gpu else 2
     configs = plans.scaling_configs(bases, flatten(args.gpus, sorted({1, visible})),
                                     flatten(args.strategy, ["ddp"]),

@@ -20,6 +20,7 @@ from dlbench.records.scaling import ScalingConfig
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.suites import DeviceFacts, gpu_batch
 from dlbench.workloads.devices import bf16_available, check_supported, resolve_device
+from dlbench.workloads.size_guard import check_fits
 
 C = TypeVar("C")
 
@@ -31,11 +32,16 @@ def device_facts() -> DeviceFacts:
     return DeviceFacts(cuda=cuda, bf16=bf16_available(), memory_bytes=mem)
 
 
-def preflight(configs: Iterable[ThroughputConfig]) -> None:
-    """Every model known, every precision possible on its device: checked before anything runs."""
+def preflight(configs: Iterable[ThroughputConfig], fits: bool = True) -> None:
+    """Every model known, every precision possible on its device and, unless ``fits=False``
+    (a sharded scaling run splits the model), every model small enough for one device:
+    checked before anything runs."""
     for cfg in configs:
         spec = get_model(cfg.model)
-        check_supported(cfg, spec, resolve_device(cfg.device))
+        device = resolve_device(cfg.device)
+        check_supported(cfg, spec, device)
+        if fits:
+            check_fits(cfg, spec, device)
 
 
 def on_gpu(device: str, facts: DeviceFacts) -> bool:

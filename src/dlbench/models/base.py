@@ -8,13 +8,16 @@ lets ``torch.compile`` see a plain tensor-in, tensor-out function.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from dlbench.models.errors import UnknownModelError  # noqa: F401  (re-exported: its old home)
+
+if TYPE_CHECKING:
+    from dlbench.models.size import ParamCount
 
 Kind = Literal["image", "text"]
 Unit = Literal["images", "sequences", "tokens"]
@@ -36,6 +39,8 @@ class ModelSpec:
         factory: ``factory(input_size) -> nn.Module``; builds with random weights, no download.
         test_only: tiny or fault-injecting models for tests; hidden from ``dlbench models``.
         notes: caveats a user should know (e.g. how it differs from the seed's model).
+        param_count: ``param_count(input_size)``, a cheaper parameter count than a meta-device
+            build where the source knows one (see :meth:`count_params`); None for the build.
     """
 
     name: str
@@ -49,10 +54,22 @@ class ModelSpec:
     factory: Callable[[int], nn.Module] = field(repr=False, compare=False)
     test_only: bool = False
     notes: str = ""
+    param_count: Callable[[int], ParamCount | None] | None = field(
+        default=None, repr=False, compare=False)
 
     def build(self, input_size: int | None = None) -> nn.Module:
         """A fresh module with random weights, on the current default device."""
         return self.factory(input_size or self.input_size)
+
+    def count_params(self, input_size: int | None = None) -> ParamCount | None:
+        """The parameters :meth:`build` would make, counted on the meta device (no memory, no
+        initialisation; :mod:`dlbench.models.size`); None where the model cannot be built there."""
+        from dlbench.models.size import count_on_meta
+
+        size = input_size or self.input_size
+        if self.param_count is not None:
+            return self.param_count(size)
+        return count_on_meta(lambda: self.factory(size))
 
     def build_on(self, device: torch.device | str, input_size: int | None = None) -> nn.Module:
         """A fresh module built on ``device`` itself, its weights initialised there.

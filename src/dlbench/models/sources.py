@@ -335,8 +335,10 @@ def _hf(full: str, ref: str) -> ModelSpec:
         size = int(getattr(config, "image_size", 224) or 224)
         classes = int(config.num_labels)
 
-    def build(input_size: int) -> nn.Module:
+    def build(input_size: int, layers: int | None = None) -> nn.Module:
         cfg = config.__class__.from_dict(config.to_dict())  # a copy: the spec's stays as resolved
+        if layers is not None:  # a shorter stack, only ever built on meta to count (param_count)
+            cfg.num_hidden_layers = layers
         if kind == "text":
             cfg.use_cache = False
             if input_size > (getattr(cfg, "max_position_embeddings", None) or input_size):
@@ -356,8 +358,28 @@ def _hf(full: str, ref: str) -> ModelSpec:
                      num_classes=classes, default_batch=DEFAULT_BATCH[kind],
                      description=f"{head} ({what}; transformers {transformers.__version__}, "
                                  "random weights)",
-                     factory=build,
+                     factory=build, param_count=functools.partial(_hf_param_count, config, build),
                      notes="Input size is the sequence length." if kind == "text" else "")
+
+
+#: Up to this many layers an ``hf:`` model is counted by building all of it on meta (about a
+#: millisecond a layer); a deeper stack is counted from its first few layers (extrapolate).
+COUNT_ALL_LAYERS = 96
+
+
+def _hf_param_count(config: Any, build: Callable[..., nn.Module], input_size: int) -> Any:
+    """The parameters of an ``hf:`` model at ``input_size`` (see ModelSpec.count_params): the
+    whole model on meta, or, for a deeper stack than :data:`COUNT_ALL_LAYERS`, a lower bound from
+    exact counts of its first one to four layers."""
+    from dlbench.models.size import count_on_meta, extrapolate
+
+    layers = getattr(config, "num_hidden_layers", None)
+    if isinstance(layers, int) and not isinstance(layers, bool) and layers > COUNT_ALL_LAYERS:
+        few = [1, 2, 3, 4]
+        counts = [count_on_meta(functools.partial(build, input_size, n)) for n in few]
+        if all(c is not None for c in counts):
+            return extrapolate(counts, few, layers)
+    return count_on_meta(functools.partial(build, input_size))
 
 
 _AUTO = {"sequences": "AutoModelForMaskedLM", "tokens": "AutoModelForCausalLM",

@@ -32,6 +32,7 @@ from dlbench.records.base import ErrorType
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.workloads.checkpointing import enable_checkpointing
 from dlbench.workloads.devices import UnsupportedError, check_supported, resolve_device
+from dlbench.workloads.size_guard import check_fits
 from dlbench.workloads.step import update
 
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -247,6 +248,7 @@ def measure(cfg: ThroughputConfig, env: dict, clock: Callable[[], float] = time.
     device = resolve_device(cfg.device)
     spec = get_model(cfg.model)
     check_supported(cfg, spec, device)
+    check_fits(cfg, spec, device)  # a model far too large: refused before it is built
     torch.manual_seed(cfg.seed)
     size = cfg.input_size or spec.input_size
 
