@@ -233,31 +233,6 @@ def test_table_text_is_printed_verbatim():
         assert text in out, (text, out)
 
 
-def test_progress_labels_are_printed_verbatim():
-    from rich.console import Console
-
-    from dlbench.report import terminal
-
-    class Cfg:
-        label = "model [/x] b8"
-
-    class Rec:
-        config, error_type, error, unit = Cfg(), "RuntimeError", "at [/__w/pytorch/x.cpp:1]", "x"
-
-        def summary(self):
-            return None
-
-    con = Console(file=io.StringIO(), width=200, color_system=None)
-    p = terminal.RichProgress(con)
-    p.begin(2)
-    p.start(Cfg())
-    p.done(Rec())
-    p.skipped(Cfg())
-    p.end()
-    out = con.file.getvalue()
-    assert "model [/x] b8" in out and "[/__w/pytorch/x.cpp:1]" in out
-
-
 def test_search_progress_lines_are_text():
     from dlbench.commands.common import SearchPrinter
     lines = []

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says
+from fakes.pages import assert_says, stored_runs
 
 from dlbench.measure import generation as gen
 from dlbench.models.lm import get_lm, meta_shape
@@ -23,11 +23,8 @@ FOLDER = ROOT / "results" / H.H100_GENERATE
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
-    store = H.open_store(ROOT / "results", H.H100_GENERATE, tmp_path_factory.mktemp("gen"))
-    recs = [r for run in H.GENERATE_RUNS for r in store.results(run_id=run, kind="generate")]
-    peaks = store.results(kind="peak")
-    store.close()
-    return recs, peaks
+    return stored_runs(H.H100_GENERATE, H.GENERATE_RUNS, "generate",
+                       tmp_path_factory.mktemp("gen"))
 
 
 def one(recs, model, batch, path):
@@ -150,12 +147,8 @@ def test_readme_says_what_the_records_measured(records):
 # -- the second campaign: one H100 alone, fused projections ---------------------------------------
 @pytest.fixture(scope="module")
 def fused(tmp_path_factory):
-    store = H.open_store(ROOT / "results", H.H100_GENERATE, tmp_path_factory.mktemp("fused"))
-    recs = [r for run in H.GENERATE_FUSED_RUNS
-            for r in store.results(run_id=run, kind="generate")]
-    peaks = store.results(kind="peak")
-    store.close()
-    return recs, peaks
+    return stored_runs(H.H100_GENERATE, H.GENERATE_FUSED_RUNS, "generate",
+                       tmp_path_factory.mktemp("fused"))
 
 
 def test_the_fused_step_against_the_roof(fused, records):
@@ -183,8 +176,10 @@ def test_the_fused_step_against_the_roof(fused, records):
          f"and p99 are {t.median_s * 1e3:.2f} and {t.p99_s * 1e3:.2f} ms")
     old_recs, old_peaks = records
     old = one(old_recs, "llama-3.1-8b", 1, "compile")
+    assert H.record_flags(old) == ["noisy", "one process"]
     says(f"the same step unfused took {old.tpot().mean_s * 1e3:.2f} ms "
-         f"({old.roofline_fraction(bandwidth_roof(old, old_peaks).gbs):.1%} of its card's roof")
+         f"({old.roofline_fraction(bandwidth_roof(old, old_peaks).gbs):.1%} of its card's roof, "
+         f"on another card of the same kind; flagged noisy, ±{old.summary().rel_halfwidth:.2%})")
     small = one(recs, "llama-3.2-1b", 1, "compile")
     old_small = one(old_recs, "llama-3.2-1b", 1, "compile")
     says(f"llama-3.2-1b's fused step reaches "
@@ -236,7 +231,11 @@ def test_the_generation_guide_quotes_both_h100_campaigns(fused, records):
     new, old = one(recs, "llama-3.1-8b", 1, "compile"), one(old_recs, "llama-3.1-8b", 1, "compile")
     assert new.config.fuse and not old.config.fuse
     doc = " ".join((ROOT / "docs" / "generation.md").read_text().split())
+    # each figure with its record's flags (both one process)
+    assert H.record_flags(old)[0] == "noisy" and H.record_flags(new)[0] == "noisy (time cap)"
     assert (f"on an H100, from {old.tpot().mean_s * 1e3:.2f} ms "
-            f"({old.roofline_fraction(bandwidth_roof(old, old_peaks).gbs):.1%} of the memory roof) "
-            f"to {new.tpot().mean_s * 1e3:.2f} ms "
-            f"({new.roofline_fraction(bandwidth_roof(new, peaks).gbs):.1%})") in doc
+            f"({old.roofline_fraction(bandwidth_roof(old, old_peaks).gbs):.1%} of the memory roof; "
+            f"noisy, ±{old.summary().rel_halfwidth:.2%}) to {new.tpot().mean_s * 1e3:.2f} ms "
+            f"({new.roofline_fraction(bandwidth_roof(new, peaks).gbs):.1%}; noisy (time cap), "
+            f"±{new.summary().rel_halfwidth:.2%}), measured on two cards of the same kind") in doc
+    assert "Each figure is one process." in doc

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says
+from fakes.pages import assert_says, stored_runs
 
 from dlbench.report import headline as H
 from dlbench.report.generate_figures import bandwidth_roof, datasheet_roof
@@ -18,11 +18,8 @@ PAGE = (ROOT / H.H200_GENERATE_PAGE).read_text()
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
-    store = H.open_store(ROOT / "results", H.H200_GENERATE, tmp_path_factory.mktemp("gen"))
-    recs = [r for run in H.H200_GENERATE_RUNS for r in store.results(run_id=run, kind="generate")]
-    peaks = store.results(kind="peak")
-    store.close()
-    return recs, peaks
+    return stored_runs(H.H200_GENERATE, H.H200_GENERATE_RUNS, "generate",
+                       tmp_path_factory.mktemp("gen"))
 
 
 def one(recs, model, batch, label):
@@ -82,11 +79,15 @@ def test_the_largest_batch(records):
          f"{fused.tpot().mean_s * 1e3:.0f} ms against eager's {eager.tpot().mean_s * 1e3:.1f} ms")
 
 
-def test_the_eager_caveat(records):
-    recs, _ = records
+def eager_widths(recs) -> list[float]:
+    """The eager windows' intervals, narrowest first; every one was cut by its time cap."""
     eager = [r for r in recs if r.config.path == "eager"]
     assert eager and all(r.stop_reason == "time_cap" for r in eager)
-    widths = sorted(r.summary().rel_halfwidth for r in eager)
+    return sorted(r.summary().rel_halfwidth for r in eager)
+
+
+def test_the_eager_caveat(records):
+    widths = eager_widths(records[0])
     says(f"an interval of ±{widths[0]:.1%} to ±{widths[-1]:.1%}")
 
 
@@ -101,12 +102,8 @@ def test_the_generation_guide_quotes_the_same_records(records):
 # -- the third session: --tuned --fuse side by side ------------------------------------------------
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
-    store = H.open_store(ROOT / "results", H.H200_GENERATE, tmp_path_factory.mktemp("tuned"))
-    recs = [r for run in H.H200_GENERATE_TUNED_RUNS
-            for r in store.results(run_id=run, kind="generate")]
-    peaks = store.results(kind="peak")
-    store.close()
-    return recs, peaks
+    return stored_runs(H.H200_GENERATE, H.H200_GENERATE_TUNED_RUNS, "generate",
+                       tmp_path_factory.mktemp("tuned"))
 
 
 def test_the_fused_step_on_another_card(tuned, records):
@@ -126,9 +123,7 @@ def test_the_fused_step_on_another_card(tuned, records):
 
 def test_generate_with_cores_of_its_own(tuned):
     recs, _ = tuned
-    eager = [r for r in recs if r.config.path == "eager"]
-    assert eager and all(r.stop_reason == "time_cap" for r in eager)
-    widths = sorted(r.summary().rel_halfwidth for r in eager)
+    widths = eager_widths(recs)
     says(f"intervals run from ±{widths[0]:.1%} to ±{widths[-1]:.1%}")
 
     def factor(model):

@@ -129,26 +129,28 @@ def test_terminal_lines_warnings_and_errors_escape_data(capsys):
     assert f"error \\x1b[2J {LINK_MARKUP}\nsecond line" in cap.err
 
 
-def test_progress_lines_escape_data():
-    class Cfg:
-        label = f"model{CLEAR}{MARKUP}"
+@pytest.mark.parametrize("label, error, shown", [
+    (f"model{CLEAR}{MARKUP}", f"at {CLEAR}[/x]", (f"model\\x1b[2J{MARKUP}", "at \\x1b[2J[/x]")),
+    # a closing tag with no opening one, as a source path in a message can look: rich would
+    # raise on it as markup
+    ("model [/x] b8", "at [/__w/pytorch/x.cpp:1]", ("model [/x] b8", "[/__w/pytorch/x.cpp:1]")),
+])
+def test_progress_lines_escape_data(label, error, shown):
+    from types import SimpleNamespace
 
-    class Rec:
-        config, error_type, error, unit = Cfg(), "RuntimeError", f"at {CLEAR}[/x]", "x"
-
-        def summary(self):
-            return None
-
+    cfg = SimpleNamespace(label=label)
+    rec = SimpleNamespace(config=cfg, error_type="RuntimeError", error=error, unit="x",
+                          summary=lambda: None)
     con = _console()
     p = terminal.RichProgress(con)
     p.begin(2)
-    p.start(Cfg())
-    p.done(Rec())
-    p.skipped(Cfg())
+    p.start(cfg)
+    p.done(rec)
+    p.skipped(cfg)
     p.end()
     out = con.file.getvalue()
     _no_raw_controls(out)
-    assert f"model\\x1b[2J{MARKUP}" in out and "at \\x1b[2J[/x]" in out
+    assert all(text in out for text in shown), (shown, out)
 
 
 def test_results_ls_escapes_tags_commands_and_models(tmp_path, capsys):

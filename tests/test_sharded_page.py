@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says
+from fakes.pages import assert_says, stored_runs
 
 from dlbench.report import headline as H
 from dlbench.report.strategy_tables import per_gpu_tflops
@@ -24,10 +24,7 @@ FOLDER = ROOT / "results" / H.H200_2
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
-    store = H.open_store(ROOT / "results", H.H200_2, tmp_path_factory.mktemp("sharded"))
-    recs = [r for run in H.SHARDED_RUNS for r in store.results(run_id=run, kind="scaling")]
-    store.close()
-    return recs
+    return stored_runs(H.H200_2, H.SHARDED_RUNS, "scaling", tmp_path_factory.mktemp("sharded"))[0]
 
 
 def one(recs, model, strategy, gpus, batch=None, policy=None):
@@ -77,6 +74,10 @@ def test_the_third_session(records):
     gib = [r.memory["allocated_peak_bytes"] / 2**30 for r in (sel, plain)]
     says(f"{tokens(sel):,.0f} tokens/s against {tokens(plain):,.0f} without checkpointing, and "
          f"{gib[0]:.1f} GiB peak on rank 0 against {gib[1]:.1f}")
+    flags = H.record_flags(sel)
+    assert flags[:2] == ["noisy (time cap)", f"cv {sel.summary().cv:.0%}"]
+    says(f"Its window was cut by the time cap at ±{sel.summary().rel_halfwidth:.2%}, its steps "
+         f"spread by {sel.summary().cv:.0%} (`{flags[0]}`, `{flags[1]}`)")
 
 
 def test_the_interrupted_runs_are_in_the_store(tmp_path):

@@ -43,7 +43,11 @@ def _plant(cwd: Path, marker: Path) -> None:
 
 
 # -- files in the working directory -------------------------------------------------------------
-def test_an_isolated_worker_imports_nothing_from_the_working_directory(tmp_path):
+@pytest.mark.parametrize("spawn", [False, True], ids=["zygote", "spawned"])
+def test_an_isolated_worker_imports_nothing_from_the_working_directory(tmp_path, monkeypatch,
+                                                                         spawn):
+    if spawn:  # a new interpreter instead of the zygote's fork
+        monkeypatch.setenv("DLBENCH_SPAWN", "1")
     cwd, marker = tmp_path / "cwd", tmp_path / "imported"
     cwd.mkdir()
     _plant(cwd, marker)
@@ -53,11 +57,6 @@ def test_an_isolated_worker_imports_nothing_from_the_working_directory(tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     docs = json.loads(p.stdout)
     assert docs[0]["status"] == "ok"
-
-
-def test_a_spawned_worker_imports_nothing_from_the_working_directory(tmp_path, monkeypatch):
-    monkeypatch.setenv("DLBENCH_SPAWN", "1")  # a new interpreter instead of the zygote's fork
-    test_an_isolated_worker_imports_nothing_from_the_working_directory(tmp_path)
 
 
 def test_torchrun_and_its_ranks_import_nothing_from_the_working_directory(tmp_path):

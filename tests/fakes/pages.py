@@ -4,6 +4,8 @@ check the figures it quotes against their records."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any, Sequence
 
 _GENERATED = re.compile(r"<!-- headline:.*?<!-- /headline:[\w-]+ -->", re.S)
 
@@ -15,3 +17,16 @@ def prose(page: str) -> str:
 
 def assert_says(page: str, text: str) -> None:
     assert text in prose(page), f"the page no longer says {text!r}"
+
+
+def stored_runs(folder: str, runs: Sequence[str], kind: str,
+                workdir: Path) -> tuple[list[Any], list[Any]]:
+    """The ``kind`` records of ``runs`` in the committed store of ``results/FOLDER`` (run
+    order, then stored order), and the store's ``dlbench peak`` records (the roofs)."""
+    from dlbench.report import headline as H  # the pages' own reading of a committed store
+
+    store = H.open_store(Path(__file__).resolve().parents[2] / "results", folder, workdir)
+    recs = [r for run in runs for r in store.results(run_id=run, kind=kind)]
+    peaks = store.results(kind="peak")
+    store.close()
+    return recs, peaks

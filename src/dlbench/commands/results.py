@@ -310,11 +310,8 @@ def _results_export(args: argparse.Namespace, store: Store) -> int:
     if len(kinds) > 1 and not args.output:
         raise StoreError(f"the selection holds {len(kinds)} kinds ({', '.join(kinds)}) and a CSV "
                          "holds one: add --kind KIND, or -o FILE.csv for FILE-KIND.csv each")
-    if len(kinds) == 1:
-        paths: dict[str, str | None] = {kinds[0]: args.output}
-    else:
-        out = Path(args.output)
-        paths = {k: str(out.with_name(f"{out.stem}-{k}{out.suffix or '.csv'}")) for k in kinds}
+    paths = export.csv_files(args.output, kinds)
+    if len(kinds) > 1:
         for p in paths.values():  # every path checked before the first is written
             outfile.check_output(p, args.db)
     sinks: dict[str, _Sink] = {}

@@ -47,11 +47,8 @@ def expected(folder: Path, workdir: Path) -> dict[str, bytes]:
     """File name -> the bytes ``dlbench results export`` writes for ``folder``'s store today."""
     recs = _records(folder, workdir)
     kinds = export.kinds_of(recs) or ["throughput"]
-    out: dict[str, bytes] = {}
-    if len(kinds) == 1:
-        out["all.csv"] = export.to_csv(recs, kinds[0]).encode()
-    else:
-        out.update({f"all-{k}.csv": export.to_csv(recs, k).encode() for k in kinds})
+    out = {name: export.to_csv(recs, k).encode()
+           for k, name in export.csv_files("all.csv", kinds).items()}
     text = (export.to_json(recs) + "\n").encode()
     if (folder / "all.json").exists() and not (folder / "all.json.gz").exists():
         out["all.json"] = text

@@ -23,6 +23,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from dlbench.measure.stats import Summary
@@ -672,6 +673,16 @@ def _write_row(buf: io.StringIO, cells: Sequence[Any]) -> None:
     buf.write(one.getvalue()[:-2] + "\n")
 
 
+def csv_files(output: str | None, kinds: Sequence[str]) -> dict[str, str | None]:
+    """kind -> the file a CSV export to ``output`` writes it to: ``output`` itself for one kind,
+    else ``STEM-KIND.csv`` beside it for each (a CSV holds one kind: ``all.csv`` becomes
+    ``all-throughput.csv``, ``all-scaling.csv``, ...)."""
+    if len(kinds) == 1:
+        return {kinds[0]: output}
+    out = Path(output or "all.csv")
+    return {k: str(out.with_name(f"{out.stem}-{k}{out.suffix or '.csv'}")) for k in kinds}
+
+
 def csv_by_kind(records: Sequence[Any]) -> dict[str, str]:
     """kind -> its CSV text, for every kind present."""
     return {k: to_csv(records, k) for k in kinds_of(records)}
@@ -732,5 +743,5 @@ def schema_markdown() -> str:
 
 
 __all__ = ["CSV_COLUMNS", "Column", "EXPORT_VERSION", "FORMULA_START", "KINDS",
-           "SCHEMA_VERSION", "columns", "csv_by_kind", "csv_text", "flat_row", "kinds_of",
-           "schema_markdown", "step_flags", "to_csv", "to_json"]
+           "SCHEMA_VERSION", "columns", "csv_by_kind", "csv_files", "csv_text", "flat_row",
+           "kinds_of", "schema_markdown", "step_flags", "to_csv", "to_json"]
