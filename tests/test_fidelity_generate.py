@@ -20,14 +20,16 @@ def _fidelity(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", ["static", "eager"])
-def test_generate_mode_runs_both_sides(tmp_path, path):
-    # Two rounds of a tiny Llama (4+4 tokens; static: dlbench's loop against a bare one, eager:
-    # generate() through dlbench against generate() called bare): each round is a dlbench
-    # window of 2 to 8 seconds (the script's CPU stopping rule) and as many bare requests.
+@pytest.mark.parametrize("path, fuse", [("static", True), ("eager", False)])
+def test_generate_mode_runs_both_sides(tmp_path, path, fuse):
+    # Two rounds of a tiny Llama (4+4 tokens; static with fused projections: dlbench's loop
+    # against a bare one, both over the same fused model; eager: generate() through dlbench
+    # against generate() called bare): each round is a dlbench window of 2 to 8 seconds (the
+    # script's CPU stopping rule) and as many bare requests.
     out = tmp_path / "fidelity.json"
     p = _fidelity("--generate", "--device", "cpu", "--model", "test-llama", "--prompt-len", "4",
-                  "--output-len", "4", "--rounds", "2", "--path", path, "--out", str(out))
+                  "--output-len", "4", "--rounds", "2", "--path", path, "--out", str(out),
+                  *(["--fuse"] if fuse else []))
     # The verdict is not asserted: on a shared 2-core machine the CPU's speed drifts by 10% and
     # more between two windows seconds apart (other processes take the cores), so the median
     # of two rounds lands outside 0.98-1.02 now and then with nothing wrong in dlbench. The exit
@@ -38,7 +40,7 @@ def test_generate_mode_runs_both_sides(tmp_path, path):
     assert result["mode"] == "generate"
     cfg = result["config"]
     assert (cfg["model"], cfg["path"], cfg["precision"], cfg["prompt_len"], cfg["output_len"],
-            cfg["batch_size"]) == ("test-llama", path, "fp32", 4, 4, 1)
+            cfg["batch_size"], cfg.get("fuse", False)) == ("test-llama", path, "fp32", 4, 4, 1, fuse)
     assert len(result["rounds"]) == 2
     assert [r["dlbench_first"] for r in result["rounds"]] == [True, False]
     for r in result["rounds"]:
@@ -54,7 +56,8 @@ def test_generate_mode_runs_both_sides(tmp_path, path):
     lines = p.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == ["round 1", "round 2"]
     assert "tokens/s" in lines[0]
-    assert lines[-1].startswith(f"fidelity test-llama b1 fp32 4+4 {path} on ")
+    label = path + ("+fuse" if fuse else "")
+    assert lines[-1].startswith(f"fidelity test-llama b1 fp32 4+4 {label} on ")
     assert ("PASS" if p.returncode == 0 else "FAIL") in lines[-1]
 
 
@@ -67,3 +70,7 @@ def test_generate_mode_refuses_training_options_and_graph_on_cpu():
     assert p.returncode == 2 and "needs a CUDA GPU" in p.stderr
     p = _fidelity("--device", "cpu", "--path", "static")
     assert p.returncode == 2 and "go with --generate" in p.stderr
+    p = _fidelity("--device", "cpu", "--fuse")
+    assert p.returncode == 2 and "go with --generate" in p.stderr
+    p = _fidelity("--generate", "--device", "cpu", "--path", "eager", "--fuse")
+    assert p.returncode == 2 and "model.generate() runs the model as it is" in p.stderr
