@@ -106,6 +106,7 @@ from dlbench.records.scaling import ScalingConfig
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.workloads import generate as generate_workload
 from dlbench.workloads.fusion import fuse_projections
+from dlbench.workloads.gqa_fold import fold_gqa
 from dlbench.workloads.throughput import measure
 
 # The band the median ratio must sit in, per device type.
@@ -214,14 +215,15 @@ def bare_loop_jax(model_name: str, batch: int, precision: str, device: str, warm
 @torch.no_grad()
 def bare_generate(model_name: str, batch: int, prompt_len: int, output_len: int,
                   precision: str, path: str, device: torch.device, warmup: int,
-                  requests: int, fuse: bool = False) -> float:
+                  requests: int, fuse: bool = False, fold: bool = False) -> float:
     """The generation loop a careful user would write by hand over a static KV cache (as
     gpt-fast does): one prefill, then one forward per token, the greedy argmax kept on the
     device; with path graph the decode step is captured in a CUDA graph, with compile it is
     compiled first. Path eager is ``model.generate()`` called as a user calls it, nothing
     around it. With ``fuse`` the model's sibling projections are fused first by the same
-    function dlbench's ``--fuse`` calls: the model is the same on both sides, and what is
-    compared is the loop around it. Returns output tokens/s over ``requests`` requests after
+    function dlbench's ``--fuse`` calls, and with ``fold`` its attention folded by the one
+    ``--fold-gqa`` calls: the model is the same on both sides, and what is compared is the
+    loop around it. Returns output tokens/s over ``requests`` requests after
     ``warmup``."""
     from transformers import StaticCache  # heavy: transformers
 
@@ -230,6 +232,8 @@ def bare_generate(model_name: str, batch: int, prompt_len: int, output_len: int,
     model = get_lm(model_name).build_on(device, dtype)
     if fuse:
         fuse_projections(model)
+    if fold:
+        fold_gqa(model)
     ids = torch.randint(0, model.config.vocab_size, (batch, prompt_len), device=device)
     if path == "eager":
         # What dlbench's eager path times, without its token marks, window or telemetry: a
@@ -317,13 +321,13 @@ def generate_rounds(a: argparse.Namespace, gpu: bool, device: torch.device, roun
                          prompt_len=a.prompt_len or (128 if gpu else 16),
                          output_len=a.output_len or (128 if gpu else 16),
                          precision=a.precision or ("bf16" if gpu else "fp32"), path=path,
-                         fuse=a.fuse, device=a.device, warmup_requests=1, stop=stop)
+                         fuse=a.fuse, fold_gqa=a.fold_gqa, device=a.device, warmup_requests=1, stop=stop)
 
     def bare(requests: int) -> float:
         # The first request (capture or compilation) and dlbench's warm-up, untimed, as there.
         return bare_generate(cfg.model, cfg.batch_size, cfg.prompt_len, cfg.output_len,
                              cfg.precision, path, device, 1 + cfg.warmup_requests, requests,
-                             fuse=cfg.fuse)
+                             fuse=cfg.fuse, fold=cfg.fold_gqa)
 
     rounds = []
     requests = 0
@@ -594,6 +598,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fuse", action="store_true",
                     help="--generate: fuse each layer's q/k/v and gate/up projections on both "
                          "sides (dlbench generate --fuse; not with --path eager)")
+    ap.add_argument("--fold-gqa", action="store_true",
+                    help="--generate: fold grouped-query decode attention on both sides "
+                         "(dlbench generate --fold-gqa; not with --path eager)")
     ap.add_argument("--prompt-len", type=int,
                     help="--generate: prompt tokens (default 128 on a GPU, 16 on the CPU)")
     ap.add_argument("--output-len", type=int,
@@ -642,11 +649,11 @@ def main(argv: list[str] | None = None) -> int:
         if a.path == "graph" and not gpu:
             ap.error("--path graph captures CUDA work: it needs a CUDA GPU; on the CPU use "
                      "--path static or compile")
-        if a.fuse and a.path == "eager":
-            ap.error("--fuse fuses the projections of the static-cache paths (static, graph, "
-                     "compile); model.generate() runs the model as it is")
-    elif a.path or a.prompt_len or a.output_len or a.fuse:
-        ap.error("--path, --prompt-len, --output-len and --fuse go with --generate")
+        if (a.fuse or a.fold_gqa) and a.path == "eager":
+            ap.error("--fuse and --fold-gqa change the model of the static-cache paths "
+                     "(static, graph, compile); model.generate() runs the model as it is")
+    elif a.path or a.prompt_len or a.output_len or a.fuse or a.fold_gqa:
+        ap.error("--path, --prompt-len, --output-len, --fuse and --fold-gqa go with --generate")
     device = torch.device(a.device)
     rounds_n = a.rounds or (4 if gpu else 10)
     if a.threads or not gpu:

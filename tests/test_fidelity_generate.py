@@ -74,3 +74,5 @@ def test_generate_mode_refuses_training_options_and_graph_on_cpu():
     assert p.returncode == 2 and "go with --generate" in p.stderr
     p = _fidelity("--generate", "--device", "cpu", "--path", "eager", "--fuse")
     assert p.returncode == 2 and "model.generate() runs the model as it is" in p.stderr
+    p = _fidelity("--generate", "--device", "cpu", "--path", "eager", "--fold-gqa")
+    assert p.returncode == 2 and "model.generate() runs the model as it is" in p.stderr

@@ -34,11 +34,12 @@ def plan(models: Sequence[str], batches: Sequence[int | str], prompt_lens: Seque
          device: str = "auto", stop: StopRule = GENERATE_STOP, warmup_requests: int = 1,
          seed: int = 0, telemetry_interval_s: float | None = 0.1, profile_requests: int = 0,
          auto_batch: Callable[[str, str, int, int], int] | None = None, fuse: bool = False,
-         ) -> tuple[list[GenerateConfig], list[AutoBatch]]:
+         fold_gqa: bool = False) -> tuple[list[GenerateConfig], list[AutoBatch]]:
     """The product of the listed values, model outermost and the paths innermost (so each
     batch's eager and tuned figures are measured one after the other), and what ``-b auto``
     chose. Every model name is checked first: an unknown one fails in a second. ``fuse`` fuses
-    the projections on every path but eager (which is ``generate()`` as a user calls it)."""
+    the projections and ``fold_gqa`` folds grouped-query attention on every path but eager
+    (which is ``generate()`` as a user calls it)."""
     for m in models:
         get_lm(m)
     chosen: list[AutoBatch] = []
@@ -59,7 +60,8 @@ def plan(models: Sequence[str], batches: Sequence[int | str], prompt_lens: Seque
                 model=model, batch_size=b, prompt_len=p, output_len=n, precision=precision,
                 path=path, device=device, stop=stop, warmup_requests=warmup_requests,
                 seed=seed, telemetry_interval_s=telemetry_interval_s,
-                profile_requests=profile_requests, fuse=fuse and path != "eager"))
+                profile_requests=profile_requests, fuse=fuse and path != "eager",
+                fold_gqa=fold_gqa and path != "eager"))
     return out, chosen
 
 

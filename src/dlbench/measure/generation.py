@@ -98,11 +98,15 @@ def decode_flops_per_step(shape: Any, batch: int, prompt_len: int, output_len: i
 
 def prefill_activation_bytes(shape: Any, precision: str, prompt_len: int,
                              intermediate: int | None = None) -> int:
-    """A rough upper bound on one sequence's transient prefill memory: a layer's MLP input,
-    gate, up and product and its attention projections at once, and the last logits in fp32."""
+    """A rough upper bound on one sequence's transient prefill memory: a layer's attention
+    projections and MLP input, its gate and up products, the activated gate and the product
+    of the two at once (four intermediate-sized tensors: with ``--fuse`` gate and up are one
+    tensor of twice the width), and the last logits in fp32. Three intermediate-sized tensors
+    were one too few: on an H100, ``-b auto`` chose batch 2,770 for llama-3.2-1b, whose
+    compiled and fused prefill then asked for one more 5.4 GiB tensor than was free."""
     w = WEIGHT_BYTES[precision]
     inter = intermediate or 4 * shape.hidden
-    per_token = (6 * shape.hidden + 3 * inter) * w
+    per_token = (6 * shape.hidden + 4 * inter) * w
     return prompt_len * per_token + shape.vocab * 4
 
 

@@ -66,6 +66,10 @@ class GenerateConfig:
         fuse: each layer's sibling projections (q/k/v; gate/up) computed as one matmul each
             (``--fuse``; :mod:`dlbench.workloads.fusion`), on the static-cache paths. Part of
             the identity only when on, so records made before it existed keep their keys.
+        fold_gqa: decode attention of a grouped-query model with each key/value head's
+            query heads as one block, reading the KV cache once instead of copying it per
+            query head (``--fold-gqa``; :mod:`dlbench.workloads.gqa_fold`), on the
+            static-cache paths. In the identity only when on, as ``fuse``.
     """
 
     model: str
@@ -81,6 +85,7 @@ class GenerateConfig:
     telemetry_interval_s: float | None = 0.1
     profile_requests: int = 0
     fuse: bool = False
+    fold_gqa: bool = False
 
     #: Read by the launcher (which interpreter starts a worker) and by listings.
     framework: ClassVar[str] = "torch"
@@ -107,14 +112,18 @@ class GenerateConfig:
         if self.fuse and self.path == "eager":
             raise ConfigError("--fuse applies to dlbench's static-cache paths (static, graph, "
                               "compile); eager is model.generate() as a user calls it")
+        if self.fold_gqa and self.path == "eager":
+            raise ConfigError("--fold-gqa applies to dlbench's static-cache paths (static, "
+                              "graph, compile); eager is model.generate() as a user calls it")
 
     _NOT_IDENTITY = ("stop", "warmup_requests", "device", "telemetry_interval_s",
                      "profile_requests")
 
     def _identity(self) -> dict[str, Any]:
         ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
-        if not self.fuse:
-            del ident["fuse"]
+        for lever in ("fuse", "fold_gqa"):
+            if not ident[lever]:
+                del ident[lever]
         return ident
 
     def key(self) -> str:
@@ -125,7 +134,8 @@ class GenerateConfig:
     def pair_key(self) -> str:
         """The identity without the path and its levers: configs that differ only in how they
         generate."""
-        ident = {k: v for k, v in self._identity().items() if k not in ("path", "fuse")}
+        ident = {k: v for k, v in self._identity().items()
+                 if k not in ("path", "fuse", "fold_gqa")}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,8 +161,8 @@ class GenerateConfig:
 
     @property
     def path_label(self) -> str:
-        """The path and its levers: ``compile``, ``compile+fuse``."""
-        return self.path + ("+fuse" if self.fuse else "")
+        """The path and its levers: ``compile``, ``compile+fuse``, ``compile+fuse+fold``."""
+        return self.path + ("+fuse" if self.fuse else "") + ("+fold" if self.fold_gqa else "")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -41,6 +41,7 @@ from dlbench.models.lm import LmSpec, get_lm, lm_shape, meta_shape
 from dlbench.records.generate import GenerateConfig, GenerateRecord
 from dlbench.workloads.devices import UnsupportedError, resolve_device
 from dlbench.workloads.fusion import fuse_projections
+from dlbench.workloads.gqa_fold import fold_gqa
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -118,6 +119,8 @@ def _measure(cfg: GenerateConfig, env: dict, spec: LmSpec, device: torch.device,
     model = spec.build_on(device, dtype)
     if cfg.fuse:
         fuse_projections(model)
+    if cfg.fold_gqa:
+        fold_gqa(model)
     synchronize(device)
     build_s = clock() - t
     shape = lm_shape(model)
