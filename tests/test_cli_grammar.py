@@ -36,7 +36,7 @@ ALLOWED = {
 ON_OFF = ("--channels-last", "--cuda-graph", "--compile-loss", "--augment")
 # Commands that measure and store results: --json (the records) and -q (no progress).
 MEASURE = ("run", "throughput", "scale", "maxbatch", "comm", "net", "train", "peak", "tune",
-           "generate")
+           "generate", "serve")
 # Commands that print stored results or figures: --json (the figures as data) and -q (less).
 PRINT = ("results ls", "results show", "compare", "gpus", "whatif", "env", "models", "telemetry",
          "roofline", "report", "monitor")

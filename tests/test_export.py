@@ -6,7 +6,8 @@ records of an H100 and H200s, failures included), plus records of the committed 
 stores where that store has none of a column's kind (a scaling run with GPU telemetry, a matmul
 ceiling, a training run with its pipeline measurements, a CPU net run with its environment).
 No committed store holds a ``generate`` record yet: one with known numbers
-(tests/fakes/generate_records.py) in the environment of the old store's H100, and its failure.
+(tests/fakes/generate_records.py) in the environment of the old store's H100, and its failure;
+nor a ``serve`` record: those of tests/fakes/serve_records.py that fill every serve column.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from fakes.generate_records import failed_generate, generate_record
+from fakes.serve_records import every_column_records
 
 from dlbench.records import RECORD_TYPES
 from dlbench.report import export
@@ -58,6 +60,8 @@ def every_kind(tmp_path_factory) -> Path:
                     if r.ok and (r.env.get("gpus") or [{}])[0].get("uuid"))
         store.add(generate_record(env=h100.env, run_id=h100.run_id))
         store.add(failed_generate(env=h100.env, run_id=h100.run_id))
+        for r in every_column_records(env=h100.env, run_id=h100.run_id):
+            store.add(r)
     return db
 
 

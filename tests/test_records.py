@@ -31,7 +31,7 @@ def old_store(tmp_path):
 
 def test_every_kind_shares_the_envelope():
     assert set(RECORD_TYPES) == {"throughput", "scaling", "comm", "maxbatch", "peak", "net", "train",
-                                 "generate"}
+                                 "generate", "serve"}
     for kind, cls in RECORD_TYPES.items():
         assert cls.kind == kind and issubclass(cls, Record)
         names = [f.name for f in fields(cls)]
@@ -55,8 +55,8 @@ def test_unknown_kind_is_refused_by_name():
 def test_a_store_written_before_reads_every_kind(old_store):
     store, db = old_store
     records = store.results()
-    # every kind there was when it was written (generate came later)
-    assert {r.kind for r in records} == set(RECORD_TYPES) - {"generate"}
+    # every kind there was when it was written (generate and serve came later)
+    assert {r.kind for r in records} == set(RECORD_TYPES) - {"generate", "serve"}
     assert {r.status for r in records} == {"ok", "error"}
     rows = {row[0]: {"config_key": row[1], "value": row[2]}
             for row in db.execute("SELECT id, config_key, value FROM results")}

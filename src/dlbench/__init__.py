@@ -21,6 +21,7 @@ _LAZY = {
     "measure_throughput": "dlbench.api",
     "measure_step": "dlbench.api",
     "measure_generation": "dlbench.api",
+    "measure_serving": "dlbench.api",
     "load": "dlbench.api",
     "to_dataframe": "dlbench.api",
     "StepResult": "dlbench.api",

@@ -13,21 +13,23 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from dlbench import env as envmod
 from dlbench.config import ConfigError
-from dlbench.jobs import generate_runs, plans, runs, step_runs
+from dlbench.jobs import generate_runs, plans, runs, serve_runs, step_runs
+from dlbench.measure.serving import Slo, parse_slo
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
 from dlbench.models.sources import STEP_PREFIX
 from dlbench.records.generate import GENERATE_STOP, GenerateRecord
+from dlbench.records.serve import ServeRecord
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord, expand
 from dlbench.report import export
 from dlbench.store import Store, StoreError
 
-__all__ = ["MeasurementError", "StepResult", "load", "measure_generation", "measure_step",
-           "measure_throughput", "to_dataframe"]
+__all__ = ["MeasurementError", "StepResult", "load", "measure_generation", "measure_serving",
+           "measure_step", "measure_throughput", "to_dataframe"]
 
 
 class MeasurementError(RuntimeError):
@@ -134,6 +136,62 @@ def measure_generation(model: str, batch_size: int = 1, *, prompt_len: int = 128
     return _one(outcome, check)
 
 
+def measure_serving(endpoint: str = "http://127.0.0.1:8000", *, model: str | None = None,
+                    api: str = "completions", concurrency: int | Sequence[int] = (),
+                    rate: float | Sequence[float] = (), prompt_len: int = 128,
+                    output_len: int = 128, num_requests: int | None = None,
+                    duration_s: float | None = None, slo: str | Slo = "ttft=2000ms,tpot=100ms",
+                    launch: str | None = None, stub: bool = False, tokenizer: str | None = None,
+                    db: str | os.PathLike | None = None, tag: str | None = None,
+                    check: bool = True, **config: Any) -> list[ServeRecord]:
+    """A served model under load, as ``dlbench serve`` measures it (docs/serving.md): one
+    record per load point, concurrencies first, then rates.
+
+    Args:
+        endpoint: the server's base URL (OpenAI-compatible, streaming).
+        model: the model name sent in the requests; None: the first of ``/v1/models``.
+        api: ``completions`` or ``chat``.
+        concurrency, rate: the load points: requests kept in flight, and/or requests per
+            second arriving at random (``burstiness=`` shapes them); neither: concurrency 1.
+        prompt_len, output_len: tokens per prompt and asked for per request.
+        num_requests, duration_s: per point (default: 10 x concurrency or 30 s of arrivals,
+            at least 50 requests).
+        slo: the goodput limits, ``"ttft=2000ms,tpot=100ms"`` or a :class:`Slo`.
+        launch: a server command to start first and stop at the end; ``stub``: dlbench's own
+            stub server instead (the client's overhead).
+        tokenizer: counts the prompt tokens (on this machine; default the model's).
+        db, tag: as for :func:`measure_throughput`.
+        check: raise :class:`MeasurementError` if a point failed outright (nothing completed).
+        config: any other field of :class:`dlbench.records.serve.ServeConfig` (warm-up, seed,
+            timeouts, ``fixed_length``, ``extra_body``...).
+
+    Returns:
+        The records: ``r.ttft()``, ``r.tpot()``, ``r.itl()`` (distributions with intervals),
+        ``r.output_tokens_per_s()``, ``r.goodput()``, ``r.failure_reasons()``...
+    """
+    limits = parse_slo(slo) if isinstance(slo, str) else slo
+    burst = config.pop("burstiness", 1.0)
+    configs = serve_runs.plan(
+        model=model or ("stub" if stub else ""), apis=[api],
+        concurrencies=[concurrency] if isinstance(concurrency, int) else list(concurrency),
+        rates=[rate] if isinstance(rate, (int, float)) else list(rate),
+        prompt_lens=[prompt_len], output_lens=[output_len], num_requests=num_requests,
+        duration_s=duration_s, burstiness=burst, slo=limits, endpoint=endpoint, **config)
+    command = f"dlbench.measure_serving({endpoint!r})"
+    with _store(db) as where:
+        env = envmod.capture_environment()
+        outcome, _ = serve_runs.run_serve(configs, where, command, env, launch=launch,
+                                          stub=serve_runs.Stub() if stub else None,
+                                          tokenizer=tokenizer, tag=tag)
+    if outcome.status == "interrupted":
+        raise KeyboardInterrupt
+    if check:
+        for r in outcome.records:
+            if not r.ok:
+                raise MeasurementError(r)
+    return list(outcome.records)
+
+
 def measure_step(step: Callable[[], Any], samples_per_step: int, unit: str = "samples", *,
                  name: str | None = None, units_per_sample: int = 1, precision: str = "fp32",
                  mode: str = "train", device: str = "auto", stop: StopRule | None = None,
@@ -179,7 +237,7 @@ def load(db: str | os.PathLike, *, kind: str | None = None, run: str | None = No
          tag: str | None = None) -> list[Any]:
     """The records of a store, in the order they were stored: every kind, or ``kind`` alone
     (``throughput``, ``scaling``, ``comm``, ``peak``, ``maxbatch``, ``train``, ``net``,
-    ``generate``); one run (an id or its prefix) or the runs with ``tag``."""
+    ``generate``, ``serve``); one run (an id or its prefix) or the runs with ``tag``."""
     path = Path(db)
     if not path.is_file():
         raise StoreError(f"{path}: no such store")

@@ -25,7 +25,8 @@ from dlbench.commands.common import (
     rendezvous_flags,
     show_failures,
 )
-from dlbench.report import tables, terminal
+from dlbench.records.comm import TIMINGS
+from dlbench.report import comm_tables, terminal
 
 ORDER = 21
 
@@ -47,7 +48,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                "--ranks 2\n"
                "  dlbench comm --op all_reduce --min-bytes 1M --max-bytes 1G --interconnect "
                "no-p2p --ranks 2\n"
+               "  dlbench comm --op all_reduce --max-bytes 64MiB --ranks 2 --timing eager\n"
                "  dlbench comm --device cpu --ranks 2 --max-bytes 1MiB     (gloo on the CPU)\n\n"
+               "--timing graph (the default on GPUs) captures --iters-per-sample iterations in a "
+               "CUDA graph and replays it, as nccl-tests -G: small sizes then show the fabric, "
+               "not Python's launch cost; eager times each call alone (nccl-tests -I). Before "
+               "the timed job a short probe job reads which algorithm and protocol NCCL chose "
+               "per size from its tuning log (--no-algo-probe skips it).\n\n"
                "--ranks is processes per host (one per GPU); in scale and train --gpus counts "
                "GPUs. The old spellings --gpus, --min and --max are still taken here.\n\n"
                "sizes: nccl-tests' size column (all_gather: the gathered buffer; reduce_scatter: "
@@ -65,8 +72,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--factor", type=integer(2), default=2, help="size step factor (default 2)")
     p.add_argument("--dtype", default="float32",
                    choices=("float32", "float16", "bfloat16", "float64", "int32"))
-    p.add_argument("--iters", type=POSITIVE, default=20, help="timed iterations per size (20)")
-    p.add_argument("--warmup", type=COUNT, default=5, help="untimed iterations per size (5)")
+    p.add_argument("--iters", type=POSITIVE, default=20,
+                   help="timed samples per size (20): one iteration each in eager mode, "
+                        "--iters-per-sample each in batched and graph modes")
+    p.add_argument("--warmup", type=COUNT, default=5, help="untimed samples per size (5)")
+    p.add_argument("--timing", choices=("auto",) + TIMINGS, default="auto",
+                   help="how the timed iterations are issued: graph (captured in a CUDA graph "
+                        "and replayed, as nccl-tests -G: no launch cost; NCCL only), batched "
+                        "(queued back to back, one event per batch), eager (one Python call and "
+                        "event each, as nccl-tests -I). auto: graph on NCCL, eager on gloo")
+    p.add_argument("--iters-per-sample", type=POSITIVE, default=None, metavar="K",
+                   help="iterations in one timed sample of batched and graph modes (10); "
+                        "eager times each alone")
+    p.add_argument("--no-algo-probe", dest="algo_probe", action="store_false",
+                   help="skip the short job, run first, that reads which algorithm and "
+                        "protocol NCCL chooses per size (NCCL_DEBUG=INFO, "
+                        "NCCL_DEBUG_SUBSYS=TUNING); the records then say unknown")
     p.add_argument("--ranks", dest="gpus", type=POSITIVE,
                    help="processes per host, one per GPU (default: every GPU; 2 on a CPU)")
     hidden_alias(p, "--gpus", "gpus", type=POSITIVE)
@@ -92,7 +113,8 @@ def cmd_comm(args: argparse.Namespace) -> int:
     plan = runs.comm_plan(flatten(args.op, []), flatten(args.interconnect, []), args.min,
                           args.max, args.factor, device=args.device, backend=args.backend,
                           ranks=args.gpus, dtype=args.dtype, iters=args.iters,
-                          warmup=args.warmup)
+                          warmup=args.warmup, timing=args.timing,
+                          iters_per_sample=args.iters_per_sample, probe=args.algo_probe)
     rdzv = plans.rendezvous(**dist)
     ranks = plan.ranks * rdzv.nnodes
     env = envmod.capture_environment()
@@ -102,20 +124,31 @@ def cmd_comm(args: argparse.Namespace) -> int:
         if not args.quiet:
             terminal.stderr.print(f"[bold]dlbench comm[/bold] {len(plan.ops)} op(s) x "
                                   f"{len(plan.sizes)} sizes, {ranks} ranks ({plan.backend}, "
-                                  f"{prof})")
+                                  f"{prof}, timing {plan.timing})")
     run = runs.run_comm(plan, args.db, args.command_line, env, rdzv, timeout_s=args.timeout,
                         pg_timeout_s=args.pg_timeout, tag=args.tag, on_profile=started)
     recs = run.records
     if args.json:
         sys.stdout.write(json.dumps([dict(r.to_dict(), time_s=r.time_s, algbw=r.algbw(),
-                                          busbw=r.busbw()) for r in recs], indent=1) + "\n")
+                                          busbw=r.busbw(), latency_us=_us(r.time_s),
+                                          p50_us=_us(r.p50_s), p99_us=_us(r.p99_s),
+                                          busbw_comparable=r.busbw_comparable)
+                                     for r in recs], indent=1) + "\n")
     else:
         for prof in plan.profiles:
             sel = [r for r in recs if r.config.interconnect == prof]
-            terminal.print_table(tables.comm_table(
-                sel, f"Collectives, {ranks} ranks, {plan.backend}, {prof}, "
+            terminal.print_table(comm_tables.comm_table(
+                sel, f"Collectives, {ranks} ranks, {plan.backend}, {prof}, timing "
+                     f"{comm_tables.timing_label(sel[0]) if sel else plan.timing}, "
                      f"{envmod.device_label(env)}"))
+        ref = comm_tables.reference_table(recs)
+        if ref is not None:
+            terminal.print_table(ref)
         show_failures(recs)
     terminal.stderr.print(f"wall time {time.perf_counter() - t0:.1f} s; {len(recs)} result(s) "
                           f"stored in {args.db} (run {run.run_id})")
     return exit_code(recs, run.interrupted)
+
+
+def _us(t: float | None) -> float | None:
+    return None if t is None else t * 1e6

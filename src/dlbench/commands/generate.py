@@ -180,6 +180,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         telemetry_interval_s=args.telemetry_interval or None, profile_requests=args.profile,
         auto_batch=jobs.device_auto_batch(args.device) if AUTO in batches else None,
         fuse=args.fuse, fold_gqa=args.fold_gqa)
+    jobs.preflight(configs)  # a model too large for the device: refused before the store opens
     for a in chosen:  # printed even with --quiet: the batch is part of what is measured
         terminal.stderr.print(f"-b auto: {escape(a.model)} {a.precision} "
                               f"{a.prompt_len}+{a.output_len} -> batch {a.batch}")

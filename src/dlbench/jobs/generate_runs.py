@@ -65,6 +65,20 @@ def plan(models: Sequence[str], batches: Sequence[int | str], prompt_lens: Seque
     return out, chosen
 
 
+def preflight(configs: Sequence[GenerateConfig]) -> None:
+    """Every model's weights small enough for its device (the GPU's memory, or the host's
+    available memory on the CPU): a model that cannot run at any batch is refused before the
+    store is opened (``workloads.generate.check_weights_fit``)."""
+    from dlbench.workloads.devices import resolve_device  # heavy: torch
+    from dlbench.workloads.generate import check_weights_fit  # heavy: torch, transformers
+
+    seen: set[tuple[str, str, str]] = set()
+    for cfg in configs:
+        if (cfg.model, cfg.precision, cfg.device) not in seen:
+            seen.add((cfg.model, cfg.precision, cfg.device))
+            check_weights_fit(cfg, resolve_device(cfg.device))
+
+
 def device_auto_batch(device: str) -> Callable[[str, str, int, int], int]:
     """``-b auto`` for ``device``: the largest batch whose weights, KV cache and prefill fit."""
     from dlbench.workloads.devices import resolve_device  # heavy: torch

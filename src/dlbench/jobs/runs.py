@@ -21,6 +21,7 @@ from dlbench.launch.subprocess_launcher import SubprocessLauncher
 from dlbench.launch.torchrun import TorchrunLauncher
 from dlbench.measure.bandwidth import COMM_OPS
 from dlbench.models import get_model
+from dlbench.records.comm import CommConfig
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.store import Store
 from dlbench.sweep import NullProgress, Progress, SweepOutcome, run_sweep
@@ -221,15 +222,29 @@ class CommPlan:
     profiles: list[str]
     ranks: int
     backend: str
-    extra: dict = field(default_factory=dict)   # dtype, iters, warmup
+    extra: dict = field(default_factory=dict)   # dtype, iters, warmup, timing, ..., probe
+
+    @property
+    def timing(self) -> str:
+        return self.extra.get("timing", "eager")
+
+
+#: Iterations in one timed sample of the batched and graph modes, unless --iters-per-sample.
+ITERS_PER_SAMPLE = 10
 
 
 def comm_plan(ops: Sequence[str], profiles: Sequence[str], min_size: str, max_size: str,
               factor: int, *, device: str = "auto", backend: str = "auto",
               ranks: int | None = None, dtype: str = "float32", iters: int = 20,
-              warmup: int = 5) -> CommPlan:
+              warmup: int = 5, timing: str = "auto", iters_per_sample: int | None = None,
+              probe: bool = True) -> CommPlan:
     """Ops (default: all), profiles (default: ``default``) and sizes checked; NCCL on GPUs,
-    gloo on the CPU; every GPU (2 processes on a CPU) unless ``ranks`` says otherwise."""
+    gloo on the CPU; every GPU (2 processes on a CPU) unless ``ranks`` says otherwise.
+
+    ``timing`` ``auto`` is the mode nearest the fabric the backend allows: ``graph`` on NCCL
+    (no launch cost, as nccl-tests' ``-G``), ``eager`` on gloo (whose calls are synchronous
+    host work: a batch would time the same thing). ``probe``: read NCCL's choice of algorithm
+    and protocol per size first (NCCL only)."""
     ops = list(ops) or list(COMM_OPS)
     for op in ops:
         if op not in COMM_OPS:
@@ -248,8 +263,17 @@ def comm_plan(ops: Sequence[str], profiles: Sequence[str], min_size: str, max_si
     if backend == "nccl" and not cuda:
         raise ConfigError("--backend nccl needs CUDA GPUs; use --backend gloo")
     ranks = ranks or (torch.cuda.device_count() if cuda else 2)
+    if timing == "auto":
+        timing = "graph" if backend == "nccl" else "eager"
+    if iters_per_sample is None:
+        iters_per_sample = 1 if timing == "eager" else ITERS_PER_SAMPLE
+    # The config's own checks (eager takes one iteration a sample, graph needs NCCL), before
+    # any process starts.
+    CommConfig(op=ops[0], size_bytes=sizes[0], ranks=ranks, backend=backend, timing=timing,
+               iters_per_sample=iters_per_sample, iters=iters, warmup=warmup)
     return CommPlan(ops, sizes, profiles, ranks, backend,
-                    dict(dtype=dtype, iters=iters, warmup=warmup))
+                    dict(dtype=dtype, iters=iters, warmup=warmup, timing=timing,
+                         iters_per_sample=iters_per_sample, probe=probe and backend == "nccl"))
 
 
 def run_comm(plan: CommPlan, db: str, command: str, env: dict, rendezvous, *,

@@ -36,6 +36,7 @@ import torch
 
 from dlbench.launch import signals
 from dlbench.launch.interconnect import interconnect_env
+from dlbench.measure.nccl_tuning import UNKNOWN
 from dlbench.records.base import ErrorType
 from dlbench.records.comm import CommConfig, CommRecord
 from dlbench.records.scaling import ScalingConfig, ScalingRecord
@@ -216,38 +217,61 @@ class TorchrunLauncher:
     # -- collectives ------------------------------------------------------------------------------
     def run_comm(self, ops: list[str], sizes: list[int], ranks_per_node: int, env: dict,
                  backend: str = "auto", dtype: str = "float32", iters: int = 20, warmup: int = 5,
-                 interconnect: str = "default", corrupt_rank: int | None = None
+                 interconnect: str = "default", corrupt_rank: int | None = None,
+                 timing: str = "eager", iters_per_sample: int = 1, probe: bool = False
                  ) -> list[CommRecord]:
         """Every op x size x placement in one job; one record each (a whole-job failure gives one
-        error record per op). ``corrupt_rank`` spoils one input element there (for tests)."""
+        error record per op). ``corrupt_rank`` spoils one input element there (for tests).
+
+        ``probe`` (NCCL only): first a short job of one sample per size with NCCL's tuning log
+        on (:func:`nccl_probe_env`), whose rank 0 reads which algorithm and protocol NCCL chose
+        for each size; the timed job then runs without the log, which NCCL writes on every call
+        and would slow the very launches being timed."""
         backend = resolve_backend(backend, "auto")
         ranks = ranks_per_node * self.rdzv.nnodes
         job = {"worker": COMM_WORKER, "backend": backend, "ops": ops, "sizes": sizes,
-               "dtype": dtype, "iters": iters, "warmup": warmup, "corrupt_rank": corrupt_rank}
+               "dtype": dtype, "iters": iters, "warmup": warmup, "corrupt_rank": corrupt_rank,
+               "timing": timing, "iters_per_sample": iters_per_sample}
+        if backend != "nccl":
+            chosen: dict[tuple, dict] = {}
+            why = f"{backend}: no NCCL"
+        elif probe:
+            chosen, why = self._probe_comm(job, ranks_per_node, interconnect)
+        else:
+            chosen, why = {}, "not read (the algorithm probe was off)"
         out = self.launch(job, ranks_per_node, interconnect)
 
         def cfg(op: str, size: int, inplace: bool) -> CommConfig:
             return CommConfig(op=op, size_bytes=size, ranks=ranks, backend=backend, dtype=dtype,
                               inplace=inplace, interconnect=interconnect, iters=iters,
-                              warmup=warmup)
+                              warmup=warmup, timing=timing, iters_per_sample=iters_per_sample)
         if out.results is None or out.returncode != 0:
             rank, kind, msg = out.first_failure()
             where = f"rank {rank}: " if rank is not None else ""
             return [CommRecord(config=cfg(op, sizes[0], False), env=env, status="error",
                                error_type=kind, error=where + msg, launch_env=out.launch_env)
                     for op in ops]
-        per_rank = [d["rows"] for d in sorted(out.results, key=lambda d: d["rank"])]
+        results = sorted(out.results, key=lambda d: d["rank"])
+        per_rank = [d["rows"] for d in results]
+        common = dict(launch_env=out.launch_env,
+                      rank_hosts=tuple(str(d.get("host", "")) for d in results),
+                      nccl_version=results[0].get("nccl_version"),
+                      nccl_env=dict(results[0].get("nccl_env") or {}))
         records = []
         for i, row in enumerate(per_rank[0]):
             rows = [rs[i] for rs in per_rank]
             c = cfg(row["op"], row["size_bytes"], row["inplace"])
             if row.get("skipped"):
                 continue
+            nccl = chosen.get((row["op"], row["size_bytes"], row["inplace"])) or {}
+            what = dict(algorithm=nccl.get("algorithm") or UNKNOWN,
+                        protocol=nccl.get("protocol") or UNKNOWN,
+                        algorithm_note=nccl.get("note") if nccl else why)
             errors = [f"rank {r}: {x['error']}" for r, x in enumerate(rows) if x.get("error")]
             if errors:
                 records.append(CommRecord(config=c, env=env, status="error",
                                           error_type=ErrorType.EXCEPTION, error="\n".join(errors),
-                                          count=row["count"], launch_env=out.launch_env))
+                                          count=row["count"], **common, **what))
                 continue
             wrong = sum(x["wrong"] for x in rows)  # summed over ranks, as nccl-tests' #wrong
             records.append(CommRecord(
@@ -255,8 +279,33 @@ class TorchrunLauncher:
                 error_type=None if wrong == 0 else "wrong_result",
                 error=None if wrong == 0 else f"{wrong} element(s) differ from the expected result",
                 rank_times_s=tuple(tuple(x["times_s"]) for x in rows), count=row["count"],
-                wrong=wrong, launch_env=out.launch_env))
+                wrong=wrong, **common, **what))
         return records
+
+    def _probe_comm(self, job: dict[str, Any], ranks_per_node: int, interconnect: str
+                    ) -> tuple[dict[tuple, dict], str]:
+        """(op, size, inplace) -> what NCCL chose (rank 0's reading of its tuning log), and why
+        a size has nothing (the probe failed, or NCCL wrote no line for it)."""
+        with tempfile.TemporaryDirectory(prefix="dlbench-nccl-") as logs:
+            probe = TorchrunLauncher(self.timeout_s, self.pg_timeout_s, self.rdzv,
+                                     {**self.extra_env, **nccl_probe_env(logs)})
+            out = probe.launch({**job, "iters": 1, "warmup": 0, "corrupt_rank": None,
+                                "nccl_log_dir": logs}, ranks_per_node, interconnect)
+        if out.results is None or out.returncode != 0:
+            rank, _, msg = out.first_failure()
+            where = f"rank {rank}: " if rank is not None else ""
+            last = (msg.strip().splitlines() or [""])[-1][:200]  # a traceback ends in its error
+            return {}, f"the algorithm probe failed ({where}{last})"
+        rank0 = min(out.results, key=lambda d: d["rank"])
+        return ({(r["op"], r["size_bytes"], r["inplace"]): r["nccl"] for r in rank0["rows"]
+                 if r.get("nccl")}, "the algorithm probe had no row for this size")
+
+
+def nccl_probe_env(folder: str) -> dict[str, str]:
+    """NCCL's tuning log into ``folder``, one file per process (``%h`` host, ``%p`` pid): what
+    the algorithm probe runs with. NCCL reads these once, at its first call."""
+    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING",
+            "NCCL_DEBUG_FILE": str(Path(folder) / "nccl.%h.%p.log")}
 
 
 def resolve_backend(backend: str, device: str) -> str:

@@ -15,13 +15,15 @@ from dlbench.records.maxbatch import MaxBatchConfig, MaxBatchRecord, Probe
 from dlbench.records.net import NetConfig, NetRecord
 from dlbench.records.peak import PeakConfig, PeakRecord
 from dlbench.records.scaling import ScalingConfig, ScalingRecord
+from dlbench.records.serve import ServeConfig, ServeRecord
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.records.train import TrainConfig, TrainRecord
 
 #: kind -> record class.
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.kind: cls for cls in (ThroughputRecord, ScalingRecord, CommRecord, MaxBatchRecord,
-                              PeakRecord, NetRecord, TrainRecord, GenerateRecord)
+                              PeakRecord, NetRecord, TrainRecord, GenerateRecord,
+                              ServeRecord)
 }
 
 
@@ -45,4 +47,5 @@ def record_from_dict(d: dict[str, Any]) -> Record:
 __all__ = ["SCHEMA_VERSION", "ErrorType", "Record", "RECORD_TYPES", "record_from_dict",
            "CommConfig", "CommRecord", "GenerateConfig", "GenerateRecord", "record_type_for", "MaxBatchConfig", "MaxBatchRecord", "Probe", "NetConfig",
            "NetRecord", "PeakConfig", "PeakRecord", "ScalingConfig", "ScalingRecord",
+           "ServeConfig", "ServeRecord",
            "ThroughputConfig", "ThroughputRecord", "TrainConfig", "TrainRecord"]

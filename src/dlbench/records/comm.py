@@ -1,6 +1,8 @@
-"""The ``comm`` kind: one collective at one size, every rank's raw iteration times, its #wrong.
+"""The ``comm`` kind: one collective at one size, every rank's raw iteration times, its #wrong,
+and what NCCL ran it with.
 
-algbw and busbw are nccl-tests' figures (:mod:`dlbench.measure.bandwidth`).
+algbw and busbw are nccl-tests' figures (:mod:`dlbench.measure.bandwidth`); the algorithm and
+protocol are NCCL's own tuning output (:mod:`dlbench.measure.nccl_tuning`).
 """
 
 from __future__ import annotations
@@ -10,8 +12,16 @@ from typing import Any, ClassVar
 
 from dlbench.config import INTERCONNECT_PROFILES, ConfigError, choice
 from dlbench.measure.bandwidth import COMM_OPS, algbw, busbw_factor
-from dlbench.measure.stats import mean
+from dlbench.measure.nccl_tuning import UNKNOWN, busbw_comparable
+from dlbench.measure.stats import mean, percentile
 from dlbench.records.base import Record, config_key
+
+#: How the timed iterations are issued (``--timing``):
+#: ``eager``: one Python call per iteration, a CUDA event after each (nccl-tests' ``-I``);
+#: ``batched``: ``iters_per_sample`` calls queued back to back, an event after the batch (on
+#: the CPU, the host clock around it); ``graph``: ``iters_per_sample`` iterations captured in
+#: one CUDA graph, replayed, an event after each replay (nccl-tests' ``-G``; NCCL only).
+TIMINGS = ("eager", "batched", "graph")
 
 
 @dataclass(frozen=True)
@@ -26,7 +36,11 @@ class CommConfig:
         ranks: processes in all (``--gpus`` x ``--nnodes``).
         backend: ``nccl`` or ``gloo``.
         interconnect: a profile of :data:`dlbench.config.INTERCONNECT_PROFILES`.
-        iters: timed iterations (``--iters``, nccl-tests' ``-n``); warmup: untimed ones (``-w``).
+        iters: timed samples (``--iters``, nccl-tests' ``-n``); warmup: untimed ones (``-w``).
+        timing: one of :data:`TIMINGS` (``--timing``); every record stored before the flag
+            existed was ``eager``.
+        iters_per_sample: iterations in one timed sample (``--iters-per-sample``): 1 in eager
+            mode, the iterations of one batch or one graph replay otherwise.
     """
 
     op: str
@@ -38,23 +52,41 @@ class CommConfig:
     interconnect: str = "default"
     iters: int = 20
     warmup: int = 5
+    timing: str = "eager"
+    iters_per_sample: int = 1
 
     def __post_init__(self) -> None:
         choice("--op", self.op, COMM_OPS)
         choice("--interconnect", self.interconnect, INTERCONNECT_PROFILES)
+        choice("--timing", self.timing, TIMINGS)
         if self.size_bytes < 1 or self.ranks < 1 or self.iters < 1 or self.warmup < 0:
             raise ConfigError("--min/--max, --gpus and --iters must be >= 1, --warmup >= 0")
+        if self.iters_per_sample < 1:
+            raise ConfigError("--iters-per-sample must be >= 1")
+        if self.timing == "eager" and self.iters_per_sample != 1:
+            raise ConfigError("--timing eager times every iteration alone: --iters-per-sample "
+                              "applies to batched and graph")
+        if self.timing == "graph" and self.backend != "nccl":
+            raise ConfigError("--timing graph captures NCCL collectives in a CUDA graph: it "
+                              "needs --backend nccl on GPUs (batched works on gloo)")
 
     model = None  # the store's model column: a collective has none
 
     def key(self) -> str:
-        return config_key(asdict(self))
+        d = asdict(self)
+        # A field at its default drops out: the keys of records made before it existed.
+        if d["timing"] == "eager":
+            del d["timing"]
+        if d["iters_per_sample"] == 1:
+            del d["iters_per_sample"]
+        return config_key(d)
 
     @property
     def label(self) -> str:
+        timing = "" if self.timing == "eager" else f" {self.timing} x{self.iters_per_sample}"
         return (f"{self.op} {self.size_bytes}B {self.dtype} {'in-place' if self.inplace else 'out-of-place'}"
                 f" x{self.ranks} {self.backend}"
-                + ("" if self.interconnect == "default" else f" {self.interconnect}"))
+                + ("" if self.interconnect == "default" else f" {self.interconnect}") + timing)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,11 +99,21 @@ class CommConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class CommRecord(Record):
-    """A collective's timing at one size, every rank's raw iteration times, and its #wrong.
+    """A collective's timing at one size, every rank's raw times, its #wrong, what NCCL ran.
 
+    ``rank_times_s[r]`` holds rank r's timed samples, each as time per iteration: a sample's
+    time over its ``iters_per_sample`` iterations (eager: each iteration's own time).
     ``time_s`` follows nccl-tests' default (``-a 1``): each rank's mean iteration time, averaged
-    over ranks; ``max_time_s`` is the slowest rank's. ``wrong`` counts elements that differ from
-    the expected result, summed over ranks; a row with ``wrong > 0`` has status ``error``.
+    over ranks; ``max_time_s`` is the slowest rank's. ``p50_s``/``p99_s`` are percentiles of the
+    samples, each the slowest rank's (as nccl-tests' ``-I`` takes the slowest GPU per
+    iteration). ``wrong`` counts elements that differ from the expected result, summed over
+    ranks; a row with ``wrong > 0`` has status ``error``.
+
+    ``algorithm``/``protocol`` are what NCCL's tuner chose for this size (``RING``, ``TREE``,
+    ``NVLS``...; ``LL``, ``LL128``, ``SIMPLE``), read from its ``TUNING`` log; ``unknown``, with
+    ``algorithm_note`` saying why, where it was not read (gloo, no log line, records from before
+    it was recorded). ``nccl_version`` and ``nccl_env`` (the ``NCCL_*`` variables) are rank 0's.
+    ``rank_hosts``: each rank's host name (empty in records from before it was recorded).
     """
 
     config_type: ClassVar[type] = CommConfig
@@ -81,6 +123,12 @@ class CommRecord(Record):
     count: int = 0                     # elements per rank's input buffer
     wrong: int | None = None
     launch_env: dict[str, str] = field(default_factory=dict)
+    rank_hosts: tuple[str, ...] = ()
+    algorithm: str = UNKNOWN
+    protocol: str = UNKNOWN
+    algorithm_note: str | None = None
+    nccl_version: str | None = None
+    nccl_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def time_s(self) -> float | None:
@@ -93,6 +141,33 @@ class CommRecord(Record):
         if not self.rank_times_s or any(not t for t in self.rank_times_s):
             return None
         return max(mean(t) for t in self.rank_times_s)
+
+    def sample_times_s(self) -> tuple[float, ...]:
+        """Per timed sample, the slowest rank's time per iteration."""
+        if not self.rank_times_s or any(not t for t in self.rank_times_s):
+            return ()
+        return tuple(max(ts) for ts in zip(*self.rank_times_s))
+
+    @property
+    def p50_s(self) -> float | None:
+        s = self.sample_times_s()
+        return percentile(s, 50) if s else None
+
+    @property
+    def p99_s(self) -> float | None:
+        s = self.sample_times_s()
+        return percentile(s, 99) if s else None
+
+    @property
+    def nodes(self) -> int | None:
+        """Hosts the ranks ran on; None for records from before the hosts were recorded."""
+        return len(set(self.rank_hosts)) if self.rank_hosts else None
+
+    @property
+    def busbw_comparable(self) -> bool | None:
+        """False where NVLS or CollNet ran (busbw can then exceed the link rate and does not
+        compare with a ring's), True for ring, tree and PAT, None where unknown."""
+        return busbw_comparable(self.algorithm)
 
     def algbw(self) -> float | None:
         """Bytes per second (nccl-tests prints GB/s = 1e9 bytes/s)."""

@@ -19,6 +19,9 @@ train       samples/s, epochs 2+ Welch's t on the epoch times, seeds pooled
 maxbatch    largest batch        none: the search brackets the boundary     the brackets
 generate    output tokens/s      Welch's t on the requests' times
 generate    1 / TPOT mean        Welch's t on the decode steps' times
+serve       output tokens/s      Welch's t on the requests' end-to-end times
+serve       1 / TTFT mean        Welch's t on the requests' TTFTs
+serve       1 / TPOT mean        Welch's t on the requests' TPOTs
 =========== ==================== ========================================== =================
 
 - **ratio** = figure B / figure A (for time to train and TPOT, time A / time B): below 1 is
@@ -167,6 +170,28 @@ def _tpot_side(r: Any) -> Side | None:
     return Side(1.0 / mean(times), _rel_halfwidth(times), times, TPOT, (r.id,), (r,))
 
 
+#: The unit of a serve record's TTFT figure (1 / mean TTFT: larger is better), and its key suffix.
+TTFT = "1/TTFT"
+TTFT_KEY = ":ttft"
+
+
+def _serve_side(r: Any) -> Side | None:
+    """A load point's output tokens per second, tested on its requests' end-to-end times."""
+    times = tuple(r.e2e_samples()) if r.ok else ()
+    if len(times) < 2 or not r.output_tokens_per_s():
+        return None
+    return Side(r.output_tokens_per_s(), _rel_halfwidth(times), times, "output tok/s", (r.id,),
+                (r,))
+
+
+def _serve_latency_side(r: Any, unit: str) -> Side | None:
+    """1 / mean TTFT or TPOT of a load point, tested on its requests' values."""
+    times = tuple(r.ttft_samples() if unit == TTFT else r.request_tpots()) if r.ok else ()
+    if len(times) < 2 or not mean(times) > 0:
+        return None
+    return Side(1.0 / mean(times), _rel_halfwidth(times), times, unit, (r.id,), (r,))
+
+
 def _slowest(r: Any) -> tuple[float, ...]:
     return tuple(max(r.rank_step_times_s, key=math.fsum)) if r.rank_step_times_s else ()
 
@@ -234,7 +259,8 @@ def _train_side(recs: Sequence[Any]) -> Side | None:
 #: kind -> how a record (or, for train, a setup's seeds) becomes a side.
 _ONE: dict[str, Callable[[Any], Side | None]] = {
     "throughput": _step_side, "scaling": _step_side, "net": _step_side, "comm": _comm_side,
-    "peak": _peak_side, "maxbatch": _maxbatch_side, "generate": _generate_side}
+    "peak": _peak_side, "maxbatch": _maxbatch_side, "generate": _generate_side,
+    "serve": _serve_side}
 
 
 def _match_key(r: Any) -> str:
@@ -273,6 +299,12 @@ def sides(records: Sequence[Any]) -> dict[tuple[str, str], Side]:
             tpot = _group_side(recs, _tpot_side) if len(recs) > 1 else _tpot_side(recs[0])
             if tpot is not None:
                 out[(k[0], k[1] + TPOT_KEY)] = tpot
+        if k[0] == "serve":  # its latencies, beside its throughput
+            for suffix, unit in ((TTFT_KEY, TTFT), (TPOT_KEY, TPOT)):
+                one = functools.partial(_serve_latency_side, unit=unit)
+                lat = _group_side(recs, one) if len(recs) > 1 else one(recs[0])
+                if lat is not None:
+                    out[(k[0], k[1] + suffix)] = lat
     return out
 
 
@@ -300,9 +332,9 @@ RUN_TO_RUN = "run-to-run spread"
 INCONCLUSIVE = "inconclusive"
 #: Kinds judged by how many processes stand behind each side (training's seeds are its runs; a
 #: largest-batch search brackets a boundary and has no timed figure).
-BY_PROCESSES = ("throughput", "generate", "scaling", "net", "comm", "peak")
+BY_PROCESSES = ("throughput", "generate", "scaling", "net", "comm", "peak", "serve")
 #: Kinds whose commands take ``--repeat`` (the advice for an inconclusive pair names it).
-REPEATABLE = ("throughput", "generate")
+REPEATABLE = ("throughput", "generate", "serve")
 
 
 @functools.cache
@@ -522,7 +554,7 @@ def compare_pair(a: Any, b: Any, threshold: float = DEFAULT_THRESHOLD,
             test = "interval" if math.isfinite(high) else "none"
             significant = math.isfinite(high) and not low <= 1.0 <= high
     return Pair(key=ra.config.key() if kind != "train" else ra.config.setup_key(),
-                label=(ra.config.label + (" TPOT" if sa.unit == TPOT else "") if kind != "train"
+                label=(ra.config.label + _LABEL_SUFFIX.get(sa.unit, "") if kind != "train"
                        else _setup_label(ra) + (" epoch speed" if "2+" in sa.unit else "")),
                 a_id=",".join(sa.ids), b_id=",".join(sb.ids), a_per_s=sa.figure,
                 b_per_s=sb.figure, ratio=ratio, ratio_low=low, ratio_high=high, t=t, df=df, p=p,
@@ -553,8 +585,8 @@ def compare(a_records: Sequence[Any], b_records: Sequence[Any],
     pairs = tuple(compare_pair(ra[k], rb[k], threshold, alpha, kind=k[0], spreads=spreads)
                   for k in ra if k in rb)
     # one line per setup: a second figure of a config is not a config of its own
-    ra = {k: v for k, v in ra.items() if not k[1].endswith((EPOCH, TPOT_KEY))}
-    rb = {k: v for k, v in rb.items() if not k[1].endswith((EPOCH, TPOT_KEY))}
+    ra = {k: v for k, v in ra.items() if not k[1].endswith((EPOCH, TPOT_KEY, TTFT_KEY))}
+    rb = {k: v for k, v in rb.items() if not k[1].endswith((EPOCH, TPOT_KEY, TTFT_KEY))}
     diffs = tuple(dict.fromkeys(d for p in pairs for d in p.env_differences))
 
     def label(s: Side) -> str:
@@ -602,13 +634,15 @@ def _p(p: Pair) -> str:
 def _fig(p: Pair, x: float) -> str:
     if p.unit == "1/time to train":
         return f"{1 / x:.1f} s"
-    if p.unit == TPOT:
+    if p.unit in (TPOT, TTFT):
         return f"{fmt_num(1e3 / x, 4)} ms"
     return fmt_num(x)
 
 
 #: What the figure column says for the figures shown as their inverse.
-_SHOWN_AS = {"1/time to train": "time to train", TPOT: "TPOT mean"}
+_SHOWN_AS = {"1/time to train": "time to train", TPOT: "TPOT mean", TTFT: "TTFT mean"}
+#: What a pair's label says of a second figure of one config.
+_LABEL_SUFFIX = {TPOT: " TPOT", TTFT: " TTFT"}
 
 
 def comparison_table(c: Comparison, title: str = "B against A") -> Table:

@@ -38,7 +38,8 @@ from dlbench.telemetry.summary import energy_mismatch
 EXPORT_VERSION = 2
 
 #: The kinds in the order an export writes them.
-KINDS = ("throughput", "scaling", "comm", "peak", "maxbatch", "train", "net", "generate")
+KINDS = ("throughput", "scaling", "comm", "peak", "maxbatch", "train", "net", "generate",
+         "serve")
 
 
 @dataclass(frozen=True)
@@ -303,14 +304,39 @@ COMM = (
     _c("config", "ranks", lambda r, s: r.config.ranks, "processes in all"),
     _c("config", "backend", lambda r, s: r.config.backend, "nccl or gloo"),
     _c("config", "interconnect", lambda r, s: r.config.interconnect, "interconnect profile"),
-    _c("config", "iters", lambda r, s: r.config.iters, "timed iterations"),
-    _c("config", "warmup", lambda r, s: r.config.warmup, "untimed iterations"),
+    _c("config", "iters", lambda r, s: r.config.iters,
+       "timed samples (one iteration each in eager timing)"),
+    _c("config", "warmup", lambda r, s: r.config.warmup, "untimed samples"),
+    _c("config", "timing", lambda r, s: r.config.timing,
+       "eager (a call and an event per iteration), batched (calls queued back to back) or graph "
+       "(a CUDA graph replayed)"),
+    _c("config", "iters_per_sample", lambda r, s: r.config.iters_per_sample,
+       "iterations in one timed sample (1 in eager timing)"),
     _c("result", "time_us", lambda r, s: _us(r.time_s), "mean iteration time, averaged over ranks"),
     _c("result", "max_time_us", lambda r, s: _us(r.max_time_s), "the slowest rank's mean"),
+    _c("result", "p50_us", lambda r, s: _us(r.p50_s),
+       "median of the samples' time per iteration, each sample the slowest rank's"),
+    _c("result", "p99_us", lambda r, s: _us(r.p99_s), "99th percentile of the same"),
     _c("result", "algbw_gbps", lambda r, s: _gb(r.algbw()), "algorithm bandwidth, GB/s (1e9)"),
     _c("result", "busbw_gbps", lambda r, s: _gb(r.busbw()), "bus bandwidth, GB/s (nccl-tests)"),
     _c("result", "wrong", lambda r, s: r.wrong, "elements that differ from the expected result"),
+    _c("result", "algorithm", lambda r, s: r.algorithm,
+       "the algorithm NCCL chose for the size (RING, TREE, NVLS...; from its TUNING log), or "
+       "unknown"),
+    _c("result", "protocol", lambda r, s: r.protocol,
+       "the protocol NCCL chose (LL, LL128, SIMPLE), or unknown"),
+    _c("result", "busbw_comparable", lambda r, s: _yes_no(r.busbw_comparable),
+       "yes for ring, tree and PAT; no where NVLS or CollNet ran (busbw not comparable with a "
+       "ring's); unknown"),
+    _c("result", "nccl_version", lambda r, s: r.nccl_version or (
+        _env(r).get("nccl") if r.config.backend == "nccl" else None),
+       "the NCCL the ranks ran (the environment's, for records from before it was recorded); "
+       "empty on gloo"),
 )
+
+
+def _yes_no(v: bool | None) -> str:
+    return "unknown" if v is None else ("yes" if v else "no")
 
 
 def _us(t: float | None) -> float | None:
@@ -481,6 +507,8 @@ GENERATE = (
        "(+ torch.compile)"),
     _c("config", "fuse", lambda r, s: r.config.fuse,
        "q/k/v and gate/up projections fused into one matmul each (--fuse)"),
+    _c("config", "fold_gqa", lambda r, s: r.config.fold_gqa,
+       "grouped-query decode attention folded: each key/value head read once (--fold-gqa)"),
     _c("config", "pair_key", lambda r, s: r.config.pair_key(),
        "the config's identity without the path: rows of one setup generated different ways"),
     _c("config", "device", lambda r, s: r.config.device, "device asked for"),
@@ -565,6 +593,165 @@ GENERATE = (
        "throttle reasons seen in the window (;-joined), no, or empty: unknown"),
 )
 
+
+def _dist(r: Any, which: str, stat: str) -> float | None:
+    """A latency figure of a serve record in ms: ``which`` ttft/tpot/itl/e2e, ``stat`` a field of
+    :class:`dlbench.measure.serving.Distribution`."""
+    d = getattr(r, which)()
+    return None if d is None else _ms(getattr(d, stat))
+
+
+def _serve_latency(which: str, what: str) -> tuple[Column, ...]:
+    cols = [_c("result", f"{which}_mean_ms", lambda r, s: _dist(r, which, "mean_s"),
+               f"{what}, mean"),
+            _c("result", f"{which}_median_ms", lambda r, s: _dist(r, which, "p50_s"), "its median"),
+            _c("result", f"{which}_median_low_ms", lambda r, s: _dist(r, which, "p50_low_s"),
+               "lower end of the median's 95% interval (order statistics; empty: unbounded)"),
+            _c("result", f"{which}_median_high_ms", lambda r, s: _dist(r, which, "p50_high_s"),
+               "upper end of the median's 95% interval (empty: unbounded)"),
+            _c("result", f"{which}_p90_ms", lambda r, s: _dist(r, which, "p90_s"),
+               "its 90th percentile"),
+            _c("result", f"{which}_p99_ms", lambda r, s: _dist(r, which, "p99_s"),
+               "its 99th percentile"),
+            _c("result", f"{which}_p99_low_ms", lambda r, s: _dist(r, which, "p99_low_s"),
+               "lower end of the p99's 95% interval (empty: unbounded)"),
+            _c("result", f"{which}_p99_high_ms", lambda r, s: _dist(r, which, "p99_high_s"),
+               "upper end of the p99's 95% interval (empty: too few samples to bound it)")]
+    return tuple(cols)
+
+
+def _serve_flags(r: Any) -> str | None:
+    out = []
+    if r.failed():
+        out.append("failed_requests")
+    if r.client_behind():
+        out.append("client_behind")
+    if r.short_outputs():
+        out.append("short_outputs")
+    if (r.token_count or {}).get("output") == "events":
+        out.append("tokens_as_events")
+    if _throttled(r) not in (None, "no"):
+        out.append("throttled")
+    return ";".join(out) or "none"
+
+
+def _serve_server(r: Any, key: str) -> Any:
+    return (r.server or {}).get(key)
+
+
+SERVE = (
+    _c("config", "model", lambda r, s: r.config.model, "model name sent in the requests"),
+    _c("config", "api", lambda r, s: r.config.api, "completions or chat"),
+    _c("config", "load", lambda r, s: "concurrency" if r.config.concurrency else "rate",
+       "concurrency (requests kept in flight) or rate (random arrivals)"),
+    _c("config", "concurrency", lambda r, s: r.config.concurrency,
+       "requests kept in flight (a concurrency point)",
+       only=lambda r: r.config.concurrency is not None),
+    _c("config", "rate", lambda r, s: r.config.rate,
+       "requests per second offered (a rate point)", only=lambda r: r.config.rate is not None),
+    _c("config", "burstiness",
+       lambda r, s: r.config.burstiness if r.config.rate is not None else None,
+       "shape of the gamma gaps between arrivals (1: Poisson)",
+       only=lambda r: r.config.rate is not None),
+    _c("config", "prompt_len", lambda r, s: r.config.prompt_len, "prompt tokens asked for"),
+    _c("config", "output_len", lambda r, s: r.config.output_len, "output tokens asked for"),
+    _c("config", "num_requests", lambda r, s: r.config.num_requests, "measured requests asked for",
+       only=lambda r: r.config.num_requests is not None),
+    _c("config", "duration_s", lambda r, s: r.config.duration_s, "seconds of requests asked for",
+       only=lambda r: r.config.duration_s is not None),
+    _c("config", "warmup_requests", lambda r, s: r.config.warmup_requests,
+       "requests before the window, not measured"),
+    _c("config", "seed", lambda r, s: r.config.seed,
+       "seed of the arrival times (prompts are fresh for every point and run)"),
+    _c("config", "fixed_length", lambda r, s: r.config.fixed_length,
+       "how a fixed output length was asked for (auto, ignore-eos, generation-config, none)"),
+    _c("config", "slo_ttft_ms", lambda r, s: _ms(r.config.slo_ttft_s),
+       "the TTFT limit goodput counts against (empty: none)",
+       only=lambda r: r.config.slo_ttft_s is not None),
+    _c("config", "slo_tpot_ms", lambda r, s: _ms(r.config.slo_tpot_s),
+       "the TPOT limit goodput counts against (empty: none)",
+       only=lambda r: r.config.slo_tpot_s is not None),
+    _c("config", "slo_e2e_ms", lambda r, s: _ms(r.config.slo_e2e_s),
+       "the end-to-end limit goodput counts against (empty: none)",
+       only=lambda r: r.config.slo_e2e_s is not None),
+    _c("config", "endpoint", lambda r, s: r.config.endpoint, "the server's base URL"),
+    _c("config", "setup_key", lambda r, s: r.config.setup_key(),
+       "the config's identity without the load: the points of one curve"),
+    _c("result", "requests", lambda r, s: r.requests, "measured requests sent"),
+    _c("result", "completed", lambda r, s: r.completed(), "of them, completed"),
+    _c("result", "failed", lambda r, s: r.failed(), "of them, failed (errors in the record)"),
+    _c("result", "first_failure", lambda r, s: (r.failure_reasons() or [(None, 0)])[0][0],
+       "the commonest failure reason"),
+    _c("result", "window_s", lambda r, s: r.window_s,
+       "the first request's due time to the last one's end"),
+    _c("result", "request_throughput", lambda r, s: r.request_throughput(),
+       "completed requests per second over the window"),
+    _c("result", "output_tokens_per_s", lambda r, s: r.output_tokens_per_s(),
+       "output tokens of the completed requests per second over the window"),
+    _c("result", "total_tokens_per_s", lambda r, s: r.total_tokens_per_s(),
+       "prompt and output tokens per second over the window"),
+    _c("result", "offered_rate", lambda r, s: r.offered_rate(),
+       "requests per second the schedule asked for (a rate point's realised rate)"),
+    _c("result", "goodput", lambda r, s: r.goodput(),
+       "completed requests per second within the SLO"),
+    _c("result", "good_fraction", lambda r, s: r.good_fraction() and r.good_fraction()[0],
+       "share of the measured requests within the SLO"),
+    _c("result", "good_fraction_low", lambda r, s: r.good_fraction() and r.good_fraction()[1],
+       "lower end of its 95% interval (Wilson)"),
+    _c("result", "good_fraction_high", lambda r, s: r.good_fraction() and r.good_fraction()[2],
+       "upper end of its 95% interval (Wilson)"),
+    _c("result", "slo_at_p99", lambda r, s: r.slo_at_p99(),
+       "p99 TTFT and p99 TPOT within their limits and no request failed (MLPerf's judgement)"),
+    *_serve_latency("ttft", "time to first token (sent to the first streamed token)"),
+    *_serve_latency("tpot", "time per output token of a request, over the completed requests"),
+    *_serve_latency("itl", "gap between streamed events with text, over every gap"),
+    *_serve_latency("e2e", "a request end to end (sent to the last token)"),
+    _c("result", "output_tokens_mean", lambda r, s: r.output_token_total() / r.completed()
+       if r.completed() else None, "output tokens per completed request"),
+    _c("result", "prompt_tokens_mean", lambda r, s: r.prompt_token_total() / r.completed()
+       if r.completed() else None, "prompt tokens per completed request (the server's count)"),
+    _c("result", "token_count", lambda r, s: "prompt:{prompt};output:{output}".format(
+        **(r.token_count or {})), "how tokens were counted: prompt tokenizer or words; output "
+       "usage (the server's), tokenizer or events"),
+    _c("result", "short_outputs", lambda r, s: r.short_outputs(),
+       "completed requests with fewer output tokens than asked"),
+    _c("result", "late_requests", lambda r, s: r.late(),
+       "requests sent later than the late threshold after they were due"),
+    _c("result", "loop_lag_p99_ms", lambda r, s: _ms((r.client or {}).get("p99_s")),
+       "the client's event-loop lag, 99th percentile"),
+    _c("result", "flags", lambda r, s: _serve_flags(r),
+       "failed_requests, client_behind, short_outputs, tokens_as_events, throttled (;-joined), "
+       "or none"),
+    _c("result", "fixed_length_used", lambda r, s: _serve_server(r, "fixed_length"),
+       "the fixed-length fields the server took"),
+    _c("result", "server_launch", lambda r, s: _serve_server(r, "launch"),
+       "the command that started the server (--launch, --stub; empty: already running)"),
+    _c("result", "energy_j", lambda r, s: _telemetry_total(r).get("energy_j"),
+       "energy of this host's GPUs over the window (empty: telemetry off, no NVML or no GPU)"),
+    _c("result", "mean_power_w", lambda r, s: _telemetry_total(r).get("mean_power_w"),
+       "energy over window time"),
+    _c("result", "j_per_output_token", lambda r, s: r.energy_per_output_token_j(),
+       "energy over the window's output tokens"),
+    _c("result", "net_j_per_output_token", lambda r, s: r.net_energy_per_output_token_j(),
+       "the same above the idle power measured before the warm-up"),
+)
+
+
+def _serve_cards(r: Any) -> str | None:
+    """The cards of this host whose telemetry a serve record holds (the server's, where it ran
+    here): their UUIDs from the environment, space-separated."""
+    sampled = {g.get("index") for g in ((r.telemetry or {}).get("gpus") or [])}
+    uuids = [str(g.get("uuid")) for i, g in enumerate(_gpus(r))
+             if g.get("index", i) in sampled and g.get("uuid")]
+    return " ".join(uuids) or None
+
+
+# A serve record runs on no card itself: its cards are those its telemetry sampled.
+SERVE_ENV = tuple(c if c.name != "gpu_uuid" else _c(
+    "env", "gpu_uuid", lambda r, s: _serve_cards(r),
+    "UUID of each card of this host sampled while it served (empty: no GPU telemetry)")
+    for c in GPU_ENV)
+
 _KIND_COLUMNS: dict[str, tuple[Column, ...]] = {
     "throughput": IDENTITY + THROUGHPUT + GPU_ENV + ERROR,
     "scaling": IDENTITY + SCALING + GPU_ENV + ERROR,
@@ -575,6 +762,7 @@ _KIND_COLUMNS: dict[str, tuple[Column, ...]] = {
     # dlbench net trains on the CPU only: no GPU columns.
     "net": IDENTITY + NET + CPU_ENV + ERROR,
     "generate": IDENTITY + GENERATE + GPU_ENV + ERROR,
+    "serve": IDENTITY + SERVE + SERVE_ENV + ERROR,
 }
 assert set(_KIND_COLUMNS) == set(KINDS) == set(RECORD_TYPES), "a kind without export columns"
 

@@ -950,6 +950,146 @@ def generate_paths(runs: Sequence[str]) -> Callable[[Store], list[str]]:
     return render
 
 
+# -- serving: dlbench serve ---------------------------------------------------------------------
+def serve_record_flags(r: Any) -> list[str]:
+    """A ``dlbench serve`` load point's flags: the serve view's own
+    (:func:`dlbench.report.serve_tables.serve_flags`: failed requests, the client behind its
+    schedule, short outputs, token counts not the server's, prompts reused, a throttled GPU);
+    ``no telemetry`` and ``energy-mismatch`` as for every GPU record; ``p99 unbounded above``
+    where too few requests (under 368) bound a p99 TTFT or TPOT from above at 95%; and ``one
+    process``. A load point is no timed window of steps, so :func:`record_flags` does not apply."""
+    from dlbench.report.serve_tables import serve_flags  # the serve view's own flags
+
+    if not r.ok:
+        return [f"error ({r.error_type})"]
+    out = serve_flags(r)
+    tele = r.telemetry or {}
+    if (r.env or {}).get("accelerator") == "cuda":
+        if not (tele.get("summary") or {}).get("gpus"):
+            out.append("no telemetry")
+        mismatch = energy_mismatch(tele)
+        if mismatch:
+            out.append(mismatch_note(mismatch))
+    if any(d is not None and d.p99_high_s is None for d in (r.ttft(), r.tpot())):
+        out.append("p99 unbounded above")
+    if getattr(r, "repeat_group", None) is None:
+        out.append("one process")
+    return out
+
+
+def _pcts(d: Any) -> tuple[str, str]:
+    return ("–", "–") if d is None else (_ms(d.p50_s), _ms(d.p99_s))
+
+
+def serve_sweep(run: str) -> Callable[[Store], list[str]]:
+    """A ``dlbench serve`` run's load points in the order they ran, failures included: the
+    realised arrival rate of a rate point, completed requests, req/s and output tok/s over the
+    window, TTFT, TPOT and ITL at p50 and p99, goodput under the point's SLO with its share of
+    the measured requests (and that share's Wilson interval), the SLO judged at p99, GPU energy
+    per output token (net of idle), flags."""
+
+    def render(store: Store) -> list[str]:
+        recs = store.results(run_id=run, kind="serve")
+        if not recs:
+            raise LookupError(f"run {run}: no serve records")
+        flags = {r.id: serve_record_flags(r) for r in recs}
+        common = _common([flags[r.id] for r in recs if r.ok])
+        rows = []
+        for r in recs:
+            c = r.config
+            if not r.ok:
+                rows.append((c.load_label, "–", f"0/{r.requests}", f"error ({r.error_type})")
+                            + ("–",) * 11)
+                continue
+            frac, at_p99 = r.good_fraction(), r.slo_at_p99()
+            energy, net = r.energy_per_output_token_j(), r.net_energy_per_output_token_j()
+            rows.append((
+                c.load_label, "–" if c.rate is None else fmt_num(r.offered_rate(), 3),
+                f"{r.completed()}/{r.requests}", fmt_num(r.request_throughput(), 3),
+                fmt_num(r.output_tokens_per_s()), *_pcts(r.ttft()), *_pcts(r.tpot()),
+                *_pcts(r.itl()),
+                f"{fmt_num(r.goodput(), 3)} ({frac[0]:.0%}; {frac[1]:.0%}–{frac[2]:.0%})",
+                "–" if at_p99 is None else ("yes" if at_p99 else "no"),
+                "–" if energy is None else f"{fmt_num(energy, 3)} ({fmt_num(net, 3)})",
+                _rest(flags[r.id], common)))
+        c = recs[0].config
+        return [f"Run {run}: {c.model}, /v1/{c.api}, {c.tokens_label} tokens a request; SLO "
+                f"{c.slo.label}. Offered: the rate a rate point's drawn arrivals realised; req/s "
+                "and out tok/s: completed requests and their tokens over the window (the first "
+                "request's due time to the last one's end); goodput: requests per second within "
+                "the SLO (the share of measured requests within it, its 95% interval); SLO at "
+                "p99: p99 TTFT and TPOT within their limits, no request failed; J / out tok: the "
+                "GPU's energy over the window per output token (net of its idle power). "
+                + _caption(common), ""] + _table(
+            ("load", "offered req/s", "done", "req/s", "out tok/s", "TTFT ms p50", "TTFT p99",
+             "TPOT ms p50", "TPOT p99", "ITL ms p50", "ITL p99", "goodput req/s (in SLO)",
+             "SLO at p99", "J / out tok (net)", "flags"), rows)
+    return render
+
+
+def serve_overhead(run: str) -> Callable[[Store], list[str]]:
+    """A ``dlbench serve --stub`` run: at each load point, what the client (and the loopback)
+    adds to TTFT and ITL over the stub's own delays, the client's event-loop lag, the requests
+    sent late, output tok/s, flags (:func:`dlbench.report.serve_tables.overhead_table`'s
+    figures)."""
+
+    def render(store: Store) -> list[str]:
+        recs = [r for r in store.results(run_id=run, kind="serve")
+                if r.ok and (r.server or {}).get("stub")]
+        stubs = {(r.server["stub"].get("ttft_ms", 0.0), r.server["stub"].get("itl_ms", 0.0))
+                 for r in recs}
+        if not recs or len(stubs) != 1:
+            raise LookupError(f"run {run}: no stub points, or stubs of different delays")
+        [(ttft_ms, itl_ms)] = stubs
+        late_ms = recs[0].config.late_threshold_s * 1e3
+        flags = {r.id: serve_record_flags(r) for r in recs}
+        common = _common(list(flags.values()))
+        rows = []
+        for r in recs:
+            ttft, itl = r.ttft(), r.itl()
+            lag = (r.client or {}).get("p99_s")
+            rows.append((r.config.load_label, _ms(ttft.p50_s - ttft_ms / 1e3),
+                         _ms(ttft.p99_s - ttft_ms / 1e3),
+                         "–" if itl is None else _ms(itl.p50_s - itl_ms / 1e3),
+                         "–" if itl is None else _ms(itl.p99_s - itl_ms / 1e3), _ms(lag),
+                         f"{r.late():,} of {r.requests:,}", fmt_num(r.output_tokens_per_s()),
+                         _rest(flags[r.id], common)))
+        c = recs[0].config
+        return [f"Run {run}: dlbench's stub, first token after {ttft_ms:g} ms and then one every "
+                f"{itl_ms:g} ms, {c.tokens_label} tokens a request; over the stub: measured minus "
+                "the stub's delay, the client and the loopback together. "
+                + _caption(common), ""] + _table(
+            ("load", "TTFT over stub ms p50", "p99", "ITL over stub ms p50", "p99",
+             "loop lag p99 ms", f"sent > {late_ms:g} ms late", "out tok/s", "flags"), rows)
+    return render
+
+
+def generate_levers(caption: str, rows: Sequence[tuple[str, str]]
+                    ) -> Callable[[Store], list[str]]:
+    """A lever of ``dlbench generate`` record by record: each row (the record without it, the
+    record with it), named by id: both paths' output tok/s ±95% and mean TPOT, the factor, the
+    flags of each, and the runs (and so the cards) they came from."""
+    def render(store: Store) -> list[str]:
+        recs = {rid: _get(store, rid) for pair in rows for rid in pair}
+        flags = {rid: record_flags(r) for rid, r in recs.items()}
+        common = _common(list(flags.values()))
+        out = []
+        for before, after in rows:
+            b, a = recs[before], recs[after]
+            out.append((b.config.model, str(b.config.batch_size),
+                        f"{b.config.path_label} / {a.config.path_label}",
+                        f"{fmt_num(b.summary().throughput)} ±{fmt_pct(b.summary().rel_halfwidth)}",
+                        f"{fmt_num(a.summary().throughput)} ±{fmt_pct(a.summary().rel_halfwidth)}",
+                        f"{a.summary().throughput / b.summary().throughput:.2f}x",
+                        f"{_ms(b.tpot().mean_s)} / {_ms(a.tpot().mean_s)}",
+                        _rest(flags[before], common) + " / " + _rest(flags[after], common),
+                        f"{b.run_id}, {a.run_id}"))
+        return [caption + " " + _caption(common), ""] + _table(
+            ("model", "batch", "paths", "without tok/s", "with tok/s", "factor",
+             "TPOT ms without / with", "flags without / with", "runs"), out)
+    return render
+
+
 @dataclass(frozen=True)
 class Headline:
     name: str                                   # the marker's name
@@ -976,6 +1116,139 @@ def strategy_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
     return render
 
 
+# -- collectives: dlbench comm, and beside nccl-tests -------------------------------------------
+def _comm_flags(r: Any) -> list[str]:
+    """A ``dlbench comm`` record's flags: the spread of its samples (``cv N%`` at 10% or more,
+    over the slowest rank's time per sample), a busbw NVLS or CollNet made (not comparable with
+    a ring's) and ``one process``. A comm job samples no telemetry, as a ``dlbench peak`` sweep."""
+    s = r.sample_times_s()
+    cv = stats.stdev(s) / stats.mean(s) if len(s) > 1 else 0.0
+    return (([f"cv {cv:.0%}"] if cv >= 0.1 else [])
+            + (["busbw not comparable (NVLS/CollNet)"] if r.busbw_comparable is False else [])
+            + (["one process"] if getattr(r, "repeat_group", None) is None else []))
+
+
+def _comm_cells(store: Store, runs: Sequence[str]) -> dict[tuple[str, int, bool], Any]:
+    """(run, size, in place) -> the ok all_reduce record of ``runs``; a failed one is an error."""
+    out = {}
+    for run in runs:
+        recs = store.results(run_id=run, kind="comm")
+        bad = [r.id for r in recs if not r.ok]
+        if bad or not recs:
+            raise LookupError(f"run {run}: failed or no comm records {bad}")
+        for r in recs:
+            if r.config.op != "all_reduce":
+                raise LookupError(f"run {run}: {r.config.op} is not an all_reduce")
+            out[(run, r.config.size_bytes, r.config.inplace)] = r
+    return out
+
+
+def _pair_flags(recs: Sequence[Any], flags: dict[str, list[str]], common: list[str]) -> str:
+    """The flags of a row's records (out-of-place / in-place) not common to the table: said once
+    where they agree."""
+    rest = [_rest(flags[r.id], common) for r in recs]
+    return rest[0] if len(set(rest)) == 1 else " / ".join(rest)
+
+
+def comm_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
+    """``dlbench comm`` all_reduce runs side by side, a row per size and run (in the order of
+    ``runs``): the timing mode, the out-of-place time per iteration with its p50/p99, busbw out of
+    place / in place, NCCL's algorithm and protocol, and the flags."""
+    from dlbench.report.comm_tables import _choice, _size, _us, timing_label  # the comm view
+
+    def render(store: Store) -> list[str]:
+        cells = _comm_cells(store, runs)
+        flags = {r.id: _comm_flags(r) for r in cells.values()}
+        common = _common(list(flags.values()))
+        rows = []
+        for size in sorted({s for _, s, _ in cells}):
+            for run in runs:
+                o, i = cells.get((run, size, False)), cells.get((run, size, True))
+                if o is None or i is None:
+                    continue
+                choice = _choice(o) + ("" if _choice(i) == _choice(o)
+                                       else f" (in-place {_choice(i)})")
+                rows.append((_size(size), timing_label(o), _us(o.time_s),
+                             f"{_us(o.p50_s)}/{_us(o.p99_s)}",
+                             f"{o.busbw() / 1e9:.2f} / {i.busbw() / 1e9:.2f}", choice,
+                             _pair_flags((o, i), flags, common)))
+        first = next(iter(cells.values()))
+        return [f"Runs {', '.join(runs)}: all_reduce of {first.config.dtype} on "
+                f"{first.config.ranks} ranks ({first.config.backend}, NCCL "
+                f"{first.nccl_version}); time and p50/p99 out of place, µs per iteration; "
+                "busbw GB/s; flags out of place / in place where they differ. "
+                + _caption(common), ""] + _table(
+            ("size", "timing", "time µs", "p50/p99 µs", "busbw out / in", "NCCL algo/proto",
+             "flags"), rows)
+    return render
+
+
+def _committed_text(folder: str, name: str) -> str:
+    """A text file committed beside a store under this checkout's ``results/`` (nccl-tests'
+    output, which no store holds)."""
+    return (Path(__file__).resolve().parents[3] / RESULTS / folder / name).read_text()
+
+
+def comm_beside_nccl_tests(folder: str, graph: str, graph_more: str, eager: str,
+                           graph_file: str, default_file: str,
+                           from_bytes: int) -> Callable[[Store], list[str]]:
+    """dlbench's all_reduce busbw beside nccl-tests' ``all_reduce_perf`` on the same host, from
+    ``from_bytes`` up: the ``graph`` run beside nccl-tests ``-G`` (``graph_file``, committed in
+    ``folder`` from the same call) and its default loop (``default_file``), the ``graph_more``
+    run (more iterations per replay, a shorter range, maybe another call) beside ``-G``, the
+    ``eager`` run beside the default loop; each ratio is dlbench / nccl-tests, out of place / in
+    place, nccl-tests' figures as it printed them (:mod:`dlbench.report.nccl_tests`)."""
+    from dlbench.report.comm_tables import _size, timing_label  # the comm view
+    from dlbench.report.nccl_tests import only_run  # nccl-tests' printed tables
+
+    def render(store: Store) -> list[str]:
+        g_run = only_run(_committed_text(folder, graph_file))
+        d_run = only_run(_committed_text(folder, default_file))
+        if not g_run.graph or d_run.graph:
+            raise ValueError(f"{graph_file} must be a -G run and {default_file} not")
+        cells = _comm_cells(store, (graph, graph_more, eager))
+        flags = {r.id: _comm_flags(r) for r in cells.values()}
+        common = _common(list(flags.values()))
+        label = {run: timing_label(next(r for (k, _, _), r in cells.items() if k == run))
+                 for run in (graph, graph_more, eager)}
+
+        def pair(run: str, size: int) -> tuple[Any, Any] | None:
+            o, i = cells.get((run, size, False)), cells.get((run, size, True))
+            return None if o is None or i is None else (o, i)
+
+        def bw(p: tuple[Any, Any]) -> str:
+            return " / ".join(f"{r.busbw() / 1e9:.2f}" for r in p)
+
+        def ratio(p: tuple[Any, Any] | None, nt: Any) -> str:
+            if p is None:
+                return "–"
+            return " / ".join(f"{r.busbw() / 1e9 / nt.busbw(r.config.inplace):.3f}" for r in p)
+
+        rows = []
+        for size in sorted({s for _, s, _ in cells if s >= from_bytes}):
+            g, e = pair(graph, size), pair(eager, size)
+            if g is None or e is None:
+                continue
+            gt, dt = g_run.row(size), d_run.row(size)
+            more = pair(graph_more, size)
+            notes = [f"{label[run]}: {_pair_flags(p, flags, common)}"
+                     for run, p in ((graph, g), (graph_more, more), (eager, e))
+                     if p is not None and _pair_flags(p, flags, common) != "–"]
+            rows.append((_size(size), bw(g), f"{gt.out_busbw:.2f} / {gt.in_busbw:.2f}",
+                         ratio(g, gt), ratio(more, gt),
+                         f"{dt.out_busbw:.2f} / {dt.in_busbw:.2f}", ratio(g, dt), bw(e),
+                         ratio(e, dt), "; ".join(notes) or "–"))
+        return [f"Runs {graph} ({label[graph]}), {graph_more} ({label[graph_more]}) and {eager} "
+                f"({label[eager]}) beside nccl-tests {g_run.version} ({graph_file}: -G "
+                f"{g_run.graph}; {default_file}: its default loop), busbw GB/s out of place / in "
+                "place; ratios dlbench / nccl-tests; flags out of place / in place where they "
+                "differ. " + _caption(common), ""] + _table(
+            ("size", f"dlbench {label[graph]}", f"nccl-tests -G {g_run.graph}",
+             f"{label[graph]} / -G", f"{label[graph_more]} / -G", "nccl-tests default",
+             f"{label[graph]} / default", "dlbench eager", "eager / default", "flags"), rows)
+    return render
+
+
 H100_PAGE = "docs/results/2026-11-h100.md"
 H200_4_PAGE = "docs/results/2026-11-4x-h200.md"
 CPU_PAGE = "docs/results/2026-11-cpu.md"
@@ -989,6 +1262,16 @@ GENERATE_RUNS = ("591df2f3d966", "6468e4f56a9f")
 #: llama-3.1-8b at the largest batch that fits (compile+fuse).
 GENERATE_FUSED_RUNS = ("b2072278de6c", "dc2b4cff3d0f", "74b4288175a6", "54adeb174928",
                        "e79af84a040c")
+#: The third H100 campaign, one H100 alone in each of three calls: llama-3.2-3b at batch 1, 8,
+#: 32 and 64 (eager and compile+fuse), llama-3.1-8b with folded grouped-query attention at
+#: batch 1, 64 and 711 and generate() at 711, llama-3.2-1b at the largest batch (the first
+#: try, 2,770, ran out of memory: a failed row).
+GENERATE_THIRD_RUNS = ("379c73a293fa", "9f99f5c83ff2", "d96491002ed7", "6540bcf5d49f",
+                       "0841268fc73f", "885a0b2fd33d", "d02adca0f1c4")
+#: --fold-gqa record by record: llama-3.1-8b compile+fuse (second campaign) against
+#: compile+fuse+fold (third), at batch 1, 64 and 711.
+GENERATE_FOLD_PAIRS = (("815d75d51d1f", "091c74eb8639"), ("876d90d31f42", "89937b600526"),
+                       ("7f1ac82c4ce0", "fc1fbd9e5903"))
 H200_GENERATE_PAGE = "docs/results/2026-11-h200-generate.md"
 H200_GENERATE = "pt2.11-cu130-h200/generate"
 #: The H200 generation sweeps, one host of two cards (llama-3.1-8b on GPU 0, the 1B and 3B on
@@ -1005,6 +1288,20 @@ H200_2 = "pt2.11-cu130-2x-h200"
 #: with checkpointing, 3B fsdp at 1 and 2, tp at 2 (after the optimizer fix), 3B ddp at 1.
 SHARDED_RUNS = ("5f95571f9220", "a97b2333a494", "27242a480627", "c494a3d5ac40",
                 "dff519c359fc", "2ed3766a0b87", "c0e4a6a72f1b", "96ea19689dca")
+COMM_PAGE = "docs/results/2026-11-2x-h200-comm.md"
+H200_2_COMM = f"{H200_2}/comm"
+#: The collectives of issue 36 on a host of two H200s, one device call: all_reduce 8 B..1 GiB
+#: with --timing graph (10 iterations a replay) and eager; then, in a second call, graph with 20
+#: iterations a replay from 1 MiB to 128 MiB, beside nccl-tests' -G 20 of that call.
+COMM_GRAPH_RUN, COMM_EAGER_RUN, COMM_GRAPH20_RUN = "b894a9c848bf", "a9784718ef66", "85d706a3a728"
+#: SIGTERM to a two-rank NCCL `dlbench scale` job: kept as interrupted, without a result.
+COMM_SIGTERM_RUN = "dcbe1136164d"
+SERVE_PAGE = "docs/results/2026-11-h100-serve.md"
+H100_SERVE = f"{H100}/serve"
+#: `dlbench serve` on one H100 alone (issue 37): the request-rate and concurrency sweep against
+#: `transformers serve` (llama-3.2-1b's config, random weights), and the client's own overhead
+#: against dlbench's stub on the same host.
+SERVE_RUN, SERVE_STUB_RUN = "b7dcec268a21", "2b8382ad76b4"
 
 HEADLINES = (
     Headline("h100-default", H100, h100_default),
@@ -1059,6 +1356,14 @@ HEADLINES = (
              GENERATE_PAGE),
     Headline("h100-generate-fused-paths", H100_GENERATE, generate_paths(GENERATE_FUSED_RUNS),
              GENERATE_PAGE),
+    Headline("h100-generate-third", H100_GENERATE, generate_runs(GENERATE_THIRD_RUNS),
+             GENERATE_PAGE),
+    Headline("h100-generate-third-paths", H100_GENERATE, generate_paths(GENERATE_THIRD_RUNS),
+             GENERATE_PAGE),
+    Headline("h100-generate-fold", H100_GENERATE, generate_levers(
+        "Records named by id: llama-3.1-8b's compiled, fused decode step without and with "
+        "--fold-gqa, bf16, 128+128; output tok/s of each, the factor with over without.",
+        GENERATE_FOLD_PAIRS), GENERATE_PAGE),
     Headline("h200-generate", H200_GENERATE, generate_runs(H200_GENERATE_RUNS),
              H200_GENERATE_PAGE),
     Headline("h200-generate-paths", H200_GENERATE, generate_paths(H200_GENERATE_RUNS),
@@ -1068,6 +1373,13 @@ HEADLINES = (
     Headline("h200-generate-tuned-paths", H200_GENERATE,
              generate_paths(H200_GENERATE_TUNED_RUNS), H200_GENERATE_PAGE),
     Headline("2x-h200-strategies", H200_2, strategy_runs(SHARDED_RUNS), SHARDED_PAGE),
+    Headline("2x-h200-comm", H200_2_COMM, comm_runs((COMM_GRAPH_RUN, COMM_EAGER_RUN)),
+             COMM_PAGE),
+    Headline("2x-h200-comm-nccl-tests", H200_2_COMM, comm_beside_nccl_tests(
+        H200_2_COMM, COMM_GRAPH_RUN, COMM_GRAPH20_RUN, COMM_EAGER_RUN, "nccl-G.txt",
+        "nccl-default.txt", 1 << 20), COMM_PAGE),
+    Headline("h100-serve", H100_SERVE, serve_sweep(SERVE_RUN), SERVE_PAGE),
+    Headline("h100-serve-overhead", H100_SERVE, serve_overhead(SERVE_STUB_RUN), SERVE_PAGE),
 )
 
 

@@ -21,6 +21,7 @@ from dlbench import env as envmod
 from dlbench.report import charts, tables
 from dlbench.report.charts import Chart
 from dlbench.report.charts.frameworks import framework_charts
+from dlbench.report.charts.serve import serve_charts
 from dlbench.report.table import Table, md_escape
 from dlbench.report.tuned_tables import lever_tables
 from dlbench.suites import canonical
@@ -124,6 +125,7 @@ CHART_BUILDERS: tuple[charts.Builder, ...] = (
     charts.training_charts,
     charts.latency_charts,
     charts.decode_roofline_charts,
+    serve_charts,
     framework_charts,
 )
 

@@ -5,8 +5,8 @@ HTML); two views reproduce the layouts of published tables: classic-cnn, img/s w
 parentheses as the 2020 tf_cnn_benchmarks study on 4x Quadro RTX 8000 printed them, and
 ms-per-batch, ms per batch for eval and train per model as the classic per-model scripts
 (u39kun/deep-learning-benchmark) print them. This module holds the tables of throughput, scaling,
-collectives, peaks and searches, and :func:`tables_for`, which lays out records of every kind and
-so imports the other table modules (kernels, network, training, tuned, generation).
+peaks and searches, and :func:`tables_for`, which lays out records of every kind and so imports
+the other table modules (collectives, kernels, network, training, tuned, generation).
 ``Table`` and the cell formats are re-exported here for the callers that take them from this
 module.
 """
@@ -25,12 +25,14 @@ from dlbench.records.base import repeat_groups
 from dlbench.records.peak import ceilings
 from dlbench.records.scaling import scaling_efficiency, scaling_factor
 from dlbench.records.throughput import ThroughputRecord
+from dlbench.report.comm_tables import comm_table, comm_tables  # noqa: F401 (re-exported)
 from dlbench.report.flags import flags
 from dlbench.report.frameworks import framework_tables
 from dlbench.report.generate_tables import generate_tables
 from dlbench.report.strategy_tables import lm_records, strategy_table
 from dlbench.report.kernel_tables import kernel_tables
 from dlbench.report.network import loss_table, net_table
+from dlbench.report.serve_tables import serve_tables
 from dlbench.report.table import GIB, Table, fmt_ms, fmt_num, fmt_pct
 from dlbench.report.train_tables import train_tables
 from dlbench.sweep import env_key
@@ -638,41 +640,6 @@ def interconnect_table(records: Sequence, baseline: str = "default") -> Table:
                   "NCCL_SHM_DISABLE=1; no-ib = NCCL_IB_DISABLE=1",))
 
 
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale} {unit}"
-    return f"{n} B"
-
-
-def comm_table(records: Sequence, title: str = "Collectives") -> Table:
-    """nccl-tests' columns: per op and size, out-of-place then in-place time (us), algbw and busbw
-    (GB/s) and #wrong."""
-    recs = [r for r in records if getattr(r, "kind", "") == "comm"]
-    rows, _, cells = _pivot(recs, lambda r: f"{r.config.op}|{r.config.size_bytes}",
-                            lambda r: "in" if r.config.inplace else "out")
-    cols = ("op", "size", "count", "type", "out time us", "out algbw", "out busbw", "out #wrong",
-            "in time us", "in algbw", "in busbw", "in #wrong")
-    out = []
-    for key in rows:
-        op, size = key.split("|")
-        any_rec = cells.get((key, "out")) or cells.get((key, "in"))
-        line = [op, _size(int(size)), str(any_rec.count), any_rec.config.dtype]
-        for place in ("out", "in"):
-            r = cells.get((key, place))
-            if r is None or r.time_s is None:
-                line += ["-", "-", "-", (r.error_type or "-") if r else "n/a"]
-                continue
-            line += [f"{r.time_s * 1e6:.1f}", f"{r.algbw() / 1e9:.2f}", f"{r.busbw() / 1e9:.2f}",
-                     str(r.wrong)]
-        out.append(tuple(line))
-    return Table(title, cols, tuple(out),
-                 ("algbw = size / time; busbw = algbw x factor (nccl-tests doc/PERFORMANCE.md: "
-                  "all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n, broadcast 1, "
-                  "all_to_all (n-1)/n); time = each rank's mean, averaged over ranks (nccl-tests "
-                  "-a 1); GB/s = 1e9 B/s",))
-
-
 def setup_of(r: ThroughputRecord) -> tuple:
     """Everything of a throughput config but its batch size: one point of a batch sweep."""
     c = r.config
@@ -733,13 +700,7 @@ def tables_for(records: Sequence, device: str, view: str | None = None,
                 out.append(energy_table(recs, "Energy and telemetry, data-parallel runs (the "
                                               "first host's GPUs summed; batch per GPU)"))
         elif kind == "comm":
-            # One table per rank count, backend and profile: the rows are keyed by op and size.
-            groups: dict[tuple, list] = {}
-            for r in recs:
-                c = r.config
-                groups.setdefault((c.ranks, c.backend, c.interconnect), []).append(r)
-            for (n, backend, profile), part in groups.items():
-                out.append(comm_table(part, f"Collectives, {n} ranks, {backend}, {profile}"))
+            out += comm_tables(recs)
         elif kind == "peak":
             out.append(peak_table(recs))
         elif kind == "maxbatch":
@@ -750,6 +711,8 @@ def tables_for(records: Sequence, device: str, view: str | None = None,
             out += [net_table(recs), loss_table(recs)]
         elif kind == "generate":
             out += generate_tables(recs, list(peak_records) or by_kind.get("peak", []), device)
+        elif kind == "serve":
+            out += serve_tables(recs, device)
         else:
             out.append(records_table(recs, f"{kind} results"))
     out += framework_tables(records)  # PyTorch vs JAX, where both ran a setup

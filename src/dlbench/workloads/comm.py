@@ -1,30 +1,58 @@
 """Collective bandwidth, as nccl-tests measures it: time per size, algbw, busbw, #wrong.
 
 For each operation, size and placement (out-of-place, in-place), every rank fills its buffers with
-values whose correct result is known exactly (small integers, exact in any float type), runs the
-collective once and counts the elements that differ from the expected result (nccl-tests'
-``#wrong``); then it runs ``warmup`` iterations, timed apart, and ``iters`` timed iterations in
-the one measured window (:mod:`dlbench.measure.window`: CUDA events on a GPU, ``perf_counter``
-on the CPU; a fixed count, as nccl-tests' ``-n``, so every rank runs the same collectives with
-nothing to agree on and no stopping rule). algbw and busbw are computed from the times
-in :mod:`dlbench.records.scaling` (doc/PERFORMANCE.md's definitions).
+values whose correct result is known exactly (:class:`Pattern`: small integers whose every
+partial sum is exact in the element type), runs the collective once and counts the elements that
+differ from the expected result (nccl-tests' ``#wrong``); then it runs ``warmup`` samples, timed
+apart, and ``iters`` timed samples in the one measured window (:mod:`dlbench.measure.window`:
+CUDA events on a GPU, ``perf_counter`` on the CPU; a fixed count, as nccl-tests' ``-n``, so every
+rank runs the same collectives with nothing to agree on and no stopping rule). algbw and busbw
+are computed from the times in :mod:`dlbench.records.comm` (doc/PERFORMANCE.md's definitions).
+
+What one timed sample is depends on the job's ``timing`` (:data:`dlbench.records.comm.TIMINGS`):
+
+- ``eager``: one call of the collective, a boundary event after it (nccl-tests' ``-I``). At small
+  sizes the figure is then Python's launch cost as much as the fabric's.
+- ``batched``: ``iters_per_sample`` calls queued back to back, one boundary event after the batch
+  (nccl-tests' default loop, which times ``-n`` launches and waits once). Works on gloo too.
+- ``graph``: ``iters_per_sample`` calls captured in one CUDA graph (after a warm-up on a side
+  stream, as PyTorch's CUDA-graph rules ask), each sample one replay (nccl-tests' ``-G``): no
+  launch cost at all. NCCL only.
+
+A sample's time is stored divided by its iterations (a time per iteration).
 
 Sizes follow nccl-tests' "size" column: all_reduce and broadcast the buffer; all_gather the output
 (gathered) buffer; reduce_scatter the input buffer; all_to_all one rank's send buffer.
-Runs inside a torchrun rank with the process group initialised; prints and writes nothing.
+Runs inside a torchrun rank with the process group initialised; prints and writes nothing. With
+``job["nccl_log_dir"]`` (the probe job, see :mod:`dlbench.launch.torchrun`), NCCL was started with
+its tuning log there: each row then also carries what NCCL chose for it, read from rank 0's log.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
+from dlbench.measure.nccl_tuning import chosen_for, parse_lines, version_text
 from dlbench.measure.window import MeasuredWindow
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "int32": torch.int32}
+
+#: Every integer from 0 up to this is exact in the type (2^(significand bits), implicit bit
+#: included): float32 24 bits, float16 11, bfloat16 8, float64 53.
+EXACT_INTEGERS = {"float32": 1 << 24, "float16": 1 << 11, "bfloat16": 1 << 8,
+                  "float64": 1 << 53, "int32": (1 << 31) - 1}
+
+#: Calls of the collective on a side stream before a CUDA graph captures it (PyTorch's
+#: "warm up on a side stream" rule; NCCL connects its peers on the first calls).
+GRAPH_WARMUP_CALLS = 3
 
 
 def parse_size(text: str) -> int:
@@ -57,37 +85,82 @@ def element_count(op: str, size_bytes: int, elem: int, world: int) -> int:
     return n
 
 
-def _pattern(n: int, rank: int, device: torch.device, dtype: torch.dtype,
-             offset: int = 0) -> torch.Tensor:
-    """Rank-dependent small integers ((i + offset) mod 7 + rank + 1): sums of a few are exact."""
-    i = torch.arange(offset, offset + n, device=device, dtype=torch.int64)
-    return ((i % 7) + rank + 1).to(dtype)
+@dataclass(frozen=True)
+class Pattern:
+    """The inputs of every rank, chosen so that any sum of them is exact in the element type.
+
+    Rank r holds ``(i mod m) + (r mod m) + 1`` at element i: non-negative integers, so every
+    partial sum of a reduction, in whatever order a ring, a tree or a switch adds them, lies
+    between 0 and the full sum ``world * (2m - 1)``, and ``m`` (at most 7) is the largest that
+    keeps that full sum within :data:`EXACT_INTEGERS` of the type: exact in bfloat16 and float16
+    as in float32 (nccl-tests' verifiable inputs follow the same rule, with mantissa-sized
+    integers). The sum over ranks still varies with i, so a misplaced chunk is seen. Where even
+    m = 2 would overflow (bfloat16 beyond 85 ranks) every element is held by one rank alone
+    (``m`` = 0: rank ``i mod world`` holds 1, the others 0), so every sum is 1.
+    """
+
+    world: int
+    m: int
+
+    @classmethod
+    def for_type(cls, dtype: str, world: int) -> "Pattern":
+        m = min(7, (EXACT_INTEGERS[dtype] // world + 1) // 2)
+        return cls(world, m if m >= 2 else 0)
+
+    def max_sum(self) -> int:
+        """The largest value any sum over ranks reaches."""
+        return self.world * (2 * self.m - 1) if self.m else 1
+
+    def values(self, i: torch.Tensor, rank: int) -> torch.Tensor:
+        """Rank ``rank``'s values at element indices ``i`` (int64)."""
+        if self.m == 0:
+            return (i % self.world == rank).to(torch.int64)
+        return i % self.m + (rank % self.m) + 1
+
+    def total(self, i: torch.Tensor) -> torch.Tensor:
+        """The sum over every rank at element indices ``i`` (int64), in closed form."""
+        if self.m == 0:
+            return torch.ones_like(i)
+        return self.world * (i % self.m) + (sum(r % self.m for r in range(self.world))
+                                            + self.world)
+
+
+def _indices(n: int, device: torch.device, offset: int = 0) -> torch.Tensor:
+    return torch.arange(offset, offset + n, device=device, dtype=torch.int64)
+
+
+def rank_input(p: Pattern, n: int, rank: int, device: torch.device, dtype: torch.dtype,
+               offset: int = 0) -> torch.Tensor:
+    """Rank ``rank``'s ``n`` values from element ``offset`` on, in ``dtype``."""
+    return p.values(_indices(n, device, offset), rank).to(dtype)
 
 
 def expected(op: str, count: int, rank: int, world: int, device: torch.device,
-             dtype: torch.dtype) -> torch.Tensor:
-    """The exact result this rank must hold after the op, for inputs made by :func:`_pattern`."""
+             dtype: torch.dtype, pattern: Pattern | None = None) -> torch.Tensor:
+    """The exact result this rank must hold after the op, for inputs made by ``pattern``
+    (the float32 pattern of ``world`` ranks unless given)."""
+    p = pattern or Pattern.for_type("float32", world)
     if op == "all_reduce":
-        return sum(_pattern(count, r, device, torch.int64) for r in range(world)).to(dtype)
+        return p.total(_indices(count, device)).to(dtype)
     if op == "broadcast":
-        return _pattern(count, 0, device, dtype)
+        return rank_input(p, count, 0, device, dtype)
     if op == "all_gather":
-        return torch.cat([_pattern(count, r, device, dtype) for r in range(world)])
+        return torch.cat([rank_input(p, count, r, device, dtype) for r in range(world)])
     chunk = count // world
     if op == "reduce_scatter":
-        return sum(_pattern(chunk, r, device, torch.int64, rank * chunk)
-                   for r in range(world)).to(dtype)
+        return p.total(_indices(chunk, device, rank * chunk)).to(dtype)
     # all_to_all: chunk j of rank r goes to rank j, which stores it at position r.
-    return torch.cat([_pattern(chunk, r, device, dtype, rank * chunk) for r in range(world)])
+    return torch.cat([rank_input(p, chunk, r, device, dtype, rank * chunk) for r in range(world)])
 
 
 class _Op:
     """Buffers and the call of one collective at one size and placement."""
 
     def __init__(self, op: str, count: int, inplace: bool, rank: int, world: int,
-                 device: torch.device, dtype: torch.dtype) -> None:
+                 device: torch.device, dtype: torch.dtype, pattern: Pattern) -> None:
         self.op, self.count, self.inplace = op, count, inplace
         self.rank, self.world, self.device, self.dtype = rank, world, device, dtype
+        self.pattern = pattern
         out_n = count * world if op == "all_gather" else (
             count // world if op == "reduce_scatter" else count)
         if inplace:
@@ -106,7 +179,7 @@ class _Op:
             self.out = torch.empty(out_n, device=device, dtype=dtype)
 
     def fill(self) -> None:
-        self.inp.copy_(_pattern(self.count, self.rank, self.device, self.dtype))
+        self.inp.copy_(rank_input(self.pattern, self.count, self.rank, self.device, self.dtype))
 
     def __call__(self, check: bool = False) -> None:
         op = self.op
@@ -127,17 +200,50 @@ class _Op:
             dist.all_to_all_single(self.out, self.inp)
 
     def wrong(self) -> int:
-        want = expected(self.op, self.count, self.rank, self.world, self.device, self.dtype)
+        want = expected(self.op, self.count, self.rank, self.world, self.device, self.dtype,
+                        self.pattern)
         return int((self.out != want).sum().item())
+
+
+class TuningLog:
+    """The lines NCCL appends to this process's debug file, read as they come.
+
+    NCCL names the file from ``NCCL_DEBUG_FILE`` with ``%p`` the process id, so this rank's file
+    is the one in ``folder`` that ends in ``.<pid>.log``; it appears at NCCL's first call.
+    """
+
+    def __init__(self, folder: str | Path, pid: int | None = None) -> None:
+        self.folder = Path(folder)
+        self.pid = os.getpid() if pid is None else pid
+        self._path: Path | None = None
+        self._pos = 0
+
+    def new_lines(self) -> list[str]:
+        """The whole lines written since the last call (none before the file exists)."""
+        if self._path is None:
+            found = sorted(self.folder.glob(f"*.{self.pid}.log"))
+            if not found:
+                return []
+            self._path = found[0]
+        with open(self._path, "rb") as f:
+            f.seek(self._pos)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # a line NCCL is still writing waits for the next call
+        self._pos += end
+        return data[:end].decode(errors="replace").splitlines()
 
 
 def run_rank(job: dict[str, Any], local_rank: int, control: dist.ProcessGroup | None
              ) -> dict[str, Any]:
-    """Every (op, size, placement) of the job on this rank: raw times, #wrong, or the error."""
+    """Every (op, size, placement) of the job on this rank: raw times, #wrong, or the error;
+    with the rank's host, and for NCCL its version and ``NCCL_*`` variables."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", local_rank) if job["backend"] == "nccl" else torch.device("cpu")
+    nccl = job["backend"] == "nccl"
+    device = torch.device("cuda", local_rank) if nccl else torch.device("cpu")
     dtype = DTYPES[job["dtype"]]
+    pattern = Pattern.for_type(job["dtype"], world)
     elem = torch.empty((), dtype=dtype).element_size()
+    log = TuningLog(job["nccl_log_dir"]) if job.get("nccl_log_dir") else None
     rows = []
     for op in job["ops"]:
         for size in job["sizes"]:
@@ -156,22 +262,94 @@ def run_rank(job: dict[str, Any], local_rank: int, control: dist.ProcessGroup | 
                     rows.append(row)
                     continue
                 try:
-                    row.update(_measure(op, count, inplace, rank, world, device, dtype, job))
+                    row.update(_measure(op, count, inplace, rank, world, device, dtype, pattern,
+                                        job, log))
                 except Exception as exc:  # a row that fails is a row, the sweep goes on
                     row["error"] = f"{type(exc).__name__}: {exc}"[:1500]
                 rows.append(row)
-    return {"rows": rows, "world": world}
+    out: dict[str, Any] = {"rows": rows, "world": world, "host": socket.gethostname()}
+    if nccl:
+        out["nccl_version"] = version_text(torch.cuda.nccl.version())
+        out["nccl_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
+    return out
 
 
 def _measure(op: str, count: int, inplace: bool, rank: int, world: int, device: torch.device,
-             dtype: torch.dtype, job: dict[str, Any]) -> dict[str, Any]:
-    c = _Op(op, count, inplace, rank, world, device, dtype)
+             dtype: torch.dtype, pattern: Pattern, job: dict[str, Any],
+             log: TuningLog | None = None) -> dict[str, Any]:
+    """One row: the checked call, then the warm-up and the timed samples. With ``log`` (the
+    probe job), also what NCCL chose for the timed calls: the lines of the checked call, of the
+    warm-up and of a graph's side-stream warm-up are set aside, so only the calls timed (or
+    captured: a replay writes none) count."""
+    c = _Op(op, count, inplace, rank, world, device, dtype, pattern)
     c.fill()
     if job.get("corrupt_rank") == rank:
         c.inp.view(-1)[0] += 1  # fault injection for tests: one wrong input element
+    timing, k = job.get("timing", "eager"), int(job.get("iters_per_sample", 1))
+    set_aside: Callable[[], Any] = log.new_lines if log is not None else (lambda: None)
     window = MeasuredWindow(device)
     window.first_step(lambda: c(check=True))  # the checked call: its time is not kept
     wrong = c.wrong()  # note: a sync point, before the timed iterations
-    window.warm_up(c, job["warmup"])
-    window.run(c, job["iters"])
-    return {"times_s": list(window.step_times_s), "wrong": wrong}
+    set_aside()
+    step, release = _sample(c, timing, k, device, before_capture=set_aside)
+    try:
+        window.warm_up(step, job["warmup"])
+        if timing != "graph":
+            set_aside()
+        window.run(step, job["iters"])
+    finally:
+        release()
+    out: dict[str, Any] = {"times_s": [t / k for t in window.step_times_s], "wrong": wrong}
+    if log is not None:
+        chosen = chosen_for(op, parse_lines(log.new_lines()))
+        out["nccl"] = {"algorithm": chosen.algorithm, "protocol": chosen.protocol,
+                       "note": chosen.note}
+    return out
+
+
+def _sample(c: _Op, timing: str, k: int, device: torch.device,
+            before_capture: Callable[[], Any] = lambda: None
+            ) -> tuple[Callable[[], None], Callable[[], None]]:
+    """One timed sample of ``timing`` (a callable), and what frees its resources."""
+    if timing == "eager":
+        return c, lambda: None
+    if timing == "batched":
+        def batch() -> None:
+            for _ in range(k):  # queued back to back: no event, no sync between them
+                c()
+        return batch, lambda: None
+    if timing == "graph":
+        graph = _capture(c, k, device, before_capture)
+
+        def release() -> None:
+            torch.cuda.synchronize(device)  # note: a sync point, every replay done before freeing
+            graph.reset()
+        return graph.replay, release
+    raise ValueError(f"unknown timing {timing!r}")
+
+
+def _capture(c: _Op, k: int, device: torch.device,
+             before_capture: Callable[[], Any] = lambda: None) -> "torch.cuda.CUDAGraph":
+    """``k`` calls of the collective captured in one CUDA graph (NCCL on CUDA only).
+
+    PyTorch's rule for capture: warm up on a side stream first, so that lazy initialisation
+    (NCCL's peer connections, workspace) happens outside the graph. The capture's error mode is
+    thread-local, as nccl-tests' ``-G`` captures: NCCL's proxy thread may call CUDA meanwhile.
+    The buffers are allocated before the capture and outlive the graph, so replays read and
+    write the same memory the checked call did.
+    """
+    if device.type != "cuda":
+        raise ValueError("--timing graph needs CUDA (NCCL); use batched on the CPU")
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(GRAPH_WARMUP_CALLS):
+            c()
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.synchronize(device)  # note: a sync point, before the capture begins
+    before_capture()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        for _ in range(k):
+            c()
+    return graph

@@ -1,0 +1,132 @@
+"""nccl-tests' printed output, read back: the ``*_perf`` tables committed beside a campaign's store
+(``results/*/nccl-*.txt``), so a page can set ``dlbench comm`` beside them figure by figure.
+
+nccl-tests prints a header (``# nccl-tests version 2.19.6 nccl-headers=22809
+nccl-library=22809``, then ``# nThread 1 nGpus 2 ... iters: 20 ... graph: 20 ...``) and one row
+per size: size, count, type, redop, root, then out-of-place time (us), algbw, busbw (GB/s) and
+#wrong, then the same four in place. A file may hold several runs; each starts at its version
+line. Lines that are not part of a run (a shell's ``== command`` line, ``make``'s output) are
+skipped. Pure functions of the text: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_VERSION = re.compile(r"^# nccl-tests version (\S+)"
+                      r"(?: nccl-headers=(\d+))?(?: nccl-library=(\d+))?")
+# "nGpus 2", "warmup iters: 1 iters: 20 agg iters: 1", "graph: 20": the longer names first, so
+# "warmup iters" and "agg iters" are never read as "iters"
+_SETTING = re.compile(r"\b(nGpus|warmup iters:|agg iters:|iters:|graph:) (\d+)")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One size of one run: out-of-place then in-place, time in us, algbw and busbw in GB/s
+    (1e9 B/s, as printed), #wrong (None where nccl-tests printed ``N/A``: ``-c 0``)."""
+
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str
+    out_time_us: float
+    out_algbw: float
+    out_busbw: float
+    out_wrong: int | None
+    in_time_us: float
+    in_algbw: float
+    in_busbw: float
+    in_wrong: int | None
+
+    def busbw(self, inplace: bool) -> float:
+        return self.in_busbw if inplace else self.out_busbw
+
+    def time_us(self, inplace: bool) -> float:
+        return self.in_time_us if inplace else self.out_time_us
+
+
+@dataclass(frozen=True)
+class Run:
+    """One ``*_perf`` run: its version line, its settings (``graph`` is ``-G``: iterations per
+    CUDA-graph replay, 0 without it; ``gpus`` is ``-g``, the GPUs one process drives) and its
+    rows in printed order."""
+
+    version: str
+    nccl_headers: str | None
+    nccl_library: str | None
+    gpus: int | None
+    iters: int | None
+    graph: int | None
+    rows: tuple[Row, ...]
+
+    def row(self, size_bytes: int) -> Row:
+        for r in self.rows:
+            if r.size_bytes == size_bytes:
+                return r
+        raise LookupError(f"nccl-tests {self.version} printed no row for {size_bytes} B")
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(r.size_bytes for r in self.rows)
+
+
+def _wrong(text: str) -> int | None:
+    return None if text == "N/A" else int(text)
+
+
+def parse_row(line: str) -> Row | None:
+    """A size row, or None for any other line."""
+    f = line.split()
+    if len(f) != 13 or not f[0].isdigit() or not f[1].isdigit():
+        return None
+    try:
+        return Row(int(f[0]), int(f[1]), f[2], f[3],
+                   float(f[5]), float(f[6]), float(f[7]), _wrong(f[8]),
+                   float(f[9]), float(f[10]), float(f[11]), _wrong(f[12]))
+    except ValueError:
+        return None
+
+
+def parse(text: str) -> list[Run]:
+    """Every run in ``text``, in order; rows before any version line are an error (a table whose
+    settings are unknown cannot be compared)."""
+    runs: list[Run] = []
+    head: dict | None = None
+    rows: list[Row] = []
+
+    def close() -> None:
+        if head is not None:
+            runs.append(Run(rows=tuple(rows), **head))
+
+    for line in text.splitlines():
+        m = _VERSION.match(line.strip())
+        if m:
+            close()
+            head = {"version": m[1], "nccl_headers": m[2], "nccl_library": m[3], "gpus": None,
+                    "iters": None, "graph": None}
+            rows = []
+            continue
+        if line.startswith("#"):
+            if head is not None:
+                for name, value in _SETTING.findall(line):
+                    key = {"nGpus": "gpus", "iters:": "iters", "graph:": "graph"}.get(name)
+                    if key:
+                        head[key] = int(value)
+            continue
+        row = parse_row(line)
+        if row is None:
+            continue
+        if head is None:
+            raise ValueError(f"an nccl-tests row before any '# nccl-tests version' line: {line!r}")
+        rows.append(row)
+    close()
+    return runs
+
+
+def only_run(text: str) -> Run:
+    """The one run of a file that holds exactly one."""
+    runs = parse(text)
+    if len(runs) != 1:
+        raise ValueError(f"expected one nccl-tests run, found {len(runs)}")
+    return runs[0]
