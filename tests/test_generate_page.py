@@ -260,7 +260,8 @@ def test_folding_at_large_batches(third, fused):
     recs, peaks = third
     old, old_peaks = fused
     folded = {r.config.batch_size: r for r in recs
-              if r.ok and r.config.model == "llama-3.1-8b" and r.config.fold_gqa}
+              if r.ok and r.config.model == "llama-3.1-8b" and r.config.fold_gqa
+              and r.config.precision == "bf16" and r.config.path == "compile"}
     assert sorted(folded) == [1, 64, 711]
     assert all(r.config.fuse and r.config.path == "compile" for r in folded.values())
     unfolded = {b: one(old, "llama-3.1-8b", b, "compile") for b in (1, 64, 711)}
@@ -318,7 +319,8 @@ def test_the_largest_1b_batch(third):
     assert oom.config.batch_size == first
     says(f"`-b auto` first chose {first:,} for llama-3.2-1b")
     # today's estimate chooses what the second call printed, on that call's card
-    [big] = [r for r in recs if r.ok and r.config.model == "llama-3.2-1b"]
+    [big] = [r for r in recs if r.ok and r.config.model == "llama-3.2-1b"
+             and r.config.path == "compile"]
     spec = get_lm("llama-3.2-1b")
     memory = big.env["gpus"][0]["memory_total_bytes"]
     assert gen.largest_batch(meta_shape(spec), "bf16", 128, 128, memory,
@@ -363,3 +365,33 @@ def test_readme_and_guide_quote_the_fold(third, fused):
             f"±{f64.summary().rel_halfwidth:.2%}, both throttled (power))") in guide
     assert all("throttled (power)" in H.record_flags(r) for r in (f711, u711, f64, u64))
     assert H.record_flags(f64)[0] == "noisy"
+
+
+def test_fp16_and_generate_at_the_largest_1b_batch(third):
+    recs, peaks = third
+    graph = {r.config.precision: r for r in recs if r.ok and r.config.path == "graph"}
+    assert sorted(graph) == ["bf16", "fp16"]
+    assert graph["bf16"].env["gpus"][0]["uuid"] == graph["fp16"].env["gpus"][0]["uuid"]
+    assert all(H.record_flags(r) == ["one process"] for r in graph.values())
+    says(f"took {graph['bf16'].tpot().mean_s * 1e3:.2f} ms a token in bf16 and "
+         f"{graph['fp16'].tpot().mean_s * 1e3:.2f} in fp16 on the same card")
+    [c16] = [r for r in recs if r.config.precision == "fp16" and r.config.path == "compile"]
+    assert c16.config.fuse and c16.config.fold_gqa and H.record_flags(c16) == ["one process"]
+    bf = one([r for r in recs if r.config.fold_gqa and r.config.precision == "bf16"],
+             "llama-3.1-8b", 1, "compile")
+    says(f"the compiled fp16 step {c16.tpot().mean_s * 1e3:.2f} ms "
+         f"({c16.output_tokens_per_s():.1f} output tok/s, {_roof(c16, peaks):.1%} of its card's "
+         f"roof at ±{c16.summary().rel_halfwidth:.2%}, a window that met its target; compiled "
+         f"bf16 on other cards: {bf.tpot().mean_s * 1e3:.2f} ms)")
+    assert bf.env["gpus"][0]["uuid"] != c16.env["gpus"][0]["uuid"]
+    e = one(recs, "llama-3.2-1b", 2568, "eager")
+    c = one(recs, "llama-3.2-1b", 2568, "compile")
+    assert c.config.fold_gqa and payback(e, c).never
+    assert H.record_flags(e) == H.record_flags(c) == ["throttled (power)", "one process"]
+    assert e.env["gpus"][0]["uuid"] != c.env["gpus"][0]["uuid"]
+    says(f"At batch 2,568 `generate()` gave {e.output_tokens_per_s():,.0f} output tok/s (a decode "
+         f"step of {e.tpot().mean_s * 1e3:.1f} ms; throttled (power)) against "
+         f"{c.output_tokens_per_s():,.0f} for the compiled, fused and folded step "
+         f"({c.tpot().mean_s * 1e3:.1f} ms)")
+    says(f"({c.config.prompt_len + c.config.output_len + 3} positions here, against "
+         f"{gen.mean_context(c.config.prompt_len, c.config.output_len):.0f} on average")

@@ -892,10 +892,14 @@ def generate_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
         peaks = store.results(kind="peak")
         flags = [record_flags(r) for r in recs if r.ok]
         common = _common(flags)
+        # one precision: said in the caption; several: a column
+        precisions = list(dict.fromkeys(r.config.precision for r in recs))
+        mixed = len(precisions) > 1
         rows = []
         for r in recs:
             c = r.config
-            label = (c.model, str(c.batch_size), c.path_label)
+            label = (c.model, str(c.batch_size)) + ((c.precision,) if mixed else ()) + (
+                c.path_label,)
             if not r.ok:
                 rows.append(label + (f"error ({r.error_type})",) + ("–",) * 8)
                 continue
@@ -914,10 +918,12 @@ def generate_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
                 "–" if m.measured is None else f"{m.measured:.1%}",
                 "–" if energy is None else fmt_num(energy, 3),
                 _rest(record_flags(r), common)))
-        cols = ("model", "batch", "path", "output tok/s ±95%", "TTFT ms mean (p99)",
-                "TPOT ms mean (median / p99)", "decode GB/s", "memory roof",
-                "prefill TFLOP/s", "prefill MFU (measured)", "J / output token", "flags")
-        return [f"Runs {', '.join(runs)}. " + _caption(common), ""] + _table(cols, rows)
+        cols = ("model", "batch") + (("precision",) if mixed else ()) + (
+            "path", "output tok/s ±95%", "TTFT ms mean (p99)",
+            "TPOT ms mean (median / p99)", "decode GB/s", "memory roof",
+            "prefill TFLOP/s", "prefill MFU (measured)", "J / output token", "flags")
+        said = "" if mixed else f"Every figure in {precisions[0]}. "
+        return [f"Runs {', '.join(runs)}. " + said + _caption(common), ""] + _table(cols, rows)
     return render
 
 
@@ -1265,9 +1271,11 @@ GENERATE_FUSED_RUNS = ("b2072278de6c", "dc2b4cff3d0f", "74b4288175a6", "54adeb17
 #: The third H100 campaign, one H100 alone in each of three calls: llama-3.2-3b at batch 1, 8,
 #: 32 and 64 (eager and compile+fuse), llama-3.1-8b with folded grouped-query attention at
 #: batch 1, 64 and 711 and generate() at 711, llama-3.2-1b at the largest batch (the first
-#: try, 2,770, ran out of memory: a failed row).
+#: try, 2,770, ran out of memory: a failed row); a fourth call: llama-3.1-8b at batch 1 in
+#: fp16 beside bf16 (graph) and compiled, and generate() at llama-3.2-1b's largest batch.
 GENERATE_THIRD_RUNS = ("379c73a293fa", "9f99f5c83ff2", "d96491002ed7", "6540bcf5d49f",
-                       "0841268fc73f", "885a0b2fd33d", "d02adca0f1c4")
+                       "0841268fc73f", "885a0b2fd33d", "d02adca0f1c4", "bbee1b8b6d52",
+                       "6e054e9223f5", "7577e3346062")
 #: --fold-gqa record by record: llama-3.1-8b compile+fuse (second campaign) against
 #: compile+fuse+fold (third), at batch 1, 64 and 711.
 GENERATE_FOLD_PAIRS = (("815d75d51d1f", "091c74eb8639"), ("876d90d31f42", "89937b600526"),
