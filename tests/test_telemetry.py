@@ -323,7 +323,9 @@ def test_slow_nvml_never_blocks_the_loop(monkeypatch):
     t = time.perf_counter()
     raw = s.stop()
     stop_s = time.perf_counter() - t
-    assert worst < 0.005            # a mark never waits for the sampler
+    # A mark that waited for the sampler would wait for at least one NVML call (30 ms); below
+    # that, what a mark takes is the scheduler's (a loaded 2-core machine took 8 ms once).
+    assert worst < 0.025            # a mark never waits for the sampler
     assert raw["stopped_cleanly"]
     assert stop_s < 2.0             # the in-flight sample plus one last one
     assert len(raw["gpus"][0]["series"]["t_s"]) >= 2
