@@ -362,3 +362,72 @@ def test_scenarios_ps_cluster_matches_the_check_module():
     assert c.implied_compute_s == implied
     assert {r.network for r in c.rows} == {"1gbe", "10gbe", "ib-fdr"}
     assert c.slowdown_1gbe > 1 and c.observed_hours_1gbe == pytest.approx(23)
+
+
+def _row(measured, perfect, none, full=None):
+    return check.CheckRow(label="m", link="default", strategy="ddp", ranks=2,
+                          measured_s=measured, compute_s=perfect, predicted_none_s=none,
+                          predicted_full_s=full, predicted_perfect_s=perfect)
+
+
+def test_skill_only_where_the_model_beats_perfect_scaling():
+    rows = [_row(1.10, 1.00, 1.08, full=1.00), _row(2.00, 1.90, 2.02, full=1.90)]
+    none, full = check.skill_summary(rows)
+    assert (none.prediction, none.rows, none.closer, none.same) == ("none", 2, 2, 0)
+    assert none.model == pytest.approx((0.02 / 1.10 + 0.02 / 2.00) / 2)
+    assert none.baseline == pytest.approx((0.10 / 1.10 + 0.10 / 2.00) / 2)
+    assert none.skill == pytest.approx(1 - none.model / none.baseline)
+    assert "skill" in none.line() and "no skill" not in none.line()
+    # overlap that hides everything predicts the one-GPU step: the baseline, no skill
+    assert full.same == 2 and full.skill is None
+    assert "no skill, its prediction is the one-GPU step in every row" in full.line()
+    worse = check.skill_summary([_row(1.0, 0.99, 1.2)])[0]
+    assert worse.skill is None and "the baseline does as well or better" in worse.line()
+
+
+def _store_copy(folder: str, tmp_path):
+    import gzip
+    import shutil
+    from pathlib import Path
+    db = tmp_path / f"{folder}.db"
+    src = Path(__file__).resolve().parents[1] / "results" / folder / "dlbench.db.gz"
+    with gzip.open(src, "rb") as f, open(db, "wb") as g:
+        shutil.copyfileobj(f, g)
+    return str(db)
+
+
+def test_the_docs_state_the_baseline_beside_the_models_error(tmp_path):
+    """The README, network guide and campaign pages quote the 4x- and 8x-H200 check: every
+    figure recomputed from the committed stores, the baseline's beside the model's."""
+    from pathlib import Path
+    from dlbench.whatif import scenarios
+    from fakes.pages import prose
+    root = Path(__file__).resolve().parents[1]
+    db = _store_copy("pt2.11-cu130-4x-h200", tmp_path)
+    rows = scenarios.check_against(db, busbw_from=db).scaling
+    net = " ".join((root / "docs" / "network.md").read_text().split())
+    page = prose((root / "docs" / "results" / "2026-11-4x-h200.md").read_text())
+    for profile in ("default", "no-p2p", "no-p2p+no-shm"):
+        part = [r for r in rows if r.link == profile]
+        s = check.error_summary(part)
+        cells = (f"| {len(part)} | {s['perfect scaling']:.1%} | {s['none']:.1%} | "
+                 f"{s['full']:.1%} |")
+        assert cells in net and cells in page, (profile, cells)
+    nvlink = [r for r in rows if r.link == "default"]
+    none, full = check.skill_summary(nvlink)
+    assert full.same == full.rows and none.skill is not None        # the claims made
+    assert f"({none.model:.1%} against {none.baseline:.1%}, closer in {none.closer} of " \
+           f"{none.rows} rows)" in net
+    readme = " ".join((root / "README.md").read_text().split())
+    assert (f"On the NVLink profile ({len(nvlink)} runs) `dlbench whatif` predicts the "
+            f"multi-GPU steps with {none.model:.1%} mean absolute error (no overlap), where "
+            f"perfect scaling (the 1-GPU step) is off by {none.baseline:.1%}; its overlap "
+            f"prediction is the 1-GPU step in every row there, so its {full.model:.1%} is no "
+            f"skill.") in readme
+    db8 = _store_copy("pt2.11-cu130-8x-h200", tmp_path)
+    s8 = check.error_summary(scenarios.check_against(db8, busbw_from=db8).scaling)
+    assert (f"predicted within {s8['none']:.1%} (no overlap) mean absolute error against "
+            f"perfect scaling's {s8['perfect scaling']:.1%}") in net
+    for folder in ("pt2.11-cu130-4x-h200", "pt2.11-cu130-8x-h200", "pt2.11-cu130-2x-h200",
+                   "pt2.14-cpu"):
+        assert "vs baseline, " in (root / "results" / folder / "whatif-check.txt").read_text()

@@ -144,7 +144,7 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from dlbench.jobs.net_runs import net_plan, run_net  # heavy: torch (via netemu.launch)
-    from dlbench.whatif.check import check_net  # heavy: torch (via whatif.model)
+    from dlbench.whatif.check import check_net, skill_summary  # heavy: torch (via whatif.model)
 
     plan = net_plan(args.model, hosts=args.hosts, links=flatten(args.link, []),
                     strategies=flatten(args.strategy, []), batch=args.batch_size,
@@ -175,8 +175,10 @@ def _run(args: argparse.Namespace) -> int:
         terminal.print_table(loss_table(recs))
         show_failures(recs)
         if args.check:
-            terminal.print_table(check_table(check_net(recs), "The what-if model against "
-                                                              "these runs"))
+            rows = check_net(recs)
+            terminal.print_table(check_table(rows, "The what-if model against these runs"))
+            for k in skill_summary(rows):   # the model beside the perfect-scaling baseline
+                terminal.stdout.print(f"vs baseline, {k.line()}", highlight=False)
     terminal.stderr.print(f"wall time {time.perf_counter() - t0:.1f} s; {len(recs)} result(s) "
                           f"stored in {args.db} (run {out.run.run_id})")
     return exit_code(recs, out.run.interrupted)

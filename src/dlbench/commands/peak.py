@@ -30,7 +30,8 @@ from dlbench.config import PRECISIONS, ConfigError
 from dlbench.measure.mfu import device_key, measured_peaks, mfu
 from dlbench.report import cards, export, tables, terminal
 from dlbench.store import Store, StoreError
-from dlbench.workloads.gpu_fit import SOURCE_IDS, fit_gpus
+from dlbench.reference import today
+from dlbench.workloads.gpu_fit import SOURCE_IDS, can_fit, fit_gpus, fit_models, place
 
 ORDER = 30
 #: ``gpus --source`` by the reference data's own ids (accepted, not shown).
@@ -96,9 +97,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "CIFAR-10; each with its source) with the user's own rows beside them, and "
                     "the ms-per-batch article's analysis: speed (1/time) on the GPUs' TFLOPS, a "
                     "least-squares line through the origin, R^2, and a prediction with a 95% "
-                    "interval for GPUs not measured.")
+                    "interval for GPUs not measured (a lower bound below zero is clipped to 0 and "
+                    "said). For today's models (-m llama-3.1-8b, -m resnet50, -m matmul for "
+                    "the measured matmul ceilings; --today lists them) your own records of the "
+                    "same model are placed beside the published per-GPU figures, each with its "
+                    "source and conditions; a record that is not comparable (a CPU, a failure) "
+                    "is shown with a note, never dropped.")
     add_store_flags(p)
-    p.add_argument("-m", "--model", default="vgg16", help="model of the fit (default vgg16)")
+    p.add_argument("-m", "--model", default="vgg16",
+                   help="model of the fit (default vgg16), or of the placement among "
+                        "published figures for a model the fit has no points of")
     p.add_argument("--mode", default="eval", choices=("eval", "train"))
     p.add_argument("--x", dest="x_precision", default="fp32", choices=PRECISIONS,
                    help="which datasheet TFLOPS the fit uses (default fp32, as the "
@@ -107,6 +115,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="spec ids to predict (default: every GPU with that figure); "
                         "'--specs' lists them")
     p.add_argument("--specs", action="store_true", help="print the spec table and exit")
+    p.add_argument("--today", action="store_true",
+                   help="print the published per-GPU figures for today's comparisons (each "
+                        "with its source and conditions) and what was looked for and not "
+                        "found, and exit")
     p.add_argument("--cards", action="store_true",
                    help="print the card-to-card spread measured across cards of one GPU model "
                         "(each config, its range, the records) and exit")
@@ -117,8 +129,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "densenet161 at batch 16), cifar10-frameworks (epoch times, PyTorch vs "
                         "TensorFlow)")
     add_output_flags(p, "print as JSON on stdout: the fit (model, mode, x, slope, r2, n, "
-                        "points, predictions); with --specs the spec rows, with --source that "
-                        "source and its rows, with --cards the card-to-card spreads",
+                        "points, predictions, clipped, skipped); for a model without a fit "
+                        "the placement (model, published, own, notes); with --today the "
+                        "published rows and left_out; with --specs the spec rows, with "
+                        "--source that source and its rows, with --cards the card-to-card "
+                        "spreads",
                      "print only the tables, without their titles and notes (the fit's "
                      "equation and R^2, the sources)")
     p.set_defaults(handler=cmd_gpus)
@@ -259,6 +274,10 @@ def cmd_gpus(args: argparse.Namespace) -> int:
                                  "value", "setup"), rows,
                                 (f"source: {src['document']}", src["setup"])), args.quiet)
         return EXIT_OK
+    if args.today:
+        return _gpus_today(args)
+    if not can_fit(args.model, args.mode, args.x_precision):
+        return _gpus_place(args)
     try:
         g = fit_gpus(args.model, args.mode, args.x_precision, args.db, flatten(args.predict, []))
     except KeyError as exc:  # a spec id --predict named that the table lacks
@@ -270,7 +289,9 @@ def cmd_gpus(args: argparse.Namespace) -> int:
             "slope": fit.slope, "r2": fit.r2, "r2_centered": fit.r2_centered, "n": fit.n,
             "points": [p.__dict__ for p in g.published + g.own],
             "predictions": [{"gpu": s.id, "batches_per_s": y, "low": lo, "high": hi,
-                             "ms_per_batch": 1000 / y} for s, y, lo, hi in g.predictions]},
+                             "ms_per_batch": 1000 / y, "low_clipped": s.id in g.clipped}
+                            for s, y, lo, hi in g.predictions],
+            "clipped": list(g.clipped), "skipped": list(g.skipped)},
             indent=1) + "\n")
         return EXIT_OK
     rows = [(p.label, who, tables.fmt_num(p.x_tflops), tables.fmt_num(p.y_speed),
@@ -284,7 +305,8 @@ def cmd_gpus(args: argparse.Namespace) -> int:
          f"{fit.slope:.4f} x TFLOPS; R^2 = {fit.r2:.3f} (uncentred, as the ms-per-batch "
          f"article; centred {fit.r2_centered:.3f}); your rows are shown, not fitted",
          "each row is one card, and cards of one GPU model differ: a published row's card is "
-         "not yours ('dlbench gpus --cards': the spread measured across cards)")), args.quiet)
+         "not yours ('dlbench gpus --cards': the spread measured across cards)",
+         *(f"not fitted, not a point: {line}" for line in g.skipped))), args.quiet)
     show_table(tables.Table(
         "Predicted for GPUs not measured (95% prediction interval)",
         ("gpu", "TFLOPS", "batches/s", "interval", "ms/batch"),
@@ -292,6 +314,54 @@ def cmd_gpus(args: argparse.Namespace) -> int:
                f"{tables.fmt_num(lo)} - {tables.fmt_num(hi)}", tables.fmt_num(1000 / y))
               for s, y, lo, hi in g.predictions),
         ("a line fitted on 2017-2021 GPUs at batch 16 in FP32; far outside that range "
-         "(tensor-core GPUs, large batches) the prediction says what FP32 TFLOPS alone implies",)),
+         "(tensor-core GPUs, large batches) the prediction says what FP32 TFLOPS alone implies",
+         *([f"a speed is never negative: the interval's lower end is clipped to 0 for "
+            f"{', '.join(g.clipped)} (the line's scatter there is wider than the prediction)"]
+           if g.clipped else []))),
         args.quiet)
     return EXIT_OK
+
+
+def _gpus_today(args: argparse.Namespace) -> int:
+    rows = today.published_figures()
+    if args.json:
+        print_json({"rows": [dataclasses.asdict(r) for r in rows],
+                    "left_out": list(today.left_out())})
+        return EXIT_OK
+    show_table(tables.Table(
+        "Published per-GPU figures for today's comparisons",
+        ("model", "device", "GPUs", "prec", "per GPU", "unit", "conditions", "source"),
+        tuple((r.model, r.device, str(r.gpus), r.precision, tables.fmt_num(r.value),
+               today_unit(r.metric), r.conditions, r.sources[0]) for r in rows),
+        tuple(f"not here: {line}" for line in today.left_out())), args.quiet)
+    return EXIT_OK
+
+
+def today_unit(metric: str) -> str:
+    return {"tokens_per_s_per_gpu": "tokens/s", "tflops": "TFLOP/s"}.get(metric, metric)
+
+
+def _gpus_place(args: argparse.Namespace) -> int:
+    p = place(args.model, args.db)
+    if not p.published and not p.own:
+        raise ConfigError(" ".join(p.notes) or f"nothing to place for {args.model}")
+    if args.json:
+        print_json({"model": p.model, "published": [dataclasses.asdict(r) for r in p.published],
+                    "own": [dataclasses.asdict(r) for r in p.own], "notes": p.notes})
+        return EXIT_OK
+    rows = [(r.device, "published", str(r.gpus), r.precision, tables.fmt_num(r.per_gpu),
+             r.unit, f"{r.conditions} ({r.source})") for r in p.published]
+    rows += [(r.device, "yours", str(r.gpus), r.precision or "-",
+              "-" if r.per_gpu is None else tables.fmt_num(r.per_gpu), r.unit,
+              f"{r.config}, record {r.record_id}" + (f"; {r.note}" if r.note else ""))
+             for r in p.own]
+    show_table(tables.Table(
+        f"{args.model}: your records beside published per-GPU figures",
+        ("device", "from", "GPUs", "prec", "per GPU", "unit", "conditions"), tuple(rows),
+        (f"no ms-per-batch fit for {args.model} (it has {', '.join(fit_models())}); "
+         "figures are set side by side, not fitted",
+         "a published row's conditions (batch, precision, power limit, software) are not "
+         "yours: read them before comparing",
+         *p.notes)), args.quiet)
+    return EXIT_OK
+

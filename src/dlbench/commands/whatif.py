@@ -217,7 +217,7 @@ def _shape_line(w) -> str:
 
 def _check(args: argparse.Namespace) -> int:
     from dlbench.whatif import scenarios  # heavy: torch (model sizes)
-    from dlbench.whatif.check import error_summary  # heavy: torch (via whatif.model)
+    from dlbench.whatif.check import error_summary, skill_summary  # heavy: torch (via whatif.model)
     c = scenarios.check_against(args.db, intra=args.intra, busbw_from=args.busbw_from,
                                 bytes_per_param=args.bytes_per_param,
                                 backward_fraction=args.backward_fraction)
@@ -225,23 +225,28 @@ def _check(args: argparse.Namespace) -> int:
         print_json({"net": [_row(r) for r in c.net], "scaling": [_row(r) for r in c.scaling],
                     "scaling_link": c.scaling_link,
                     "net_error": error_summary(c.net) if c.net else None,
-                    "scaling_error": error_summary(c.scaling) if c.scaling else None})
+                    "scaling_error": error_summary(c.scaling) if c.scaling else None,
+                    "net_skill": [_skill(k) for k in skill_summary(c.net)],
+                    "scaling_skill": [_skill(k) for k in skill_summary(c.scaling)]})
         return EXIT_OK
     if c.net:
         show_table(check_table(c.net, "The what-if model against dlbench net "
                                       "(emulated links, gloo)"), args.quiet)
         if not args.quiet:
             _summary(error_summary(c.net))
+            _skills(skill_summary(c.net))
     if c.scaling:
         show_table(check_table(c.scaling, f"The what-if model against dlbench scale "
                                           f"(intra-node link: {c.scaling_link})"), args.quiet)
         if args.quiet:
             return EXIT_OK
         _summary(error_summary(c.scaling))
+        _skills(skill_summary(c.scaling))
         for profile in dict.fromkeys(r.link for r in c.scaling):
             part = [r for r in c.scaling if r.link == profile]
             terminal.stdout.print(f"  {profile} ({len(part)} rows): ", end="")
             _summary(error_summary(part))
+            _skills(skill_summary(part), "    ")
         for strategy in dict.fromkeys(r.strategy for r in c.scaling):
             part = [r for r in c.scaling if r.strategy == strategy]
             terminal.stdout.print(f"  {strategy} ({len(part)} rows): ", end="")
@@ -262,6 +267,17 @@ def _check(args: argparse.Namespace) -> int:
 def _summary(s: dict) -> None:
     parts = [f"{k}: {v:.1%}" for k, v in s.items()]
     terminal.stdout.print("mean absolute error " + ", ".join(parts), highlight=False)
+
+
+def _skills(skills, indent: str = "") -> None:
+    """The model against the perfect-scaling baseline, one line per prediction: a skill is
+    stated only where the model's error is below the baseline's."""
+    for k in skills:
+        terminal.stdout.print(f"{indent}vs baseline, {k.line()}", highlight=False)
+
+
+def _skill(k) -> dict:
+    return dataclasses.asdict(k) | {"skill": k.skill}
 
 
 def _row(r) -> dict:

@@ -164,16 +164,21 @@ def check_table(rows: Sequence, title: str) -> Table:
         fit = "-" if r.predicted_fit_s is None else (
             f"{fmt_ms(r.predicted_fit_s)} ({_err(r.error_fit)}, "
             f"{r.fitted_latency_s * 1e3:.2f} ms/msg)")
+        base = "-" if r.predicted_perfect_s is None else (
+            f"{fmt_ms(r.predicted_perfect_s)} ({_err(r.error_perfect)})")
         out.append((r.link, r.strategy, str(r.ranks), r.label, fmt_ms(r.compute_s),
-                    fmt_ms(r.measured_s), fmt_ms(r.predicted_none_s), _err(r.error_none),
+                    fmt_ms(r.measured_s), base, fmt_ms(r.predicted_none_s), _err(r.error_none),
                     fmt_ms(r.predicted_full_s), _err(r.error_full), fit,
                     _kb(r.measured_bytes), _kb(r.predicted_bytes), _err(r.bytes_error)))
     return Table(title, ("link", "strategy", "ranks", "config", "compute ms", "measured ms",
-                         "predicted ms (no overlap)", "error", "predicted ms (overlap)",
+                         "perfect scaling ms (error)", "predicted ms (no overlap)", "error", "predicted ms (overlap)",
                          "error", "predicted ms, latency fitted unshaped (error, latency)",
                          "busiest kB/step measured", "predicted", "error"),
                  tuple(out),
-                 ("error = (predicted - measured) / measured; predicted from the link's rate, "
+                 ("perfect scaling = the baseline: the one-GPU step (/ the GPUs sharing a "
+                  "batch under TP), no communication; the model has skill only where its "
+                  "error is below the baseline's",
+                  "error = (predicted - measured) / measured; predicted from the link's rate, "
                   "the compute time measured without communication, the gradient bytes, and "
                   "the probe's latency; bytes = the busiest host, one direction, on the wire",
                   "latency fitted unshaped: the per-message latency that makes the model match "

@@ -299,6 +299,64 @@ def error_summary(rows: Sequence[CheckRow]) -> dict[str, float]:
     return out
 
 
+#: The model's predictions set against the perfect-scaling baseline, and their errors' names.
+_PREDICTIONS = {"none": "error_none", "full": "error_full", "fitted latency": "error_fit"}
+_PREDICTED = {"none": "predicted_none_s", "full": "predicted_full_s",
+              "fitted latency": "predicted_fit_s"}
+
+
+@dataclass(frozen=True)
+class Skill:
+    """One prediction of the model against the perfect-scaling baseline on the same rows.
+
+    ``model`` and ``baseline`` are mean absolute errors (fractions) over the ``rows`` where
+    both exist; ``skill`` = 1 - model / baseline, the share of the baseline's error the model
+    removes, and None where the model does not beat the baseline (no skill is claimed there);
+    ``closer`` counts the rows where the model is nearer the measurement, ``same`` those where
+    its prediction is the baseline's (no communication left exposed)."""
+
+    prediction: str
+    rows: int
+    model: float
+    baseline: float
+    closer: int
+    same: int
+
+    @property
+    def skill(self) -> float | None:
+        if self.baseline <= 0 or self.model >= self.baseline:
+            return None
+        return 1 - self.model / self.baseline
+
+    def line(self) -> str:
+        head = (f"{self.prediction}: {self.model:.1%} against perfect scaling's "
+                f"{self.baseline:.1%} over {self.rows} rows")
+        if self.same == self.rows:
+            return f"{head}: no skill, its prediction is the one-GPU step in every row"
+        if self.skill is None:
+            return f"{head}: no skill, the baseline does as well or better"
+        return (f"{head}: skill {self.skill:.0%} (closer in {self.closer} of {self.rows} "
+                f"rows{f', the same in {self.same}' if self.same else ''})")
+
+
+def skill_summary(rows: Sequence[CheckRow]) -> list[Skill]:
+    """Every prediction of the model beside the perfect-scaling baseline on the rows both
+    have: the baseline's error, the model's, and a skill only where the model beats it."""
+    out = []
+    for name, attr in _PREDICTIONS.items():
+        pairs = [(r, getattr(r, attr)) for r in rows
+                 if getattr(r, attr) is not None and r.error_perfect is not None]
+        if not pairs:
+            continue
+        model = mean([abs(e) for _, e in pairs])
+        base = mean([abs(r.error_perfect) for r, _ in pairs])
+        closer = sum(abs(e) < abs(r.error_perfect) for r, e in pairs)
+        same = sum(math.isclose(getattr(r, _PREDICTED[name]), r.predicted_perfect_s,
+                                rel_tol=1e-9) for r, _ in pairs)
+        out.append(Skill(name, len(pairs), model, base, closer, same))
+    return out
+
+
 # -- the 2017 parameter-server cluster ----------------------------------------------------------
 # TensorFlow 0.12's distributed CIFAR-10 (SyncReplicasOptimizer, parameter servers) on 5 servers of
 # 4 TITAN X (Maxwell), over 1 GbE, 10 GbE and InfiniBand FDR (IPoIB).
