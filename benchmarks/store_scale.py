@@ -1,5 +1,5 @@
-"""How the read commands scale with the store: ``results ls --results``, ``results show --tag``
-and ``results export`` (CSV and JSON) timed on a generated store of N results.
+"""How the read commands scale with the store: ``results ls --results``, ``results show --tag``,
+``results export`` (CSV and JSON) and ``report`` (HTML) timed on a generated store of N results.
 
 The store is made of real records: every record of a committed store (default
 results/pt2.14-cpu/dlbench.db.gz: CPU throughput and net records) copied over and over with new
@@ -135,7 +135,7 @@ def main() -> int:
     ap.add_argument("--template", default=str(TEMPLATE), help="store whose records are copied")
     ap.add_argument("--src", default=str(ROOT / "src"), help="the dlbench source tree to time")
     ap.add_argument("--timeout", type=float, default=600, help="seconds a command may take")
-    ap.add_argument("--only", nargs="*", help="only these commands (ls, show, csv, json)")
+    ap.add_argument("--only", nargs="*", help="only these commands (ls, show, csv, json, report)")
     ap.add_argument("--out", help="write the results as JSON here")
     args = ap.parse_args()
 
@@ -157,6 +157,7 @@ def main() -> int:
                 "--db", str(store)],
         "json": ["results", "export", "--format", "json", "-o", str(out_dir / "all.json"),
                  "--db", str(store)],
+        "report": ["report", "-o", str(out_dir / "report.html"), "--db", str(store)],
     }
     env = {**os.environ, "PYTHONPATH": args.src, "COLUMNS": "200"}
     rows = {}
@@ -164,11 +165,12 @@ def main() -> int:
         if args.only and name not in args.only:
             continue
         rows[name] = r = timed(argv, env, args.timeout)
-        if name in ("csv", "json"):
+        if name in ("csv", "json", "report"):
             written = sum(p.stat().st_size for p in out_dir.iterdir())
             r["output_mb"] = round(written / 1e6, 1)
-            r["records_per_s"] = round(args.n / r["wall_s"]) if r["rc"] == 0 else None
-            r["records_per_cpu_s"] = round(args.n / r["cpu_s"]) if r["rc"] == 0 else None
+            if name != "report":
+                r["records_per_s"] = round(args.n / r["wall_s"]) if r["rc"] == 0 else None
+                r["records_per_cpu_s"] = round(args.n / r["cpu_s"]) if r["rc"] == 0 else None
             for p in out_dir.iterdir():
                 p.unlink()
         print(f"{name:5} {r['wall_s']:9.2f} s wall {r['cpu_s']:9.2f} s cpu "

@@ -136,9 +136,18 @@ class Cmd:
         self.proc.wait(timeout=10)
 
     def temp_left(self) -> list[str]:
-        """dlbench's temporary directories still there (torch's own caches and torchrun's log
-        folder are theirs to keep)."""
-        return sorted(p.name for p in self.tmp.iterdir() if p.name.startswith("dlbench"))
+        """dlbench's temporary directories still there, and torchrun's log folders (its agent
+        is dlbench's child); torch's compile cache is its to keep."""
+        return sorted(p.name for p in self.tmp.iterdir()
+                      if p.name.startswith(("dlbench", "torchelastic")))
+
+    def kill_child(self, needle: str) -> None:
+        """SIGKILL to the first child of this command whose command line holds ``needle``."""
+        for p in self.marked():
+            if needle in " ".join(_cmdline(p)):
+                p.kill()
+                return
+        pytest.fail(f"no child with {needle!r} to kill")
 
 
 def _cmdline(p: psutil.Process) -> list[str]:
@@ -174,9 +183,9 @@ def _result_ids(db: Path) -> list[str]:
     return [r[0] for r in _rows(db, "SELECT id FROM results ORDER BY created_at, rowid")]
 
 
-def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, *args: str, tmp: Path | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1", **({"TMPDIR": str(tmp)} if tmp else {}))
     return subprocess.run([sys.executable, "-c", WRAPPER, *args], env=env, capture_output=True,
                           text=True, timeout=120)
 
@@ -263,6 +272,35 @@ def test_sigkill_leaves_no_worker_and_the_next_command_marks_the_run_stale(tmp_p
     assert _result_ids(db)[:len(kept)] == kept and len(_result_ids(db)) == len(kept) + 1
 
 
+def test_the_temporary_folder_of_a_killed_dlbench_goes_with_the_next_run(tmp_path):
+    db = tmp_path / "s.db"
+    cmd = _sweep(tmp_path, db)
+    cmd.wait_for(lambda: cmd.worker_running(), label="a worker")
+    cmd.signal(signal.SIGKILL)
+    assert cmd.orphans_after() == []
+    assert [n.split("-")[:2] for n in cmd.temp_left()] == [["dlbench", "run"]]  # one folder
+    again = _run(tmp_path, "throughput", "-m", "tiny_mlp", "-b", "2", "--device", "cpu",
+                 "--isolate", "--db", str(db), *FAST, tmp=cmd.tmp)
+    assert again.returncode == 0, again.stderr
+    assert cmd.temp_left() == []   # the killed run's folder, and this run's own
+
+
+def test_a_killed_isolated_worker_is_a_row_and_leaves_no_temporary_folder(tmp_path):
+    db = tmp_path / "s.db"
+    cmd = Cmd(tmp_path, "throughput", "-m", "tiny_cnn", "-b", "2", "--device", "cpu",
+              "--isolate", "--db", str(db), "-q", *FAST, "--max-time", "60",
+              "--target-ci", "0.00001")
+    cmd.wait_for(lambda: cmd.worker_running(), label="a worker")
+    for p in cmd.marked():  # the worker: a child of the zygote
+        if "dlbench.launch.zygote" in " ".join(_cmdline(p.parent())):
+            p.kill()
+            break
+    assert cmd.proc.wait(timeout=120) == 3, cmd.stderr()[-3000:]   # a failed row; sweep went on
+    docs = [json.loads(r[0]) for r in _rows(db, "SELECT record_json FROM results")]
+    assert docs[0]["error_type"] == "crashed" and "code -9" in docs[0]["error"], docs[0]
+    assert cmd.orphans_after() == [] and cmd.temp_left() == []
+
+
 def test_a_run_of_a_live_process_or_another_host_is_not_stale(tmp_path):
     db = tmp_path / "s.db"
     with Store(db) as store:
@@ -328,6 +366,19 @@ def test_a_signal_during_a_scaling_job_ends_torchrun_and_its_ranks(tmp_path, sig
     assert cmd.orphans_after() == []
     assert cmd.temp_left() == []
     assert _statuses(db) == ["interrupted"]
+
+
+def test_a_rank_killed_with_sigkill_is_a_row_and_leaves_no_temporary_folder(tmp_path):
+    db = tmp_path / "d.db"
+    cmd = _scale(tmp_path, db)
+    cmd.wait_for(lambda: sum("dlbench.launch.rank" in " ".join(_cmdline(p))
+                             for p in cmd.marked()) >= 2, label="two ranks")
+    time.sleep(1.0)
+    cmd.kill_child("dlbench.launch.rank")
+    assert cmd.proc.wait(timeout=60) == 3, cmd.stderr()[-3000:]   # the job's failure is a row
+    assert cmd.orphans_after() == []
+    assert cmd.temp_left() == []   # torchrun's log folder (was left by every job) and dlbench's
+    assert _statuses(db) == ["done"]
 
 
 def test_sigkill_during_a_scaling_job_leaves_no_rank(tmp_path):

@@ -112,3 +112,112 @@ def test_the_worker_refuses_too_when_no_preflight_ran(monkeypatch):
     cfg = ThroughputConfig(model="tiny_mlp", batch_size=2, device="cpu")
     with pytest.raises(ModelTooLargeError, match="more than the host's RAM"):
         throughput.measure(cfg, env={}, idle_baseline=False)
+
+
+# -- dlbench scale: each rank's share, as its strategy splits the model ------------------------
+def _scaling(strategy: str, gpus: int = 4, optimizer: str = "sgd", offload: bool = False):
+    from dlbench.records.scaling import ScalingConfig
+
+    base = ThroughputConfig(model="tiny_llama", batch_size=2, device="cpu", optimizer=optimizer)
+    return ScalingConfig(base=base, gpus=gpus, strategy=strategy, offload=offload)
+
+
+def test_each_strategy_splits_the_state_but_every_rank_builds_the_whole_model():
+    from dlbench.models.size import ParamCount
+    from dlbench.workloads.size_guard import rank_min_bytes
+
+    p = 1000
+    count = ParamCount(total=p, trainable=p)
+    assert rank_min_bytes(_scaling("ddp"), count) == (12 * p, 0)
+    assert rank_min_bytes(_scaling("ddp", optimizer="adamw"), count) == (16 * p, 0)
+    assert rank_min_bytes(_scaling("ps"), count) == (8 * p + p, 0)    # momentum: 1/4 each
+    assert rank_min_bytes(_scaling("fsdp", gpus=2), count) == (6 * p, 0)
+    # over 4 ranks the shard (3 bytes) is smaller than the model each rank built first (4)
+    assert rank_min_bytes(_scaling("fsdp"), count) == (4 * p, 0)
+    assert rank_min_bytes(_scaling("tp", gpus=2), count) == (6 * p, 0)
+    assert rank_min_bytes(_scaling("fsdp+tp"), count) == (4 * p, 0)
+    assert rank_min_bytes(_scaling("fsdp", gpus=2, offload=True), count) == (4 * p, 6 * p)
+    frozen = ParamCount(total=p, trainable=p // 2)   # frozen weights: 4 bytes, no state
+    assert rank_min_bytes(_scaling("ddp"), frozen) == (4 * p // 2 + 12 * p // 2, 0)
+
+
+def test_the_ranks_of_one_host_share_its_ram(monkeypatch):
+    from dlbench.workloads import size_guard
+    from dlbench.workloads.size_guard import ModelTooLargeError, check_scaling_fits
+
+    spec = get_model("tiny_llama")
+    p = spec.count_params().total
+    # 2 CPU ranks: ddp needs 2 x 12 bytes a parameter, fsdp 2 x 6
+    monkeypatch.setattr(size_guard, "device_memory", lambda device: 16 * p)
+    check_scaling_fits(_scaling("fsdp", gpus=2), spec, torch.device("cpu"))
+    with pytest.raises(ModelTooLargeError, match=r"the 2 ranks of a host need .*, or shard "
+                                                 r"it \(--strategy fsdp\)"):
+        check_scaling_fits(_scaling("ddp", gpus=2), spec, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_a_model_far_too_large_for_its_ranks_is_refused_by_scale(tmp_path, strategy):
+    pytest.importorskip("transformers")
+    db = tmp_path / "s.db"
+    t = time.monotonic()
+    p = dlbench("scale", "-m", hf_name(n_layer=10000), "--device", "cpu", "--gpus", "2",
+                "--strategy", strategy, "-b", "1", "--db", str(db), *FAST, cwd=tmp_path,
+                timeout=60)
+    elapsed = time.monotonic() - t
+    assert p.returncode == 2, p.stderr[-3000:]
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    assert f"70.9 billion parameters with --strategy {strategy} on 2 rank(s)" in lines[0]
+    assert "host's RAM" in lines[0] and "every rank builds the whole model" in lines[0]
+    assert elapsed < 30, f"refused after {elapsed:.0f} s"
+    assert not db.exists()  # no process started, no run, no row
+
+
+def test_a_rank_refuses_too_when_no_preflight_ran(monkeypatch):
+    from dlbench.workloads import size_guard
+    from dlbench.workloads.scaling import measure_rank
+    from dlbench.workloads.size_guard import ModelTooLargeError
+
+    monkeypatch.setattr(size_guard, "device_memory", lambda device: 1024)
+    with pytest.raises(ModelTooLargeError, match="--strategy ddp on 1 rank"):
+        measure_rank(_scaling("ddp", gpus=1), 0, None)
+
+
+# -- dlbench generate: the weights against the GPU, or the host's available memory ----------------
+def test_a_language_model_far_too_large_is_refused_by_generate_on_the_cpu(tmp_path):
+    pytest.importorskip("transformers")
+    db = tmp_path / "g.db"
+    t = time.monotonic()
+    p = dlbench("generate", "-m", hf_name(n_layer=10000), "--device", "cpu", "--db", str(db),
+                "--output-len", "2", "--prompt-len", "2", cwd=tmp_path, timeout=60)
+    elapsed = time.monotonic() - t
+    assert p.returncode == 2, p.stderr[-3000:]
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    assert "70.9 billion parameters need 264.2 GiB for their fp32 weights alone" in lines[0]
+    assert "the host's available memory" in lines[0] and "--precision bf16" in lines[0]
+    assert elapsed < 30, f"refused after {elapsed:.0f} s"
+    assert not db.exists()
+
+
+def test_a_generation_batch_too_large_for_the_host_is_a_row_not_a_killed_process(monkeypatch):
+    pytest.importorskip("transformers")
+    import psutil
+
+    from dlbench.models.lm import get_lm, meta_shape
+    from dlbench.records.generate import GenerateConfig
+    from dlbench.workloads import generate
+
+    name = hf_name(**TINY_GPT2)
+    shape = meta_shape(get_lm(name))
+    cfg = GenerateConfig(model=name, batch_size=64, prompt_len=8, output_len=8, device="cpu",
+                         precision="fp32")
+    from dlbench.measure import generation as gen
+    per_seq = 2 * gen.kv_cache_bytes(shape, "fp32", 1, 16) + \
+        gen.prefill_activation_bytes(shape, "fp32", 8)
+    room = int((shape.params * 4 + 4 * per_seq) / 0.9)   # the weights and 4 sequences
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: type("VM", (), {"available": room}))
+    with pytest.raises(torch.OutOfMemoryError, match=r"more than the host's available memory .*"
+                                                     r"-b \d or less fits$"):
+        generate.check_fits(cfg, shape, torch.device("cpu"))
+    generate.check_weights_fit(cfg, torch.device("cpu"))  # the weights alone fit

@@ -1,12 +1,18 @@
 """``dlbench --help`` loads no torch: help is the first thing a user types, and importing torch
 costs about a second. Each check runs in a fresh interpreter (this process has torch loaded).
-No timing is asserted (it flakes on a busy machine); the module list is what decides it."""
+No timing is asserted (it flakes on a busy machine); the module list is what decides it.
+
+A Ctrl-C during start-up (the commands' modules loading, torch importing, the plan and the
+store) ends the command with one line and exit 130, before any run is opened, wherever it
+lands."""
 
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -90,3 +96,88 @@ def test_every_subcommand_help_imports_no_torch():
     assert {"run", "throughput", "results", "results ls", "gpus"} <= set(out["seen"])
     assert not out["loaded"]
     assert set(out["heavy"]) == set(HEAVY_HELP), out["heavy"]
+
+
+# -- a Ctrl-C during start-up ---------------------------------------------------------------------
+# Each case is a Ctrl-C at a set moment of start-up, placed by an import finder: at the first
+# import of MODULE it does HOW, as the real interruptions were seen doing at random moments.
+INTERRUPT = r"""
+import os, signal, sys, time
+
+MODULE = {module!r}
+
+
+def lost():  # a real SIGINT whose KeyboardInterrupt C code swallows (torch's numpy start-up)
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(10)
+    except KeyboardInterrupt:
+        pass
+
+
+class Interrupt:
+    done = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name == MODULE and not Interrupt.done:
+            Interrupt.done = True
+            {how}
+        return None
+
+
+sys.meta_path.insert(0, Interrupt())
+"""
+HOWS = {
+    # the interrupt is lost inside an import; the command must not go on to measure
+    "lost": "lost()",
+    # ... and the import then fails (numpy: "cannot load module more than once per process")
+    "lost, then an ImportError": "lost(); raise ImportError('cannot load module more than "
+                                 "once per process')",
+    # a KeyboardInterrupt that leaves an exec() of a string (dataclasses make methods so)
+    "inside exec()": "exec('raise KeyboardInterrupt')",
+}
+THROUGHPUT = ["throughput", "-m", "tiny_mlp", "--device", "cpu", "-b", "2", "-q",
+              "--min-steps", "5", "--min-time", "0.05", "--max-time", "1"]
+
+
+def _interrupted(tmp_path, module: str, how: str, via_m: bool = False):
+    """``dlbench throughput`` interrupted at the first import of ``module``."""
+    db = tmp_path / "s.db"
+    code = INTERRUPT.format(module=module, how=HOWS[how])
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if via_m:  # `python -m dlbench`, the finder placed by a sitecustomize
+        (tmp_path / "sitecustomize.py").write_text(code)
+        env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), SRC, env.get("PYTHONPATH", "")])
+        argv = [sys.executable, "-m", "dlbench", *THROUGHPUT, "--db", str(db)]
+    else:
+        env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+        argv = [sys.executable, "-c", code + "\nfrom dlbench.cli import main\n"
+                "sys.exit(main(sys.argv[1:]))", *THROUGHPUT, "--db", str(db)]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    return p, db
+
+
+def _runs_and_results(db) -> tuple[int, int]:
+    import sqlite3
+    if not db.exists():
+        return 0, 0
+    con = sqlite3.connect(db)
+    try:
+        return tuple(con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                     for t in ("runs", "results"))
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("module,how,via_m", [
+    ("torch", "lost", False),
+    ("torch", "lost, then an ImportError", False),
+    ("dlbench.commands.bench", "inside exec()", False),   # while the parser is built
+    ("dlbench.jobs.plans", "inside exec()", True),        # `python -m dlbench`
+], ids=["lost-in-an-import", "lost-then-import-error", "building-the-parser", "python-m"])
+def test_a_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path, module, how, via_m):
+    p, db = _interrupted(tmp_path, module, how, via_m)
+    assert p.returncode == 130, (p.returncode, p.stderr[-3000:])
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: interrupted"), p.stderr[-3000:]
+    assert _runs_and_results(db) == (0, 0)   # before the first config: no run, no result

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,39 @@ def test_several_kinds_to_stdout_are_refused_before_writing(big, capsys):
     assert main(["results", "export", "--format", "csv", "--db", str(big)]) == 2
     cap = capsys.readouterr()
     assert cap.out == "" and "2 kinds (throughput, net)" in cap.err
+
+
+def test_a_report_of_a_large_store_draws_the_newest_results_and_tables_every_one(big, tmp_path,
+                                                                                   capsys):
+    from dlbench.report.charts.base import MAX_DRAWN
+
+    with Store(big, readonly=True) as st:
+        thr = [r for r in st.results(kind="throughput") if r.summary() is not None]
+    out = tmp_path / "r.html"
+    assert main(["report", "--db", str(big), "-o", str(out)]) == 0
+    assert f"wrote {out} ({N} result(s)" in capsys.readouterr().err
+    html = out.read_text()
+    # a chart of bars per unit, the newest MAX_DRAWN results of that unit where there are more
+    per_unit = Counter(r.unit for r in thr)
+    assert max(per_unit.values()) > MAX_DRAWN
+    for n in per_unit.values():
+        note = f"(the newest {MAX_DRAWN} of {n:,} results; the tables list every one)"
+        assert (note in html) == (n > MAX_DRAWN), note
+    # ... and every result in the throughput table, whose rows start with the model
+    models = {r.config.model for r in thr}
+    rows = sum(html.count(f"<tr><td>{m}</td>") for m in models)
+    assert rows >= len(thr), f"{rows} table rows for {len(thr)} results"
+
+
+def test_newest_keeps_the_last_items_and_says_so():
+    from dlbench.report.charts.base import MAX_DRAWN, newest
+
+    few = list(range(MAX_DRAWN))
+    assert newest(few) == (few, "")
+    many = list(range(3 * MAX_DRAWN + 1))
+    kept, note = newest(many, "points")
+    assert kept == many[-MAX_DRAWN:]
+    assert note == f" (the newest {MAX_DRAWN} of {len(many):,} points; the tables list every one)"
 
 
 def _merge(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess:

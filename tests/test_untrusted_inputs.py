@@ -150,11 +150,40 @@ def in_factory():
     if torch.empty(0).device.type != "meta":  # the spec is read on the meta device first
         sys.exit(0)
     return Quits(), {"kind": "image", "input_size": 8, "num_classes": 4}
+
+
+class Stop(BaseException):  # a BaseException of the model's own: no Exception, no Ctrl-C
+    pass
+
+
+class Raises(Quits):
+    def forward(self, x):
+        if x.device.type != "meta":
+            raise Stop("done here")
+        return self.conv(x).mean((2, 3))
+
+
+def own_base_exception():
+    return Raises(), {"kind": "image", "input_size": 8, "num_classes": 4}
+
+
+def ten_classes():  # for dlbench train, whose datasets have 10 classes
+    model = Quits()
+    model.conv = nn.Conv2d(3, 10, 3)
+    return model, {"kind": "image", "input_size": 28, "num_classes": 10}
+
+
+def at_once():  # exits even while dlbench reads the input it describes
+    sys.exit(0)
+
+
+def language_model():  # dlbench generate: a factory of a causal LM
+    sys.exit(0)
 """
 
 
 @pytest.mark.parametrize("isolate", [False, True], ids=["inline", "isolate"])
-@pytest.mark.parametrize("where", ["in_forward", "in_factory"])
+@pytest.mark.parametrize("where", ["in_forward", "in_factory", "own_base_exception"])
 def test_a_model_that_calls_sys_exit_is_a_failed_row(tmp_path, where, isolate):
     (tmp_path / "quits.py").write_text(EXITING_MODEL)
     p = dlbench("throughput", "-m", f"quits.py:{where}", "--device", "cpu", "-b", "2",
@@ -163,7 +192,58 @@ def test_a_model_that_calls_sys_exit_is_a_failed_row(tmp_path, where, isolate):
     assert p.returncode == 3, p.stdout + p.stderr   # a failed result, as any other
     (doc,) = json.loads(p.stdout)
     assert doc["status"] == "error"
-    assert "called sys.exit(0)" in doc["error"], doc["error"]
+    said = "raised Stop('done here')" if where == "own_base_exception" else "called sys.exit(0)"
+    assert f"ModelExitedError: the model's code {said}" in doc["error"], doc["error"]
+
+
+def _one_failed_row(p: subprocess.CompletedProcess) -> dict:
+    assert p.returncode == 3, p.stdout[-2000:] + p.stderr[-3000:]
+    (doc,) = json.loads(p.stdout)
+    assert doc["status"] == "error" and doc["error_type"] == "exception", doc
+    assert "ModelExitedError: the model's code called sys.exit(0)" in doc["error"], doc["error"]
+    return doc
+
+
+def test_a_model_that_calls_sys_exit_in_a_scaling_rank_is_a_failed_row(tmp_path):
+    (tmp_path / "quits.py").write_text(EXITING_MODEL)
+    doc = _one_failed_row(dlbench(
+        "scale", "--device", "cpu", "--gpus", "2", "-m", "quits.py:in_forward", "-b", "2",
+        "--warmup", "1", "--warmup-time", "0", "--min-steps", "5", "--min-time", "0.05",
+        "--max-time", "0.5", "--target-ci", "0.05", "--db", str(tmp_path / "s.db"), "-q",
+        "--json", cwd=tmp_path, timeout=240))
+    assert doc["error"].startswith("rank "), doc["error"]   # the rank that exited first
+
+
+def test_a_model_that_calls_sys_exit_in_training_is_a_failed_run(tmp_path):
+    from fakes.datasets import mnist5k_dir
+    (tmp_path / "quits.py").write_text(EXITING_MODEL)
+    data = mnist5k_dir(tmp_path / "mnist5k")
+    _one_failed_row(dlbench(
+        "train", "--dataset", "mnist5k", *(["--data-dir", data] if data else []),
+        "-m", "quits.py:ten_classes", "--target", "0.5", "--max-epochs", "1", "--no-mllog",
+        "--db", str(tmp_path / "t.db"), "-q", "--json", cwd=tmp_path))
+
+
+def test_a_language_model_that_calls_sys_exit_is_a_failed_row(tmp_path):
+    (tmp_path / "quits.py").write_text(EXITING_MODEL)
+    _one_failed_row(dlbench(
+        "generate", "--device", "cpu", "-m", "quits.py:language_model", "--prompt-len", "4",
+        "--output-len", "2", "--db", str(tmp_path / "g.db"), "-q", "--json", cwd=tmp_path))
+
+
+@pytest.mark.parametrize("source,said", [
+    ("import sys\nsys.exit(0)\n", "called sys.exit(0) while it was imported"),
+    (EXITING_MODEL, "called sys.exit(0) while dlbench read the input it describes")],
+    ids=["imported", "reading-its-input"])
+def test_a_model_file_that_exits_in_dlbenchs_own_process_is_a_usage_error(tmp_path, source,
+                                                                          said):
+    (tmp_path / "quits.py").write_text(source)
+    db = tmp_path / "q.db"
+    p = dlbench("throughput", "-m", "quits.py:at_once", "--device", "cpu", "-b", "2",
+                "--db", str(db), "-q", *FAST, cwd=tmp_path)
+    assert p.returncode == 2, p.stdout + p.stderr   # was exit 0, nothing said, nothing stored
+    assert len(p.stderr.strip().splitlines()) == 1 and said in p.stderr, p.stderr
+    assert not db.exists()
 
 
 # -- a reader that stops early ------------------------------------------------------------------

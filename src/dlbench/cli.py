@@ -60,10 +60,14 @@ def interrupted_at(tb: TracebackType | None) -> str:
     dlbench's own code says it (and the innermost frame of all, when that is a library's: a
     database lock, a subprocess wait).
     """
-    frames = [(f.f_code, line) for f, line in traceback.walk_tb(tb)]
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    # the signal handler's frame, or a checkpoint's, says how the interrupt was raised, not
+    # where the command was
+    handler = os.path.abspath(signals.__file__)
+    frames = [(f.f_code, line) for f, line in traceback.walk_tb(tb)
+              if os.path.abspath(f.f_code.co_filename) != handler]
     if not frames:
         return ""
-    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
     def ours(code) -> bool:
         return os.path.abspath(code.co_filename).startswith(package)
@@ -93,12 +97,23 @@ def debugging(args: argparse.Namespace | None = None) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every way it can end is one of the documented exit codes (EXIT_CODES)
     and, for a failure, one line on stderr: the traceback only with ``--debug``."""
-    args = build_parser().parse_args(argv)
-    args.command_line = "dlbench " + shlex.join(sys.argv[1:] if argv is None else list(argv))
+    args = None
     try:
-        _quiet_broken_pipe()
-        with signals.installed():  # SIGTERM and SIGHUP end every command as Ctrl-C does
-            return args.handler(args)
+        try:
+            # SIGTERM and SIGHUP end every command as Ctrl-C does, from the first moment: a
+            # signal while the commands' modules load is one line and exit 130 too
+            with signals.installed():
+                args = build_parser().parse_args(argv)
+                args.command_line = "dlbench " + shlex.join(sys.argv[1:] if argv is None
+                                                            else list(argv))
+                _quiet_broken_pipe()
+                return args.handler(args)
+        except Exception as exc:
+            if signals.interrupted():  # an error the interrupt caused (an import cut short:
+                # numpy then refuses to load again): the interrupt is what happened
+                raise KeyboardInterrupt(signals.interrupted()).with_traceback(
+                    exc.__traceback__) from exc
+            raise
     except USER_ERRORS as exc:
         _debug_traceback(args)
         error(one_line(exc))
@@ -148,7 +163,7 @@ def _quiet_broken_pipe() -> None:
     Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]
 
 
-def _debug_traceback(args: argparse.Namespace) -> None:
+def _debug_traceback(args: argparse.Namespace | None) -> None:
     """With --debug (or DLBENCH_DEBUG=1), the traceback of the exception being handled."""
     if debugging(args):
         traceback.print_exc(file=sys.stderr)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, Sequence
 
 from dlbench import env as envmod
+from dlbench.launch import signals
 from dlbench.records.base import ErrorType, new_id
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store, StoreWriteError
@@ -114,6 +115,7 @@ def run_sweep(configs: Sequence[ThroughputConfig], store: Store, launcher: Launc
     progress = progress or NullProgress()
     key = env_key(env)
     outcome = SweepOutcome(run_id=new_id())
+    signals.check()  # a Ctrl-C lost in start-up's imports ends it here, before a run opens
     store.start_run(outcome.run_id, command, env, key, envmod.device_label(env), suite, tag)
     if repeat == 1:
         done = store.measured_keys(key) if resume else set()
@@ -124,6 +126,7 @@ def run_sweep(configs: Sequence[ThroughputConfig], store: Store, launcher: Launc
     progress.begin(len(configs) * repeat)
     try:
         for cfg in configs:
+            signals.check()  # one swallowed by the last config's code: no next config
             if repeat > 1:
                 _measure_group(cfg, store, launcher, env, key, outcome, progress, repeat, done,
                                groups, failed)

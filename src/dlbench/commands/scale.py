@@ -213,6 +213,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
         configs = [_with_tp(c, args.tp) for c in configs]
     if args.offload or args.fp8:  # ScalingConfig refuses a strategy the lever does not apply to
         configs = [replace(c, offload=args.offload, fp8=args.fp8) for c in configs]
+    plans.preflight_scaling(configs)  # each rank's share of the model fits its device
     if args.fp8:  # torchao importable here, before any process starts (the ranks import it)
         from dlbench.workloads import fp8  # heavy: torch
         fp8.check_installed()

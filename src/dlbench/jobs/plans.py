@@ -20,7 +20,7 @@ from dlbench.records.scaling import ScalingConfig
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.suites import DeviceFacts, gpu_batch
 from dlbench.workloads.devices import bf16_available, check_supported, resolve_device
-from dlbench.workloads.size_guard import check_fits
+from dlbench.workloads.size_guard import check_fits, check_scaling_fits
 
 C = TypeVar("C")
 
@@ -42,6 +42,13 @@ def preflight(configs: Iterable[ThroughputConfig], fits: bool = True) -> None:
         check_supported(cfg, spec, device)
         if fits:
             check_fits(cfg, spec, device)
+
+
+def preflight_scaling(configs: Iterable[ScalingConfig]) -> None:
+    """Every scaling config's model small enough for its ranks, split as its strategy splits
+    it (``workloads.size_guard.check_scaling_fits``): checked before any process starts."""
+    for cfg in configs:
+        check_scaling_fits(cfg, get_model(cfg.base.model), resolve_device(cfg.base.device))
 
 
 def on_gpu(device: str, facts: DeviceFacts) -> bool:

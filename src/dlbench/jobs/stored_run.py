@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Any, Callable
 
 from dlbench import env as envmod
+from dlbench.launch import signals
 from dlbench.records.base import new_id
 from dlbench.store import Store
 from dlbench.sweep import env_key
@@ -42,6 +43,7 @@ class StoredRun:
         self.status = "running"
 
     def __enter__(self) -> StoredRun:
+        signals.check()  # a Ctrl-C lost in start-up's imports ends it here, before a run opens
         self.store.start_run(self.run_id, self.command, self.env, self.env_key, self.device,
                              self.suite, self.tag)
         return self

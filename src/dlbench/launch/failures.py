@@ -71,13 +71,24 @@ def describe(exc: BaseException) -> str:
 
 
 class ModelExitedError(RuntimeError):
-    """Model code (a factory, a forward) raised SystemExit: ``sys.exit``, ``exit()``."""
+    """Model code (a factory, a forward) raised SystemExit (``sys.exit``, ``exit()``) or another
+    BaseException that is no Exception and no Ctrl-C: the model's failure, never dlbench's end."""
 
 
-def model_exited(exc: SystemExit) -> ModelExitedError:
-    """The error a model's SystemExit becomes, with the frames that raised it."""
-    err = ModelExitedError(f"the model's code called sys.exit({exc.code!r}) while it was built "
-                           "or measured; nothing was measured")
+def is_model_exit(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while a model was built or measured, is the model ending the
+    process (``sys.exit``, a BaseException of its own) rather than an error or a Ctrl-C."""
+    return not isinstance(exc, (Exception, KeyboardInterrupt, GeneratorExit))
+
+
+def model_exited(exc: BaseException) -> ModelExitedError:
+    """The error a model's SystemExit (or other BaseException) becomes, with the frames that
+    raised it."""
+    what = (f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else
+            f"raised {type(exc).__name__}({str(exc)[:200]!r}) (a BaseException, not an "
+            "Exception)")
+    err = ModelExitedError(f"the model's code {what} while it was built or measured; nothing "
+                           "was measured")
     return err.with_traceback(exc.__traceback__)
 
 

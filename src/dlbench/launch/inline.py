@@ -3,8 +3,8 @@
 An out-of-memory is caught and the cache released, so the sweep goes on. An error that leaves
 CUDA unusable (illegal memory access) cannot be recovered in-process: the record says so and the
 sweep stops; ``--isolate`` runs each benchmark in a fresh process instead. A model whose code
-calls ``sys.exit`` (in its factory or its forward) ends its row as a failure that says so, never
-dlbench with exit 0 and nothing measured.
+calls ``sys.exit`` (in its factory or its forward), or raises a BaseException of its own, ends
+its row as a failure that says so, never dlbench with exit 0 and nothing measured.
 """
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from dlbench.launch.failures import FATAL_HINT, failure_record, model_exited, release_memory
+from dlbench.launch.failures import (
+    FATAL_HINT,
+    failure_record,
+    is_model_exit,
+    model_exited,
+    release_memory,
+)
 from dlbench.launch.lookup import find_worker
 from dlbench.records import Record, record_type_for
 from dlbench.records.base import ErrorType
@@ -47,7 +53,11 @@ class InlineLauncher:
             return measure(cfg, env, flops=_no_flops, **kwargs)
         except Exception as exc:  # failures are data (KeyboardInterrupt is not an Exception)
             record = failure_record(cfg, env, exc)
-        except SystemExit as exc:  # the model's code called sys.exit: a failure, not dlbench's end
+        except BaseException as exc:
+            if not is_model_exit(exc):  # Ctrl-C, SIGTERM, SIGHUP: the sweep's to handle
+                raise
+            # the model's code called sys.exit (or raised a BaseException of its own): a
+            # failure, not dlbench's end
             record = failure_record(cfg, env, model_exited(exc))
         if record.error_type == ErrorType.FATAL:
             # Nothing can be released from a broken context (empty_cache would raise again);

@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 import torch
 import torch.distributed as dist
 
-from dlbench.launch.failures import classify, describe
+from dlbench.launch.failures import classify, describe, is_model_exit, model_exited
 from dlbench.launch.lookup import find_worker
 from dlbench.launch.signals import exit_with_parent
 from dlbench.records.base import ErrorType
@@ -40,7 +40,11 @@ def write_json(path: Path, doc: Any) -> None:
 
 
 def fail(out_dir: Path, rank: int, exc: BaseException) -> NoReturn:
-    """Write the rank's failure (``rank<R>.json``) for the parent, and end the process at once."""
+    """Write the rank's failure (``rank<R>.json``) for the parent, and end the process at once.
+    A model's ``sys.exit`` (or a BaseException of its own) is said as such; a Ctrl-C or a
+    signal is the rank's crash."""
+    if is_model_exit(exc):
+        exc = model_exited(exc)
     write_json(out_dir / f"rank{rank}.json",
                {"rank": rank, "ok": False, "time": time.time(),
                 "injected": "failure injected" in str(exc), "host": socket.gethostname(),

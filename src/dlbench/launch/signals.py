@@ -5,7 +5,9 @@ terminal sends SIGHUP; by default either kills Python outright, so no ``finally`
 ``--isolate`` workers go on computing, the run reads "running" forever and temporary folders
 stay. :func:`install` turns both into :class:`KeyboardInterrupt`, the one path Ctrl-C already
 takes (records so far kept, the run marked interrupted, exit code 130). A signal that was ignored
-when dlbench started (``nohup`` ignores SIGHUP) stays ignored.
+when dlbench started (``nohup`` ignores SIGHUP) stays ignored. Every signal (Ctrl-C too) is
+noted, so that one that lands inside an import and is lost there still ends the command:
+:func:`check` raises it again before a run starts or a config is measured.
 
 :func:`stop` ends the children: SIGTERM to each one's process group, SIGKILL after a grace
 period, every one reaped; the descendants that left the group (torchrun starts each rank in a
@@ -23,6 +25,8 @@ import threading
 import time
 from typing import Callable, Iterator, Sequence
 
+from dlbench.launch import tempdirs
+
 #: What is handled like Ctrl-C, besides SIGINT itself.
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 #: After SIGTERM, how long a child's process group gets before SIGKILL.
@@ -36,27 +40,60 @@ PARENT_ENV = "DLBENCH_PARENT_PID"
 SAFE_PATH_ENV = "PYTHONSAFEPATH"
 
 
+#: Signals received while :func:`install`'s handlers were in place (their names), and how many
+#: installs are in force: what :func:`check` and :func:`interrupted` read.
+_received: list[str] = []
+_installs = 0
+
+
 def _interrupt(signum: int, frame) -> None:
     # Python runs handlers in the main thread, between bytecodes: this unwinds like Ctrl-C.
+    # It is noted first: a KeyboardInterrupt raised inside an import can be swallowed by C code
+    # there (torch's numpy start-up clears it), or turned into another error later (numpy then
+    # refuses a second import), and the note lets dlbench end as interrupted all the same.
+    _received.append(signal.Signals(signum).name)
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def install() -> Callable[[], None]:
-    """Handle SIGTERM and SIGHUP like Ctrl-C in this process; returns a function that puts the
-    previous handlers back. Outside the main thread it does nothing (Python allows handlers only
-    there). A signal set to be ignored (``nohup``) or handled by someone else is left alone."""
+    """Handle SIGTERM and SIGHUP like Ctrl-C in this process, and note every one of them and
+    every Ctrl-C (:func:`interrupted`); returns a function that puts the previous handlers
+    back. Outside the main thread it does nothing (Python allows handlers only there). A signal
+    set to be ignored (``nohup``) or handled by someone else is left alone."""
+    global _installs
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     old = {}
     for sig in SIGNALS:
         if signal.getsignal(sig) is signal.SIG_DFL:
             old[sig] = signal.signal(sig, _interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Python's Ctrl-C
+        old[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
+    if _installs == 0:
+        _received.clear()
+    _installs += 1
 
     def restore() -> None:
+        global _installs
+        _installs -= 1
         for sig, handler in old.items():
             if signal.getsignal(sig) is _interrupt:
                 signal.signal(sig, handler)
     return restore
+
+
+def interrupted() -> str | None:
+    """The first signal (``SIGINT``, ``SIGTERM``, ``SIGHUP``) received since the handlers were
+    last installed, or None: whether an error that follows is really an interruption."""
+    return _received[0] if _received else None
+
+
+def check() -> None:
+    """Raise KeyboardInterrupt if a signal came while the handlers are in force: a checkpoint
+    before work starts (a run opened, a config measured), so that a Ctrl-C swallowed on the way
+    (inside an import) still ends the command as interrupted, not after the whole sweep."""
+    if _installs > 0 and _received:
+        raise KeyboardInterrupt(_received[0])
 
 
 @contextlib.contextmanager
@@ -136,9 +173,11 @@ def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
     what ``python -P`` does, but inherited by the grandchildren torchrun starts): ``python -m``
     would otherwise put the working directory first on ``sys.path``, where a ``json.py`` or a
     ``dataclasses.py`` lying in it would be imported, and run, instead of the standard library's.
+    Its ``TMPDIR`` is this process's folder (:mod:`dlbench.launch.tempdirs`), removed when this
+    process exits, so that nothing a child leaves in a temporary folder outlives the run.
     """
     return {**(os.environ if env is None else env), PARENT_ENV: str(os.getpid()),
-            SAFE_PATH_ENV: "1"}
+            SAFE_PATH_ENV: "1", **tempdirs.child_tmp_env()}
 
 
 def exit_with_parent() -> None:

@@ -23,7 +23,7 @@ import tempfile
 import time
 from typing import Any
 
-from dlbench.launch import signals
+from dlbench.launch import signals, tempdirs
 from dlbench.records import Record, record_from_dict, record_type_for
 from dlbench.records.base import ErrorType
 
@@ -48,7 +48,7 @@ class SubprocessLauncher:
         return SubprocessLauncher(self.timeout_s, count_flops=False, idle_baseline=False)
 
     def run(self, cfg: Any, env: dict) -> Record:
-        with tempfile.TemporaryDirectory(prefix="dlbench-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="dlbench-", dir=tempdirs.root()) as tmp:
             out_path = os.path.join(tmp, "record.json")
             job = {"kind": record_type_for(cfg).kind, "config": cfg.to_dict(), "env": env,
                    "out": out_path, "count_flops": self.count_flops,

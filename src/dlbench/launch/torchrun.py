@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import torch
 
-from dlbench.launch import signals
+from dlbench.launch import signals, tempdirs
 from dlbench.launch.interconnect import interconnect_env
 from dlbench.measure.nccl_tuning import UNKNOWN
 from dlbench.records.base import ErrorType
@@ -143,7 +143,7 @@ class TorchrunLauncher:
         (``job["worker"]``, ``"module:function"``) and its process group's ``backend``; every
         rank calls ``worker(job, local_rank, control)`` (see :mod:`dlbench.launch.rank`)."""
         launch_env = {**self.extra_env, **interconnect_env(interconnect)}
-        with tempfile.TemporaryDirectory(prefix="dlbench-dist-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="dlbench-dist-", dir=tempdirs.root()) as tmp:
             out_dir = Path(tmp)
             job = {**job, "out_dir": str(out_dir), "pg_timeout_s": self.pg_timeout_s}
             job_path = out_dir / "job.json"

@@ -22,6 +22,7 @@ Spelling:
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import hashlib
@@ -32,7 +33,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 from torch import nn
@@ -448,13 +449,14 @@ def _file(full: str, path: str, func: str) -> ModelSpec:
     takes_size = _takes_input_size(factory)
     # The factory is called once here to learn the input it describes: on the meta device,
     # where building costs no memory and no time; on the CPU where meta cannot build it.
-    try:
-        with torch.device("meta"):
+    with _model_code(full, "while dlbench read the input it describes"):
+        try:
+            with torch.device("meta"):
+                _, spec = _call(full, factory, None, takes_size)
+        except ModelSourceError:
+            raise
+        except Exception:
             _, spec = _call(full, factory, None, takes_size)
-    except ModelSourceError:
-        raise
-    except Exception:
-        _, spec = _call(full, factory, None, takes_size)
 
     def build(input_size: int) -> nn.Module:
         model, _ = _call(full, factory, input_size, takes_size)
@@ -493,11 +495,35 @@ def _load_module(file: Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with _model_code(str(file), "while it was imported"):
+            spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
+        if isinstance(exc, ModelSourceError):
+            raise
         raise ModelSourceError(f"{file} failed to import: {type(exc).__name__}: {exc}") from exc
+    except BaseException:
+        del sys.modules[name]
+        raise
     return module
+
+
+@contextlib.contextmanager
+def _model_code(what: str, when: str) -> Iterator[None]:
+    """A model's own code run in dlbench's process (its file imported, its factory asked what it
+    takes): a ``sys.exit`` there, or a BaseException of its own, is the model's error (one line,
+    exit 2), never dlbench ending with the model's exit code. Ctrl-C stays Ctrl-C."""
+    try:
+        yield
+    except (Exception, KeyboardInterrupt, GeneratorExit):
+        raise
+    except SystemExit as exc:
+        raise ModelSourceError(f"{what}: its code called sys.exit({exc.code!r}) {when}; "
+                               "a model's file and factory must return, not exit") from None
+    except BaseException as exc:
+        raise ModelSourceError(f"{what}: its code raised {type(exc).__name__}"
+                               f"({str(exc)[:200]!r}) (a BaseException, not an Exception) "
+                               f"{when}") from None
 
 
 def _takes_input_size(factory: Callable[..., Any]) -> bool:

@@ -54,6 +54,8 @@ def config_key(d: dict[str, Any]) -> str:
 def _tuples(value: Any) -> Any:
     """JSON lists back into the (nested) tuples a frozen record holds."""
     if isinstance(value, list):
+        if not any(isinstance(v, list) for v in value):  # raw times: thousands, flat
+            return tuple(value)
         return tuple(_tuples(v) for v in value)
     return value
 

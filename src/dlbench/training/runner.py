@@ -19,7 +19,14 @@ from typing import Any, Callable
 import torch
 
 from dlbench.data import load_dataset
-from dlbench.launch.failures import classify, describe, release_memory
+from dlbench.launch import tempdirs
+from dlbench.launch.failures import (
+    classify,
+    describe,
+    is_model_exit,
+    model_exited,
+    release_memory,
+)
 from dlbench.launch.torchrun import TorchrunLauncher, resolve_backend
 from dlbench.records.base import ErrorType
 from dlbench.records.train import TrainConfig, TrainRecord
@@ -106,6 +113,12 @@ class InlineRunner:
         except Exception as exc:  # the run's failure is a record; the sweep goes on
             release_memory()
             return failure_record(cfg, env, classify(exc), describe(exc))
+        except BaseException as exc:
+            if not is_model_exit(exc):
+                raise
+            # the model's code called sys.exit: a failed run, never dlbench's silent end
+            release_memory()
+            return failure_record(cfg, env, ErrorType.EXCEPTION, describe(model_exited(exc)))
         return to_record(cfg, env, [res], data.source)
 
 
@@ -120,7 +133,7 @@ class TorchrunRunner:
     def run_setup(self, cfgs: list[TrainConfig], env: dict, measure_side: bool = True
                   ) -> list[TrainRecord]:
         backend = resolve_backend(cfgs[0].backend, cfgs[0].device)
-        results_dir = Path(tempfile.mkdtemp(prefix="dlbench-train-"))
+        results_dir = Path(tempfile.mkdtemp(prefix="dlbench-train-", dir=tempdirs.root()))
         job = {"worker": RANK_WORKER, "backend": backend, "configs": [c.to_dict() for c in cfgs],
                "results_dir": str(results_dir), "mllog": self.mllog,
                "measure_side": measure_side}

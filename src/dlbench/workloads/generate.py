@@ -28,6 +28,7 @@ import contextlib
 import time
 from typing import Any, Callable, Iterator
 
+import psutil
 import torch
 
 from dlbench import telemetry
@@ -37,11 +38,12 @@ from dlbench.measure.kernels import profile_steps
 from dlbench.measure.memory import peak_memory, reset_peak_memory
 from dlbench.measure.timer import TokenTimer, synchronize
 from dlbench.measure.window import MeasuredWindow
-from dlbench.models.lm import LmSpec, get_lm, lm_shape, meta_shape
+from dlbench.models.lm import LmSpec, get_lm, lm_shape, meta_params, meta_shape
 from dlbench.records.generate import GenerateConfig, GenerateRecord
 from dlbench.workloads.devices import UnsupportedError, resolve_device
 from dlbench.workloads.fusion import fuse_projections
 from dlbench.workloads.gqa_fold import fold_gqa
+from dlbench.workloads.size_guard import ModelTooLargeError
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -62,21 +64,47 @@ def check_supported(cfg: GenerateConfig, device: torch.device) -> None:
         raise UnsupportedError("--precision fp16 on the CPU: use bf16 or fp32")
 
 
+def device_memory(device: torch.device) -> tuple[int, str]:
+    """What a generation run may fill, and how to say it: the GPU's total memory, or on the CPU
+    the host's memory available now (a model larger than that would grow until the kernel
+    kills the process)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory, "the GPU's memory"
+    return psutil.virtual_memory().available, "the host's available memory"
+
+
+def check_weights_fit(cfg: GenerateConfig, device: torch.device) -> None:
+    """Refuse a model whose weights alone cannot fit, at any batch: :class:`ModelTooLargeError`
+    (one line, exit 2 before anything is stored). Counted on the meta device, a deep stack from
+    its first layers (:func:`~dlbench.models.lm.meta_params`), so ``hf:gpt2?n_layer=10000`` is
+    refused in seconds; a factory's model is known only once built, and not checked."""
+    params = meta_params(get_lm(cfg.model))
+    if params is None:
+        return
+    total, where = device_memory(device)
+    need = params * gen.WEIGHT_BYTES[cfg.precision]
+    if need > total:
+        lower = " (or a 2-byte precision: --precision bf16)" if cfg.precision == "fp32" else ""
+        raise ModelTooLargeError(
+            f"{cfg.model}: {params / 1e9:.3g} billion parameters need {need / 2**30:.1f} GiB for "
+            f"their {cfg.precision} weights alone, more than {where} "
+            f"({total / 2**30:.1f} GiB); measure a smaller model{lower}")
+
+
 def check_fits(cfg: GenerateConfig, shape: Any, device: torch.device) -> None:
     """Refuse, in a second and with the sizes, a batch whose weights and KV cache cannot fit."""
-    if device.type != "cuda":
-        return
-    total = torch.cuda.get_device_properties(device).total_memory
+    total, where = device_memory(device)
     need = (shape.params * gen.WEIGHT_BYTES[cfg.precision]
             + gen.kv_cache_bytes(shape, cfg.precision, cfg.batch_size,
                                  cfg.prompt_len + cfg.output_len))
     if need > total:
         best = gen.largest_batch(shape, cfg.precision, cfg.prompt_len, cfg.output_len, total)
-        hint = (f"-b {best} or less fits (or -b auto)" if best else
+        auto = " (or -b auto)" if device.type == "cuda" else ""
+        hint = (f"-b {best} or less fits{auto}" if best else
                 "not even its weights fit: a smaller model or another precision")
         raise torch.OutOfMemoryError(
-            f"{cfg.label}: weights and KV cache need {need / 2**30:.1f} GiB, the GPU has "
-            f"{total / 2**30:.1f} GiB; {hint}")
+            f"{cfg.label}: weights and KV cache need {need / 2**30:.1f} GiB, more than "
+            f"{where} ({total / 2**30:.1f} GiB); {hint}")
 
 
 @contextlib.contextmanager

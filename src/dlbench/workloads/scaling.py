@@ -33,6 +33,7 @@ from dlbench.workloads import fp8
 from dlbench.workloads.devices import UnsupportedError, check_supported
 from dlbench.workloads.fsdp import compile_blocks, shard
 from dlbench.workloads.ps import build_ps_step
+from dlbench.workloads.size_guard import check_scaling_fits
 from dlbench.workloads.throughput import (
     AUTOCAST_DTYPES,
     build_step,
@@ -82,6 +83,7 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
     device = rank_device(cfg, local_rank)
     spec = get_model(base.model)
     check_supported(base, spec, device)
+    check_scaling_fits(cfg, spec, device)  # far too large: refused before it is built
     if cfg.fp8:  # before anything is built: a device without fp8 matmuls is a row, at once
         fp8.check_device(device)
     size = base.input_size or spec.input_size

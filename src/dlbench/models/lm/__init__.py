@@ -197,6 +197,33 @@ def lm_shape(model: Any) -> LmShape:
                    head_dim=head_dim, vocab=int(text.vocab_size), tied=tied)
 
 
+def meta_params(spec: LmSpec) -> int | None:
+    """The parameters of ``spec``'s model, counted on the meta device without building all of
+    a deep stack: up to :data:`~dlbench.models.sources.COUNT_ALL_LAYERS` layers the whole model,
+    a deeper one from exact counts of its first one to four layers (a lower bound, as the size
+    guard of ``throughput`` counts: ``hf:gpt2?n_layer=10000`` in well under a second, where
+    :func:`meta_shape` builds all 10,000 layers). None for a factory (known only once built)."""
+    if spec.config is None:
+        return None
+    from dlbench.models.size import count_on_meta, extrapolate  # heavy: torch
+    from dlbench.models.sources import COUNT_ALL_LAYERS  # heavy: torch
+    transformers = _transformers()
+
+    def build(layers: int | None = None) -> Any:
+        config = spec.config.__class__.from_dict(spec.config.to_dict())
+        if layers is not None:
+            config.num_hidden_layers = layers
+        return transformers.AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    layers = getattr(spec.config, "num_hidden_layers", None)
+    if isinstance(layers, int) and not isinstance(layers, bool) and layers > COUNT_ALL_LAYERS:
+        few = [1, 2, 3, 4]
+        counts = [count_on_meta(functools.partial(build, n)) for n in few]
+        if all(c is not None for c in counts):
+            return extrapolate(counts, few, layers).total
+    count = count_on_meta(build)
+    return None if count is None else count.total
+
+
 def meta_shape(spec: LmSpec) -> LmShape:
     """:func:`lm_shape` of ``spec`` built on the meta device (no memory, no weights)."""
     import torch  # heavy: only with a model

@@ -12,7 +12,7 @@ import io
 import re
 import textwrap
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from dlbench.report.plots import load_pyplot
 
@@ -20,6 +20,23 @@ UNIT_LABEL = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}
 
 #: A chart builder: ``(records, commands by run id) -> charts``.
 Builder = Callable[[Sequence[Any], Mapping[str, str]], list["Chart"]]
+
+#: The most results a chart draws one by one (a bar, a labelled point each): a report of a
+#: large store (thousands of results) draws the newest ones, its title says how many of how
+#: many, and the tables list every result. 100,000 bars took minutes and gigabytes to draw,
+#: on a chart no one can read.
+MAX_DRAWN = 100
+
+T = TypeVar("T")
+
+
+def newest(items: Sequence[T], what: str = "results") -> tuple[list[T], str]:
+    """The last :data:`MAX_DRAWN` of ``items`` (in the store's order, the newest last), and
+    what a title adds when some were left out (else "")."""
+    if len(items) <= MAX_DRAWN:
+        return list(items), ""
+    return (list(items[-MAX_DRAWN:]), f" (the newest {MAX_DRAWN} of {len(items):,} {what}; "
+                                      "the tables list every one)")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from dlbench.measure.mfu import device_key, measured_peaks, mfu
-from dlbench.report.charts.base import Chart, commands_of, finish, pyplot, wrap
+from dlbench.report.charts.base import Chart, commands_of, finish, newest, pyplot, wrap
 
 
 def mfu_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Chart]:
@@ -24,6 +24,7 @@ def mfu_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Char
             by_dev.setdefault(device_key(r.env), []).append((r, m))
     out = []
     for dev, pairs in by_dev.items():
+        pairs, left_out = newest(pairs)
         plt = pyplot()
         n = len(pairs)
         fig, ax = plt.subplots(figsize=(8, max(3.5, 1.6 + 0.32 * n)), dpi=100)
@@ -47,7 +48,8 @@ def mfu_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Char
         ax.set_xlim(0, max(10.0, top * 1.15))
         ax.set_xlabel("MFU (% of peak TFLOP/s; model FLOPs, optimizer excluded)")
         ax.set_ylabel("result (model, batch, precision, mode)")
-        title = f"MFU on {dev}: achieved model TFLOP/s over the datasheet and the measured peak"
+        title = (f"MFU on {dev}: achieved model TFLOP/s over the datasheet and the measured "
+                 f"peak{left_out}")
         fig.suptitle(wrap(title, fig), fontsize=9)  # centred on the figure: the labels take room
         ax.grid(True, axis="x", lw=0.3, alpha=0.6)
         ax.legend(fontsize=7, loc="best")

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 from dlbench.measure.mfu import device_key
 from dlbench.measure.roofline import point_for, roofs_for
 from dlbench.models.errors import UnknownModelError
-from dlbench.report.charts.base import Chart, commands_of, finish, pyplot
+from dlbench.report.charts.base import Chart, commands_of, finish, newest, pyplot
 from dlbench.report.plots import roofline_figure
 
 
@@ -26,6 +26,7 @@ def roofline_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list
         roofs = roofs_for(dev, recs[0].env, peak_recs)
         if not roofs.compute_tflops:
             continue
+        recs, left_out = newest(recs)
         points, used = [], []
         for r in recs:
             try:
@@ -38,7 +39,7 @@ def roofline_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list
         if not points:
             continue
         plt = pyplot()
-        title = f"Roofline: {dev} (roofs: {roofs.source})"
+        title = f"Roofline: {dev} (roofs: {roofs.source}){left_out}"
         fig = roofline_figure(points, roofs, title)
         used += [p for p in peak_recs if device_key(p.env) == dev]
         out.append(finish(plt, fig, title, commands_of(used, commands)))

@@ -5,7 +5,16 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from dlbench.report import tables
-from dlbench.report.charts.base import Chart, commands_of, finish, per_s, pyplot, unit_label, yerr
+from dlbench.report.charts.base import (
+    Chart,
+    commands_of,
+    finish,
+    newest,
+    per_s,
+    pyplot,
+    unit_label,
+    yerr,
+)
 from dlbench.report.plots import plain_log_ticks
 
 
@@ -21,6 +30,7 @@ def throughput_charts(records: Sequence[Any], commands: Mapping[str, str]) -> li
         by_unit.setdefault(r.unit, []).append(r)
     out = []
     for unit, recs in by_unit.items():
+        recs, left_out = newest(recs)
         plt = pyplot()
         label = unit_label(unit)
         vals = [per_s(r) for r in recs]
@@ -32,7 +42,7 @@ def throughput_charts(records: Sequence[Any], commands: Mapping[str, str]) -> li
                       fontsize=7)
         ax.set_ylabel(f"throughput ({label})")
         ax.set_xlabel("configuration (model, batch, precision, mode)")
-        title = f"Throughput per configuration, {label} (error bars: 95% interval)"
+        title = f"Throughput per configuration, {label} (error bars: 95% interval){left_out}"
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", lw=0.3, alpha=0.6)
         out.append(finish(plt, fig, title, commands_of(recs, commands)))
