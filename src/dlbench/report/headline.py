@@ -1298,7 +1298,7 @@ SHARDED_RUNS = ("5f95571f9220", "a97b2333a494", "27242a480627", "c494a3d5ac40",
                 "dff519c359fc", "2ed3766a0b87", "c0e4a6a72f1b", "96ea19689dca")
 COMM_PAGE = "docs/results/2026-11-2x-h200-comm.md"
 H200_2_COMM = f"{H200_2}/comm"
-#: The collectives of issue 36 on a host of two H200s, one device call: all_reduce 8 B..1 GiB
+#: The collectives on a host of two H200s, one device call: all_reduce 8 B..1 GiB
 #: with --timing graph (10 iterations a replay) and eager; then, in a second call, graph with 20
 #: iterations a replay from 1 MiB to 128 MiB, beside nccl-tests' -G 20 of that call.
 COMM_GRAPH_RUN, COMM_EAGER_RUN, COMM_GRAPH20_RUN = "b894a9c848bf", "a9784718ef66", "85d706a3a728"
@@ -1306,7 +1306,7 @@ COMM_GRAPH_RUN, COMM_EAGER_RUN, COMM_GRAPH20_RUN = "b894a9c848bf", "a9784718ef66
 COMM_SIGTERM_RUN = "dcbe1136164d"
 SERVE_PAGE = "docs/results/2026-11-h100-serve.md"
 H100_SERVE = f"{H100}/serve"
-#: `dlbench serve` on one H100 alone (issue 37): the request-rate and concurrency sweep against
+#: `dlbench serve` on one H100 alone: the request-rate and concurrency sweep against
 #: `transformers serve` (llama-3.2-1b's config, random weights), and the client's own overhead
 #: against dlbench's stub on the same host.
 SERVE_RUN, SERVE_STUB_RUN = "b7dcec268a21", "2b8382ad76b4"
