@@ -15,6 +15,7 @@ import pytest
 
 import dlbench
 from conftest import FAST_STOP
+from fakes.cli import run as run_cli
 from dlbench.api import MeasurementError
 from dlbench.store import StoreError
 
@@ -58,11 +59,9 @@ def test_api_and_cli_measure_the_same_config_into_one_store(tmp_path):
     rec = dlbench.measure_throughput(EXAMPLE, batch_size=4, input_size=16, db=db,
                                      telemetry_interval_s=None, **QUICK)
     assert rec.ok and rec.summary().throughput > 0 and rec.flops_per_sample > 0
-    cmd = [sys.executable, "-m", "dlbench", "throughput", "-m", EXAMPLE, "-b", "4",
-           "--input-size", "16", "--device", "cpu", "--warmup", "1", "--warmup-time", "0",
-           "--min-steps", "5", "--min-time", "0.05", "--max-time", "1",
-           "--telemetry-interval", "0", "--db", str(db), "-q"]
-    p = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    p = run_cli("throughput", "-m", EXAMPLE, "-b", "4", "--input-size", "16", "--device", "cpu",
+                "--warmup", "1", "--warmup-time", "0", "--min-steps", "5", "--min-time", "0.05",
+                "--max-time", "1", "--telemetry-interval", "0", "--db", str(db), "-q")
     assert p.returncode == 0, p.stderr
     api, cli = dlbench.load(db)
     assert api.config.key() == cli.config.key()   # one config, whichever way it was asked for
@@ -144,7 +143,8 @@ def test_to_dataframe_without_pandas_names_the_extra(monkeypatch):
 def test_the_own_models_benchmark_runs_quick_on_the_cpu(tmp_path):
     out = tmp_path / "own"
     p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "own_models.py"), "--out",
-                        str(out), "--quick", "--device", "cpu", "--tolerance", "1"],
+                        str(out), "--quick", "--device", "cpu", "--tolerance", "1",
+                        "--max-time", "0.5"],
                        env=_env(), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads((out / "agreement.json").read_text())

@@ -2,6 +2,7 @@
 flag, no traceback and nothing written. Also: text is printed as text (never rich markup), and a
 CIFAR batch is read with a restricted unpickler."""
 
+import functools
 import hashlib
 import io
 import os
@@ -13,15 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+from fakes import cli
+from fakes.cli import SRC
+
 USAGE = 2  # dlbench.commands.common.EXIT_USAGE
 
 
 def dlbench(*args, cwd, timeout=120):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=cwd)
+    """The command in this process (tests/fakes/cli.py): its exit code, stdout and stderr as a
+    child's; test_a_child_says_what_the_runner_says checks that against real children."""
+    return cli.run(*args, cwd=cwd, timeout=timeout)
 
 
 CPU = ["-m", "tiny_cnn", "--device", "cpu"]
@@ -165,14 +167,20 @@ def test_a_bad_number_is_a_one_line_usage_error(tmp_path, argv, flag):
 
 
 # -- the same rules, fuzzed through the parser --------------------------------------------------
+@functools.cache
+def _parser():
+    """One parser for every example (building one takes longer than parsing with it)."""
+    from dlbench.cli import build_parser
+    return build_parser()
+
+
 def _parse_exit(argv) -> int:
     """What the parser alone makes of ``argv``: 0 if accepted, else its exit code; any other
     exception than argparse's exit is a bug (it would be a traceback)."""
-    from dlbench.cli import build_parser
     err = io.StringIO()
     old, sys.stderr = sys.stderr, err
     try:
-        build_parser().parse_args(argv)
+        _parser().parse_args(argv)
     except SystemExit as exc:
         assert len(err.getvalue().strip().splitlines()) == 1, err.getvalue()
         return exc.code
@@ -477,6 +485,25 @@ def test_bad_input_beside_a_store_is_one_line_and_leaves_it_as_it_was(beside_a_s
     assert needle in lines[0], lines[0]
     assert {f: _digest(beside_a_store / f) for f in before} == before
     assert not (beside_a_store / "dlbench.db").exists()
+
+
+#: A few of the lines above, one per way an error is found: by argparse, by a command's own
+#: checks, by the store, by a data reader, and one in a folder with nothing in it.
+THROUGH_A_CHILD = [["bogus"], ["throughput", *CPU, "--min-time", "-1"],
+                   ["results", "ls", "--db", "garbage.txt"],
+                   ["train", "--dataset", "cifar10", "--data-dir", "empty", *TRAIN],
+                   ["report", *DB, "--run", "nosuch"], ["whatif", "-m", "nosuchmodel", *DB]]
+
+
+@pytest.mark.parametrize("argv", THROUGH_A_CHILD, ids=" ".join)
+def test_a_child_says_what_the_runner_says(beside_a_store, argv):
+    # The tables above run in this process (fakes.cli.run); a user's shell starts a fresh
+    # interpreter, where an import-time warning or a traceback would reach stderr too.
+    child = cli.spawn(*argv, cwd=beside_a_store)
+    here = cli.run(*argv, cwd=beside_a_store)
+    assert (child.returncode, child.stdout, child.stderr) == \
+        (here.returncode, here.stdout, here.stderr)
+    assert child.returncode == USAGE and len(child.stderr.strip().splitlines()) == 1
 
 
 # -- one error path: --debug, an unexpected error, results check --------------------------------

@@ -6,14 +6,13 @@ import csv
 import gzip
 import io
 import json
-import os
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
+
+from fakes.cli import run as run_cli
 
 from dlbench.config import ConfigError
 from dlbench.launch.torchrun import JobOutcome, TorchrunLauncher
@@ -465,9 +464,7 @@ def test_the_published_figures_stand_beside_the_highest_all_reduce():
 
 # -- the command ----------------------------------------------------------------------------------
 def _dlbench(*args, timeout=120):
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout)
+    return run_cli(*args, timeout=timeout)
 
 
 def test_comm_cli(tmp_path):

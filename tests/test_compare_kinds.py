@@ -9,13 +9,12 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from fakes.cli import run as run_cli
 
 from dlbench.records.base import new_id
 from dlbench.report import cards
@@ -152,9 +151,7 @@ def test_card_spread_is_derived_from_the_committed_records():
 
 
 def _cli(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
-                          text=True, timeout=120, env=env)
+    return run_cli(*args, timeout=120)
 
 
 def test_cli_exit_codes_gate_scaling_and_nothing_matched(real, tmp_path):

@@ -9,15 +9,14 @@ import dataclasses
 import gzip
 import json
 import math
-import os
 import random
 import shutil
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from fakes.cli import run as run_cli
 
 from dlbench.measure.stats import t_quantile
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
@@ -201,9 +200,7 @@ def _fill(db: Path, run_id: str, recs, tag: str) -> None:
 
 
 def _cli(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
-                          text=True, timeout=120, env=env)
+    return run_cli(*args, timeout=120)
 
 
 def test_cli_inconclusive_exits_0_with_advice_and_groups_gate_with_5(tmp_path):

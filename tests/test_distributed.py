@@ -6,12 +6,12 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from fakes import cli
 from dlbench.config import ConfigError
 from dlbench.launch.interconnect import SAFETY_ENV, interconnect_env
 from dlbench.launch.torchrun import Rendezvous, TorchrunLauncher, free_port, slurm_settings
@@ -22,6 +22,9 @@ from dlbench.records.scaling import ScalingConfig, ScalingRecord, scaling_effici
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.report.tables import interconnect_table, scaling_table
 from dlbench.workloads.ps import assign_shards
+
+# The tiny_llama jobs of conftest.llama_job are shared with test_tp and test_sharded_levers.
+pytestmark = pytest.mark.xdist_group("tiny-llama-jobs")
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 FAST = StopRule(min_steps=5, min_seconds=0.05, max_seconds=0.5, target_rel_ci=0.05)
@@ -226,10 +229,7 @@ def test_a_slow_step_cannot_overrun_max_time_in_scaling(strategy):
 
 
 def _cli(*args, **kw):
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, "-m", "dlbench", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+    return cli.popen(*args, **kw)
 
 
 def test_two_nodes_on_localhost_through_the_cli(tmp_path):
@@ -253,8 +253,8 @@ def test_two_nodes_on_localhost_through_the_cli(tmp_path):
 
 
 def test_scale_help_teaches_multinode_and_slurm():
-    p = _cli("scale", "--help")
-    out, _ = p.communicate(timeout=60)
+    p = cli.run("scale", "--help")
+    out = p.stdout
     assert p.returncode == 0
     for text in ("examples:", "--nnodes N --node-rank R --rdzv-endpoint HOST:PORT", "srun",
                  "SLURM_NODEID", "NCCL_NVLS_ENABLE=0", "gloo"):
@@ -301,24 +301,17 @@ def test_dataparallel_replicas_autocast_to_the_runs_dtype_in_their_own_threads()
 
 
 @pytest.mark.parametrize("checkpointing", [None, "full", "selective"])
-def test_fsdp_and_ddp_give_the_same_parameters(tmp_path, checkpointing):
+def test_fsdp_and_ddp_give_the_same_parameters(checkpointing, llama_job):
     """FSDP2 (parameters, gradients and optimizer state sharded over 2 gloo ranks, each block of
     the model's stack a unit) trains to the very parameters DDP does, in fp32; with activation
-    checkpointing under FSDP too, either policy (recomputation changes no result)."""
-    k = StopRule(min_steps=3, max_steps=3, min_seconds=0, max_seconds=60)
-    cfg = base(model="tiny_llama", batch_size=2, warmup_steps=0, stop=k, optimizer="adamw")
+    checkpointing under FSDP too, either policy (recomputation changes no result). DDP's job,
+    without checkpointing, is the one reference of all three."""
     params = {}
     for strategy in ("ddp", "fsdp"):
-        out = str(tmp_path / f"{strategy}.pt")
-        on = checkpointing is not None and strategy == "fsdp"
-        run = replace(cfg, checkpointing=on, checkpoint_policy=checkpointing if on else "full")
-        rec = TorchrunLauncher(timeout_s=120).run(ScalingConfig(base=run, gpus=2,
-                                                                strategy=strategy), {},
-                                                  params_out=out)
-        assert rec.ok, rec.error
+        params[strategy], rec = llama_job(strategy, 2,
+                                          checkpointing if strategy == "fsdp" else None)
         assert [len(t) for t in rec.rank_step_times_s] == [3, 3]
         assert rec.config.label.endswith("x2 " + strategy)
-        params[strategy] = torch.load(out)
     assert params["ddp"].keys() == params["fsdp"].keys()
     for name in params["ddp"]:
         torch.testing.assert_close(params["fsdp"][name], params["ddp"][name], rtol=1e-4,
@@ -338,13 +331,10 @@ def test_fsdp_shards_each_block_of_the_stack():
 
 def test_fsdp_in_bf16_through_the_cli(tmp_path):
     db = str(tmp_path / "s.db")
-    p = subprocess.run([sys.executable, "-m", "dlbench", "scale", "-m", "tiny_llama", "-b", "2",
-                        "--gpus", "2", "--strategy", "fsdp", "--precision", "bf16",
-                        "--optimizer", "adamw", "--device", "cpu", "--db", db, "--json",
-                        "--min-steps", "3", "--min-time", "0", "--max-time", "2",
-                        "--warmup", "1", "--warmup-time", "0"],
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"})
+    p = cli.run("scale", "-m", "tiny_llama", "-b", "2", "--gpus", "2", "--strategy", "fsdp",
+                "--precision", "bf16", "--optimizer", "adamw", "--device", "cpu", "--db", db,
+                "--json", "--min-steps", "3", "--min-time", "0", "--max-time", "2",
+                "--warmup", "1", "--warmup-time", "0")
     assert p.returncode == 0, p.stderr[-3000:]
     [rec] = [record_from_dict(d) for d in json.loads(p.stdout)]
     assert rec.ok and rec.config.strategy == "fsdp" and rec.config.base.precision == "bf16"

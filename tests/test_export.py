@@ -18,11 +18,11 @@ import io
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from fakes.cli import run as run_cli
 from fakes.generate_records import failed_generate, generate_record
 from fakes.serve_records import every_column_records
 
@@ -152,9 +152,7 @@ def test_schema_page_documents_every_column():
 
 
 def _dlbench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=120)
+    return run_cli(*args, cwd=cwd, env={"PATH": "/usr/bin:/bin"}, timeout=120)
 
 
 def test_results_export_writes_a_file_per_kind_and_picks_one_with_kind(every_kind, tmp_path):

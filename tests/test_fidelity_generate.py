@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,18 +62,18 @@ def test_generate_mode_runs_both_sides(tmp_path, path, fuse):
     assert ("PASS" if p.returncode == 0 else "FAIL") in lines[-1]
 
 
-def test_generate_mode_refuses_training_options_and_graph_on_cpu():
+@pytest.mark.parametrize("args, message", [
+    (["--generate", "--cuda-graph", "on"], "--cuda-graph"),
+    (["--generate", "--path", "graph"], "needs a CUDA GPU"),
+    (["--path", "static"], "go with --generate"),
+    (["--fuse"], "go with --generate"),
+    (["--generate", "--path", "eager", "--fuse"], "model.generate() runs the model as it is"),
+    (["--generate", "--path", "eager", "--fold-gqa"], "model.generate() runs the model as it is"),
+])
+def test_generate_mode_refuses_training_options_and_graph_on_cpu(args, message, capsys):
     # Refused at parsing, before any model is built: a flag of the training loop, and path
-    # graph (a CUDA graph) on the CPU.
-    p = _fidelity("--generate", "--device", "cpu", "--cuda-graph", "on")
-    assert p.returncode == 2 and "--cuda-graph" in p.stderr
-    p = _fidelity("--generate", "--device", "cpu", "--path", "graph")
-    assert p.returncode == 2 and "needs a CUDA GPU" in p.stderr
-    p = _fidelity("--device", "cpu", "--path", "static")
-    assert p.returncode == 2 and "go with --generate" in p.stderr
-    p = _fidelity("--device", "cpu", "--fuse")
-    assert p.returncode == 2 and "go with --generate" in p.stderr
-    p = _fidelity("--generate", "--device", "cpu", "--path", "eager", "--fuse")
-    assert p.returncode == 2 and "model.generate() runs the model as it is" in p.stderr
-    p = _fidelity("--generate", "--device", "cpu", "--path", "eager", "--fold-gqa")
-    assert p.returncode == 2 and "model.generate() runs the model as it is" in p.stderr
+    # graph (a CUDA graph) on the CPU. The script's main in this process: its parser is what
+    # is tested, and test_generate_mode_runs_both_sides runs it as a user does.
+    with pytest.raises(SystemExit) as e:
+        cli.script("fidelity").main(["--device", "cpu", *args])
+    assert e.value.code == 2 and message in capsys.readouterr().err

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from fakes import cli
 from dlbench.config import ConfigError
 from dlbench.models.lm import get_lm
 from dlbench.records.generate import GenerateConfig
@@ -18,7 +15,6 @@ from dlbench.workloads import generate as workload
 from dlbench.workloads.devices import UnsupportedError
 from dlbench.workloads.fusion import fuse_projections
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 def _linear_calls(model: torch.nn.Module, x: torch.Tensor) -> int:
@@ -111,13 +107,10 @@ def test_a_fused_static_loop_generates_the_same_tokens():
 
 def test_generate_fuse_command(tmp_path):
     db = str(tmp_path / "g.db")
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1")
     fast = ["--min-requests", "3", "--min-time", "0", "--max-time", "2", "--warmup", "0",
             "--telemetry-interval", "0", "--prompt-len", "8", "--output-len", "4"]
-    p = subprocess.run([sys.executable, "-m", "dlbench", "generate", "-m", "test-llama,test-gpt2",
-                        "--path", "eager,static", "--fuse", "--db", db, *fast],
-                       capture_output=True, text=True, timeout=300, env=env)
+    p = cli.run("generate", "-m", "test-llama,test-gpt2", "--path", "eager,static", "--fuse",
+                "--db", db, *fast)
     assert p.returncode != 0  # gpt-2's fused c_attn cannot be fused again: a failed row
     rows = sqlite3.connect(db).execute(
         "SELECT label, status FROM results ORDER BY rowid").fetchall()

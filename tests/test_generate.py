@@ -5,15 +5,14 @@ the command run as a user runs it (a subprocess, a real SQLite file)."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+
+from fakes.cli import run as run_cli
 
 from dlbench.measure import generation as gen
 from dlbench.measure.stopping import StopRule
@@ -24,7 +23,6 @@ from dlbench.records import record_from_dict
 from dlbench.records.generate import GenerateConfig, GenerateRecord
 from dlbench.workloads import generate as workload
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 QUICK = StopRule(min_steps=3, min_seconds=0.0, max_seconds=2.0, target_rel_ci=0.2)
 FAST = ["--min-requests", "3", "--min-time", "0", "--max-time", "2", "--target-ci", "0.2",
         "--warmup", "0", "--telemetry-interval", "0"]
@@ -233,10 +231,7 @@ def test_config_identity_and_checks():
 
 # -- the command ---------------------------------------------------------------------------------
 def dlbench(*args, timeout=300):
-    e = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-             OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
-                          text=True, timeout=timeout, env=e)
+    return run_cli(*args, timeout=timeout)
 
 
 def test_generate_command_stores_a_sweep_and_shows_it(tmp_path):

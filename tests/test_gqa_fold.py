@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from transformers import AttentionInterface, StaticCache
 
+from fakes import cli
 from dlbench.config import ConfigError
 from dlbench.models.lm import get_lm
 from dlbench.records.generate import GenerateConfig
@@ -20,7 +17,6 @@ from dlbench.workloads import gqa_fold
 from dlbench.workloads.devices import UnsupportedError
 from dlbench.workloads.fusion import fuse_projections
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 def _logits(model, prompt: torch.Tensor, steps: int) -> torch.Tensor:
@@ -109,13 +105,10 @@ def test_a_fused_and_folded_static_loop_generates_the_same_tokens():
 
 def test_generate_fold_command(tmp_path):
     db = str(tmp_path / "g.db")
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1")
     fast = ["--min-requests", "3", "--min-time", "0", "--max-time", "2", "--warmup", "0",
             "--telemetry-interval", "0", "--prompt-len", "8", "--output-len", "4"]
-    p = subprocess.run([sys.executable, "-m", "dlbench", "generate", "-m", "test-llama,test-gpt2",
-                        "--path", "eager,static", "--fold-gqa", "--db", db, *fast],
-                       capture_output=True, text=True, timeout=300, env=env)
+    p = cli.run("generate", "-m", "test-llama,test-gpt2", "--path", "eager,static", "--fold-gqa",
+                "--db", db, *fast)
     assert p.returncode != 0  # gpt-2 has as many key/value heads as query heads: a failed row
     rows = sqlite3.connect(db).execute(
         "SELECT label, status FROM results ORDER BY rowid").fetchall()

@@ -2,16 +2,14 @@
 
 import json
 import math
-import os
 import re
-import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch
 from conftest import FAST_STOP
+
+from fakes.cli import run as run_cli
 
 from dlbench.config import ConfigError
 from dlbench.launch.inline import InlineLauncher
@@ -25,17 +23,12 @@ from dlbench.workloads.checkpointing import enable_checkpointing
 from dlbench.workloads.devices import UnsupportedError
 from dlbench.workloads.throughput import measure
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "1", "--warmup", "1",
         "--target-ci", "0.05"]
 
 
 def dlbench(*args, timeout=300):
-    e = dict(os.environ)
-    e["PYTHONPATH"] = SRC + os.pathsep + e.get("PYTHONPATH", "")
-    e["OMP_NUM_THREADS"] = "1"
-    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
-                          text=True, timeout=timeout, env=e)
+    return run_cli(*args, timeout=timeout)
 
 
 # -- the pure search ---------------------------------------------------------------------------

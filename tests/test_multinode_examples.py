@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fakes.cli import run as run_cli
 from dlbench.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,8 +50,7 @@ def test_two_node_example_runs_on_one_host_and_merges_to_one_job(tmp_path):
     assert recs[0].config.nnodes == 2 and recs[0].config.gpus == 2
 
     merged = tmp_path / "job.db"
-    p = subprocess.run([sys.executable, "-m", "dlbench", "results", "merge", "--db", str(merged),
-                        *map(str, stores)], env=env, capture_output=True, text=True, timeout=120)
+    p = run_cli("results", "merge", "--db", str(merged), *map(str, stores), env=env)
     assert p.returncode == 0, p.stderr
     lines = p.stderr.splitlines()
     assert len(lines) == 2 and "left out" not in lines[0], p.stderr

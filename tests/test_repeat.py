@@ -15,7 +15,8 @@ from dlbench.store import Store
 from dlbench.sweep import run_sweep
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_cli import FAST, dlbench  # noqa: E402
+from fakes.cli import FAST  # noqa: E402
+from fakes.cli import run as dlbench  # noqa: E402
 
 ENV = {"accelerator": "cpu"}
 

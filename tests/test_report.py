@@ -2,14 +2,13 @@
 
 import json
 import math
-import os
 import random
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from fakes.cli import run as run_cli
 
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report import compare as cmp
@@ -17,7 +16,6 @@ from dlbench.report import html as report_html
 from dlbench.store import Store
 from dlbench.sweep import env_key
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 EVIL = "<script>alert(1)</script>"
 ENV = {"accelerator": "cpu", "cpu_model": "Test CPU", "cpu_logical_cores": 2,
        "packages": {"torch": "2.9.0"}, "hostname": "bench-host"}
@@ -45,10 +43,7 @@ def fill(db: Path, run_id: str, recs, tag=None, command="dlbench throughput -m r
 
 
 def cli(*args):
-    e = dict(os.environ)
-    e["PYTHONPATH"] = SRC + os.pathsep + e.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
-                          text=True, timeout=120, env=e)
+    return run_cli(*args, timeout=120)
 
 
 # -- statistics on known numbers -----------------------------------------------------------------

@@ -29,8 +29,12 @@ def test_dlbench_serve_launches_transformers_serve_measures_and_stops_it(tmp_pat
                     "missing): pip install -c constraints.txt 'transformers[serving]'")
     model = model_dir.write("test-llama", tmp_path / "model", dtype="fp32")
     port = free_port()
+    # A KV cache of 64 blocks and 256 tokens a batch: enough for 4 requests of 16+8 tokens.
+    # Left to size itself, the cache takes most of the host's free memory (about 20 GB of a
+    # 23 GB machine), and the kernel kills the server when another test needs some too.
     serve = (f"{sys.executable} -c 'from transformers.cli.transformers import main; main()' "
-             f"serve {model} --port {port} --device cpu --dtype float32 --continuous-batching")
+             f"serve {model} --port {port} --device cpu --dtype float32 --continuous-batching "
+             "--cb-num-blocks 64 --cb-max-batch-tokens 256")
     db = tmp_path / "s.db"
     code = main(["serve", "--launch", serve, "--endpoint", f"http://127.0.0.1:{port}",
                  "-m", str(model), "--api", "completions,chat", "--concurrency", "1,4",

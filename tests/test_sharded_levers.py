@@ -22,6 +22,9 @@ from dlbench.records.throughput import ThroughputConfig
 from dlbench.workloads import fp8
 from dlbench.workloads.devices import UnsupportedError
 
+# The tiny_llama jobs of conftest.llama_job are shared with test_distributed and test_tp.
+pytestmark = pytest.mark.xdist_group("tiny-llama-jobs")
+
 THREE = StopRule(min_steps=3, max_steps=3, min_seconds=0, max_seconds=60)
 FAST = StopRule(min_steps=5, min_seconds=0.05, max_seconds=0.5, target_rel_ci=0.05)
 CPU = torch.device("cpu")
@@ -35,17 +38,13 @@ def base(**kw):
 
 
 # -- --offload on a real gloo group --------------------------------------------------------------
-def test_offload_trains_to_the_parameters_fsdp_does_without_it(tmp_path):
+def test_offload_trains_to_the_parameters_fsdp_does_without_it(llama_job):
     """FSDP2 with CPUOffloadPolicy on every unit (2 gloo ranks, 1 + 3 AdamW steps) ends with the
     parameters FSDP2 reaches without it: offload moves the shards, never the arithmetic."""
     params = {}
-    for offload in (False, True):
-        out = str(tmp_path / f"offload-{offload}.pt")
-        cfg = ScalingConfig(base=base(), gpus=2, strategy="fsdp", offload=offload)
-        rec = TorchrunLauncher(timeout_s=180).run(cfg, {}, params_out=out)
-        assert rec.ok, rec.error
+    for offload in (False, True):  # conftest.llama_job: base()'s config
+        params[offload], rec = llama_job("fsdp", 2, offload=offload)
         assert [len(t) for t in rec.rank_step_times_s] == [3, 3]
-        params[offload] = torch.load(out)
     assert rec.config.label.endswith("x2 fsdp offload")
     assert params[True].keys() == params[False].keys()
     for name in params[False]:

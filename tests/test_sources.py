@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 import torch
 
 from conftest import FAST_STOP
+from fakes import cli
 from dlbench.measure.flops import count_flops
 from dlbench.models import InputSpec, ModelSourceError, UnknownModelError, get_model
 from dlbench.models.sources import first_logits, is_external
@@ -24,7 +23,6 @@ from dlbench.report import tables
 from dlbench.workloads.throughput import measure
 
 ROOT = Path(__file__).resolve().parents[1]
-SRC = str(ROOT / "src")
 EXAMPLE = str(ROOT / "examples" / "my_model.py")
 TINY_GPT2 = "hf:gpt2?n_layer=2&n_embd=64&n_head=2"
 
@@ -272,13 +270,10 @@ def test_a_step_record_has_no_model_to_build():
 @pytest.mark.slow
 def test_cli_throughput_stores_a_file_model_and_an_hf_config(tmp_path):
     db = tmp_path / "r.db"
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, "-m", "dlbench", "throughput", "-m",
-           f"examples/my_model.py:build,{TINY_GPT2}", "-b", "2", "--input-size", "16",
-           "--device", "cpu", "--warmup", "1", "--warmup-time", "0", "--min-steps", "5",
-           "--min-time", "0.05", "--max-time", "1", "--telemetry-interval", "0",
-           "--db", str(db), "--json", "-q"]
-    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    p = cli.run("throughput", "-m", f"examples/my_model.py:build,{TINY_GPT2}", "-b", "2",
+                "--input-size", "16", "--device", "cpu", "--warmup", "1", "--warmup-time", "0",
+                "--min-steps", "5", "--min-time", "0.05", "--max-time", "1",
+                "--telemetry-interval", "0", "--db", str(db), "--json", "-q", cwd=ROOT)
     assert p.returncode == 0, p.stderr
     with sqlite3.connect(db) as con:
         stored = [json.loads(blob) for (blob,) in con.execute("SELECT record_json FROM results")]
@@ -288,10 +283,8 @@ def test_cli_throughput_stores_a_file_model_and_an_hf_config(tmp_path):
 
 
 def test_cli_bad_source_name_is_one_line(tmp_path):
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-m", "dlbench", "throughput", "-m", "hf:nope/nothing",
-                        "--device", "cpu", "--db", str(tmp_path / "r.db")],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    p = cli.run("throughput", "-m", "hf:nope/nothing", "--device", "cpu",
+                "--db", str(tmp_path / "r.db"), cwd=ROOT)
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "never downloads" in lines[0]

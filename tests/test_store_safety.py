@@ -5,20 +5,19 @@ import hashlib
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from fakes.cli import run as run_cli
+
 from dlbench.cli import main
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store, StoreError
 from dlbench.sweep import env_key
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 ENV = {"accelerator": "cpu", "cpu_model": "Test CPU", "packages": {"torch": "2.9.0"},
        "hostname": "bench-host"}
 
@@ -45,10 +44,7 @@ def digest(path: Path) -> str:
 
 
 def cli(*args):
-    e = dict(os.environ)
-    e["PYTHONPATH"] = SRC + os.pathsep + e.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True,
-                          text=True, timeout=120, env=e, check=False)
+    return run_cli(*args, timeout=120)
 
 
 def one_line_error(err: str) -> bool:

@@ -391,7 +391,7 @@ def test_measure_carries_host_telemetry_and_can_switch_it_off(cpu_env):
 
 
 def test_cli_exports_a_stored_series(tmp_path, cpu_env, capsys):
-    from test_cli import dlbench
+    from fakes.cli import run as dlbench
 
     from dlbench.cli import main
 

@@ -3,16 +3,13 @@ gloo process groups through torchrun, tiny_llama, a few steps; the accounting on
 
 import json
 import math
-import os
 import sqlite3
-import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch
 
+from fakes import cli
 from dlbench.config import ConfigError
 from dlbench.launch.torchrun import TorchrunLauncher
 from dlbench.measure.stopping import StopRule
@@ -21,7 +18,10 @@ from dlbench.records.scaling import ScalingConfig, ScalingRecord
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.workloads.devices import UnsupportedError
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+# The tiny_llama jobs of conftest.llama_job are shared with test_distributed and
+# test_sharded_levers.
+pytestmark = pytest.mark.xdist_group("tiny-llama-jobs")
+
 THREE = StopRule(min_steps=3, max_steps=3, min_seconds=0, max_seconds=60)
 FAST = StopRule(min_steps=5, min_seconds=0.05, max_seconds=0.5, target_rel_ci=0.05)
 
@@ -33,34 +33,19 @@ def base(**kw):
     return ThroughputConfig(**d)
 
 
-def _train(tmp_path, strategy, gpus, **kw):
-    """Rank 0's parameters after 1 + 3 AdamW steps, and the record."""
-    out = str(tmp_path / f"{strategy}-{gpus}.pt")
-    rec = TorchrunLauncher(timeout_s=180).run(
-        ScalingConfig(base=base(), gpus=gpus, strategy=strategy, **kw), {}, params_out=out)
-    assert rec.ok, rec.error
-    return torch.load(out), rec
-
-
 def _same(a, b):
     assert a.keys() == b.keys()
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
-@pytest.fixture(scope="module")
-def one_process(tmp_path_factory):
-    """tiny_llama trained by one process on the batch of replica 0."""
-    return _train(tmp_path_factory.mktemp("one"), "ddp", 1)
-
-
-# -- real gloo jobs ------------------------------------------------------------------------------
-def test_tp_trains_to_the_parameters_of_one_process(tmp_path, one_process):
+# -- real gloo jobs (conftest.llama_job: base()'s config) ----------------------------------------
+def test_tp_trains_to_the_parameters_of_one_process(llama_job):
     """Two ranks split each block (q/k/v, gate/up colwise; o, down rowwise) and feed the same
     batch: after the steps the whole parameters are one process's, and the job counts that
     batch once."""
-    params, rec = _train(tmp_path, "tp", 2)
-    ref, one = one_process
+    params, rec = llama_job("tp", 2)
+    ref, one = llama_job("ddp", 1)     # tiny_llama trained by one process on replica 0's batch
     _same(params, ref)
     assert rec.final_loss == pytest.approx(one.final_loss, rel=1e-5)
     assert rec.config.tp == 2 and rec.config.label.endswith("x2 tp")
@@ -70,20 +55,20 @@ def test_tp_trains_to_the_parameters_of_one_process(tmp_path, one_process):
     assert s.samples == 2 * len(rec.step_times_s)
 
 
-def test_fsdp_tp_on_two_ranks_is_one_tp_group(tmp_path, one_process):
+def test_fsdp_tp_on_two_ranks_is_one_tp_group(llama_job):
     """fsdp+tp on 2 processes: a (dp=1, tp=2) mesh, FSDP2 over the dp dimension of one rank."""
-    params, rec = _train(tmp_path, "fsdp+tp", 2)
-    _same(params, one_process[0])
+    params, rec = llama_job("fsdp+tp", 2)
+    _same(params, llama_job("ddp", 1)[0])
     assert rec.config.tp == 2 and rec.config.label.endswith("x2 fsdp+tp tp=2")
     assert rec.samples_per_step == 2
 
 
 @pytest.mark.slow
-def test_fsdp_tp_on_four_ranks_trains_as_ddp_on_two(tmp_path):
+def test_fsdp_tp_on_four_ranks_trains_as_ddp_on_two(llama_job):
     """A (dp=2, tp=2) mesh: two replicas, each a TP group feeding its replica's batch, FSDP2
     across them, give the parameters DDP's two ranks do; 4 sequences a step, not 8."""
-    sharded, rec = _train(tmp_path, "fsdp+tp", 4)
-    ddp, _ = _train(tmp_path, "ddp", 2)
+    sharded, rec = llama_job("fsdp+tp", 4)
+    ddp, _ = llama_job("ddp", 2)
     _same(sharded, ddp)
     assert rec.rank_samples_per_step == (2, 2, 2, 2)
     assert rec.counted_samples_per_step() == (2, 0, 2, 0) and rec.samples_per_step == 4
@@ -99,13 +84,10 @@ def test_an_unsupported_layout_is_an_error_row_naming_the_supported_models():
 
 def test_tp_through_the_cli_stores_a_record(tmp_path):
     db = str(tmp_path / "s.db")
-    p = subprocess.run([sys.executable, "-m", "dlbench", "scale", "-m", "tiny_llama", "-b", "2",
-                        "--gpus", "2", "--strategy", "tp", "--optimizer", "adamw",
-                        "--device", "cpu", "--db", db, "--json", "--min-steps", "3",
-                        "--min-time", "0", "--max-time", "2", "--warmup", "1",
-                        "--warmup-time", "0"],
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"})
+    p = cli.run("scale", "-m", "tiny_llama", "-b", "2", "--gpus", "2", "--strategy", "tp",
+                "--optimizer", "adamw", "--device", "cpu", "--db", db, "--json",
+                "--min-steps", "3", "--min-time", "0", "--max-time", "2", "--warmup", "1",
+                "--warmup-time", "0")
     assert p.returncode == 0, p.stderr[-3000:]
     [rec] = [record_from_dict(d) for d in json.loads(p.stdout)]
     assert rec.ok and rec.config.strategy == "tp" and rec.config.tp == 2

@@ -5,7 +5,8 @@ from dataclasses import replace
 
 import pytest
 import torch
-from test_cli import FAST, dlbench
+from fakes.cli import FAST
+from fakes.cli import run as dlbench
 
 from dlbench.config import ConfigError
 from dlbench.models import get_model

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fakes.cli import run as run_cli
 from dlbench.training import compliance, mlperf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,10 +131,9 @@ def test_recheck_of_a_log_file(tmp_path):
 def test_train_check_cli(tmp_path):
     ok = _write(tmp_path / "ok.log", _passing_events())
     bad = _write(tmp_path / "bad.log", _tamper(_passing_events(), "decay_removed"))
-    env_py = [sys.executable, "-m", "dlbench", "train", "--recheck"]
-    p = subprocess.run([*env_py, str(ok)], capture_output=True, text=True, timeout=120)
+    p = run_cli("train", "--recheck", str(ok))
     assert p.returncode == 0 and "today passed" in p.stdout, p.stdout + p.stderr
-    p = subprocess.run([*env_py, str(bad)], capture_output=True, text=True, timeout=120)
+    p = run_cli("train", "--recheck", str(bad))
     assert p.returncode == 3 and "today FAILED" in p.stdout, p.stdout + p.stderr
     assert "opt_learning_rate_decay_epochs appears 0 times" in p.stdout
 

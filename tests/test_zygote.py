@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conftest import FAST_STOP
 from dlbench.launch import zygote
 from dlbench.launch.subprocess_launcher import SubprocessLauncher, Zygote, _forks
 from dlbench.records.base import ErrorType
@@ -46,8 +47,9 @@ def build(input_size=None):
 
 
 def _cfg(model: str, **kw) -> ThroughputConfig:
+    # short windows: what is tested is the worker's process, not its figure
     return ThroughputConfig(model=model, batch_size=2, device="cpu", warmup_steps=1,
-                            warmup_seconds=0.0, telemetry_interval_s=None, **kw)
+                            warmup_seconds=0.0, telemetry_interval_s=None, stop=FAST_STOP, **kw)
 
 
 @pytest.fixture()
