@@ -45,6 +45,37 @@ def test_the_count_on_meta_is_the_built_models_count():
     assert count == count_module(spec.build())
 
 
+_BUILD_AFTER_COUNT = """
+import sys, torch
+from dlbench.models import get_model
+spec = get_model("tiny_llama")
+if sys.argv[1] == "count":  # transformers is first imported within the count on meta
+    assert "transformers" not in sys.modules
+    assert spec.count_params().total > 0
+torch.manual_seed(0)
+emb = spec.build(32).model.get_input_embeddings().weight
+print(float(emb.std()), float(emb.flatten()[:4].sum()))
+"""
+
+
+def test_a_count_on_meta_leaves_the_models_built_after_it_initialised_as_their_library_does():
+    """transformers keeps the initialisers it finds when first imported: imported within a
+    count, it must still initialise every model built after it (an embedding N(0, 0.02),
+    not PyTorch's N(0, 1)), with the same weights as a process that never counted."""
+    pytest.importorskip("transformers")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, env.get("PYTHONPATH", "")]))
+    out = {}
+    for how in ("count", "plain"):
+        p = subprocess.run([sys.executable, "-c", _BUILD_AFTER_COUNT, how], capture_output=True,
+                           text=True, timeout=120, env=env)
+        assert p.returncode == 0, p.stderr
+        out[how] = [float(v) for v in p.stdout.split()]
+    std, first = out["count"]
+    assert std == pytest.approx(0.02, rel=0.2)  # tiny_llama's initializer_range
+    assert out["count"] == out["plain"]
+
+
 def test_a_deep_stack_is_counted_from_its_first_layers_exactly():
     pytest.importorskip("transformers")
     from dlbench.models.sources import COUNT_ALL_LAYERS

@@ -10,6 +10,7 @@ gives its spec a ``param_count`` of its own. The size guard
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -30,17 +31,40 @@ class ParamCount:
     trainable: int
 
 
+#: How many counts are under way: while above 0, the initialisers below skip their work.
+_skipping = 0
+
+
+def _skippable(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``fn`` that does nothing while a count is under way, and all of its work otherwise."""
+    @functools.wraps(fn)
+    def init(tensor: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        return tensor if _skipping else fn(tensor, *args, **kwargs)
+    init.__wrapped_init__ = fn
+    return init
+
+
 @contextlib.contextmanager
 def _no_init() -> Iterator[None]:
-    saved = {name: getattr(nn.init, name) for name in _INITS if hasattr(nn.init, name)}
+    """torch.nn.init's initialisers skip their work within the block.
 
-    def keep(tensor: torch.Tensor, *_: object, **__: object) -> torch.Tensor:
-        return tensor
+    A library first imported within the block may keep references to the initialisers it
+    found (transformers' ``initialization.TORCH_INIT_FUNCTIONS`` does, at import): those
+    references must go on initialising once the block ends, or every model that library
+    builds later in the process keeps PyTorch's default weights (an embedding drawn from
+    N(0, 1), not transformers' N(0, 0.02)). So each initialiser is replaced by a wrapper that
+    skips only while a count is under way, never by a bare no-op.
+    """
+    global _skipping
+    saved = {name: getattr(nn.init, name) for name in _INITS if hasattr(nn.init, name)}
     try:
-        for name in saved:
-            setattr(nn.init, name, keep)
+        for name, fn in saved.items():
+            if not hasattr(fn, "__wrapped_init__"):
+                setattr(nn.init, name, _skippable(fn))
+        _skipping += 1
         yield
     finally:
+        _skipping -= 1
         for name, fn in saved.items():
             setattr(nn.init, name, fn)
 
