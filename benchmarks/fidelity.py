@@ -44,6 +44,9 @@ the config and the environment as JSON.
                                                        # the compiled decode step on both sides
     python benchmarks/fidelity.py --generate --path graph --fuse
                                                        # fused projections on both sides
+    python benchmarks/fidelity.py --generate --precision fp8 --fuse
+                                                       # sm_89+ GPU: the linear layers in fp8
+                                                       # (torchao) on both sides
     python benchmarks/fidelity.py --generate --device cpu
                                                        # CPU: test-llama, batch 1, 16+16, fp32,
                                                        # path static (10 rounds)
@@ -57,7 +60,8 @@ the config and the environment as JSON.
                                                        # batch 4, 32 tokens, fp32 (10 rounds)
 
 --generate takes --model (a language model: `dlbench generate --list-models`), --batch,
---precision, --path (eager: model.generate() called bare against dlbench's eager path, with its
+--precision (fp8 too: both sides quantize with the function dlbench generate --precision fp8
+calls), --path (eager: model.generate() called bare against dlbench's eager path, with its
 token marks, window and telemetry; static, graph or compile: the decode loops), --prompt-len and
 --output-len. On an H100 the default (path graph, 4
 rounds) took 3 minutes, on a CPU (10 rounds) 1 minute. --path compile works but costs a compile on
@@ -73,7 +77,9 @@ are the same in every run, is the check.
 --batch (per GPU), --seq-len, --precision, --gpus (processes: GPUs, or gloo processes on the
 CPU), --compile (each decoder block compiled before it is sharded, on both sides) and
 --checkpointing (transformers' own activation checkpointing, switched on before sharding, as
-dlbench does). Both sides autocast in the run's precision as dlbench's step does, on top of
+dlbench does). With --compile the bare loop compiles each block's ``forward`` as dlbench does;
+--bare-compile module wraps each block in torch.compile's module instead (torchtitan's
+``apply_compile``), so that the two ways can be measured against each other. Both sides autocast in the run's precision as dlbench's step does, on top of
 FSDP's bf16 parameters. The bare side gets the variables dlbench's launcher gives its ranks
 (NVLink multicast off; OMP_NUM_THREADS=1 unless set).
 """
@@ -97,6 +103,7 @@ import torch
 import torch.nn.functional as F
 
 from dlbench import env as envmod
+from dlbench.config import ConfigError
 from dlbench.launch.interconnect import interconnect_env
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
@@ -104,6 +111,7 @@ from dlbench.models.lm import get_lm
 from dlbench.records.generate import GenerateConfig
 from dlbench.records.scaling import ScalingConfig
 from dlbench.records.throughput import ThroughputConfig
+from dlbench.workloads import fp8_inference
 from dlbench.workloads import generate as generate_workload
 from dlbench.workloads.fusion import fuse_projections
 from dlbench.workloads.gqa_fold import fold_gqa
@@ -222,18 +230,21 @@ def bare_generate(model_name: str, batch: int, prompt_len: int, output_len: int,
     compiled first. Path eager is ``model.generate()`` called as a user calls it, nothing
     around it. With ``fuse`` the model's sibling projections are fused first by the same
     function dlbench's ``--fuse`` calls, and with ``fold`` its attention folded by the one
-    ``--fold-gqa`` calls: the model is the same on both sides, and what is compared is the
-    loop around it. Returns output tokens/s over ``requests`` requests after
+    ``--fold-gqa`` calls, and in fp8 its linear layers quantized (after fusion) by the one
+    ``--precision fp8`` calls: the model is the same on both sides, and what is compared is
+    the loop around it. Returns output tokens/s over ``requests`` requests after
     ``warmup``."""
     from transformers import StaticCache  # heavy: transformers
 
-    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[precision]
+    dtype = generate_workload.DTYPES[precision]  # fp8 quantizes a bf16 model
     torch.manual_seed(0)
     model = get_lm(model_name).build_on(device, dtype)
     if fuse:
         fuse_projections(model)
     if fold:
         fold_gqa(model)
+    if precision == "fp8":
+        fp8_inference.quantize(model)
     ids = torch.randint(0, model.config.vocab_size, (batch, prompt_len), device=device)
     if path == "eager":
         # What dlbench's eager path times, without its token marks, window or telemetry: a
@@ -356,7 +367,8 @@ def generate_rounds(a: argparse.Namespace, gpu: bool, device: torch.device, roun
 
 
 def bare_fsdp(model_name: str, batch: int, seq_len: int, precision: str, compile: str | None,
-              checkpointing: bool, device_type: str, warmup: int, steps: int) -> dict:
+              checkpointing: bool, device_type: str, warmup: int, steps: int,
+              compile_how: str = "forward", in_flight: int = 0) -> dict:
     """One rank of the FSDP2 loop a careful user would write by hand, run under torchrun.
 
     Returns this rank's view: tokens/s of all ranks over the slowest rank's timed steps (the
@@ -383,14 +395,18 @@ def bare_fsdp(model_name: str, batch: int, seq_len: int, precision: str, compile
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if precision == "bf16" else None,
                                   reduce_dtype=torch.float32)
     for name, block in list(layers.named_children()):
-        if compile:  # each block compiled, then sharded (torchtitan's order)
+        if compile and compile_how == "forward":  # each block's forward compiled, then sharded
+            block.forward = torch.compile(block.forward, mode=compile)
+        elif compile:  # the block wrapped in torch.compile's module (torchtitan's apply_compile)
             block = torch.compile(block, mode=compile)
             layers.register_module(name, block)
         fully_shard(block, mp_policy=policy)
     fully_shard(lm, mp_policy=policy)
     opt = torch.optim.AdamW(lm.parameters(), lr=1e-4)  # after sharding: it holds the shards
     vocab = lm.config.vocab_size
-    gen = torch.Generator(device).manual_seed(1000 + rank)  # each rank its own data
+    # Each rank its own data, drawn as dlbench's ranks draw theirs (seed 0: the generator seeded
+    # with the rank), so that both sides train on the same tokens and their losses compare.
+    gen = torch.Generator(device).manual_seed(rank)
     x = torch.randint(0, vocab, (batch, seq_len), device=device, generator=gen)
     y = torch.randint(0, vocab, (batch, seq_len), device=device, generator=gen)
     if device.type == "cuda":  # the peak of training, not of the build (as dlbench's)
@@ -411,8 +427,14 @@ def bare_fsdp(model_name: str, batch: int, seq_len: int, precision: str, compile
     sync()
     dist.barrier()  # every rank starts the clock together
     t = time.perf_counter()
+    done = []
     for _ in range(steps):
         loss = step()
+        if in_flight and device.type == "cuda":  # at most in_flight steps queued ahead
+            done.append(torch.cuda.Event())
+            done[-1].record()
+            if len(done) > in_flight:
+                done.pop(0).synchronize()
     sync()  # note: the one CPU-GPU sync point of the timed steps
     elapsed = torch.tensor([time.perf_counter() - t], dtype=torch.float64, device=device)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank's time, as dlbench's
@@ -441,7 +463,8 @@ def fsdp_rank(job_path: str) -> NoReturn:
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     out = bare_fsdp(job["model"], job["batch"], job["seq_len"], job["precision"], job["compile"],
-                    job["checkpointing"], job["device"], job["warmup"], job["steps"])
+                    job["checkpointing"], job["device"], job["warmup"], job["steps"],
+                    job.get("bare_compile", "forward"), job.get("in_flight", 0))
     if os.environ["RANK"] == "0":
         Path(job["out"]).write_text(json.dumps(out))
     # The result is on disk: skip the interpreter's teardown, where a native thread pool torn
@@ -483,8 +506,11 @@ def dlbench_fsdp(cfg: ScalingConfig, db: str, env: dict) -> dict:
     return rec
 
 
-def bare_fsdp_job(cfg: ScalingConfig, steps: int, tmp: str, env: dict) -> dict:
-    """The bare FSDP2 loop on ``cfg.gpus`` ranks through torchrun; rank 0's result."""
+def bare_fsdp_job(cfg: ScalingConfig, steps: int, tmp: str, env: dict,
+                  compile_how: str = "forward", in_flight: int = 0) -> dict:
+    """The bare FSDP2 loop on ``cfg.gpus`` ranks through torchrun; rank 0's result.
+    ``compile_how``: each block's ``forward`` compiled (dlbench's way) or the block wrapped in
+    ``torch.compile``'s module (``module``: torchtitan's ``apply_compile``)."""
     b = cfg.base
     out = Path(tmp) / "bare.json"
     out.unlink(missing_ok=True)
@@ -493,7 +519,8 @@ def bare_fsdp_job(cfg: ScalingConfig, steps: int, tmp: str, env: dict) -> dict:
         "model": b.model, "batch": b.batch_size, "seq_len": b.input_size,
         "precision": b.precision, "compile": b.compile, "checkpointing": b.checkpointing,
         "device": "cpu" if b.device == "cpu" else "cuda", "warmup": b.warmup_steps,
-        "steps": steps, "out": str(out)}))
+        "steps": steps, "out": str(out), "bare_compile": compile_how,
+        "in_flight": in_flight}))
     _child([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
             str(cfg.gpus), str(Path(__file__).resolve()), "--fsdp-rank", str(job)],
            env, "the bare FSDP2 loop", 1800)
@@ -533,15 +560,17 @@ def fsdp_rounds(a: argparse.Namespace, gpu: bool, rounds_n: int
             if dlbench_first:
                 rec = dlbench_fsdp(cfg, db, env)
                 steps = rec["summary"]["steps"]
-                bare = bare_fsdp_job(cfg, steps, tmp, env)
+                bare = bare_fsdp_job(cfg, steps, tmp, env, a.bare_compile, a.bare_in_flight)
             else:
-                bare = bare_fsdp_job(cfg, steps, tmp, env)
+                bare = bare_fsdp_job(cfg, steps, tmp, env, a.bare_compile, a.bare_in_flight)
                 rec = dlbench_fsdp(cfg, db, env)
             ours = rec["summary"]["units_per_s"]
             ratio = ours / bare["tokens_per_s"]
             rounds.append({"dlbench_first": dlbench_first, "steps": rec["summary"]["steps"],
                            "bare_steps": steps, "dlbench": ours, "bare": bare["tokens_per_s"],
-                           "ratio": ratio, "dlbench_final_loss": rec["final_loss"],
+                           "ratio": ratio, "bare_compile": a.bare_compile,
+                           "bare_in_flight": a.bare_in_flight,
+                           "dlbench_final_loss": rec["final_loss"],
                            "dlbench_memory": rec["memory"], "bare_loop": bare})
             print(f"round {i + 1}: dlbench {ours:.1f} tokens/s  bare {bare['tokens_per_s']:.1f} "
                   f"tokens/s  ratio {ratio:.4f}  ({rec['summary']['steps']} vs {steps} steps, "
@@ -573,7 +602,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--model")
     ap.add_argument("--batch", type=int)
-    ap.add_argument("--precision", choices=("fp32", "bf16"))
+    ap.add_argument("--precision", choices=("fp32", "bf16", "fp8"),
+                    help="fp8: --generate only (an sm_89+ GPU and torchao)")
     ap.add_argument("--channels-last", choices=("on", "off"))
     ap.add_argument("--compile", choices=("none", "default", "max-autotune-no-cudagraphs"),
                     default="none", help="torch.compile both sides (tuned mode's path)")
@@ -612,6 +642,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="--fsdp: ranks, one per GPU (gloo processes on the CPU; default 2)")
     ap.add_argument("--seq-len", type=int,
                     help="--fsdp: tokens per sequence (default: the model's, 2048 for llama-*)")
+    ap.add_argument("--bare-in-flight", type=int, default=0, metavar="K",
+                    help="--fsdp on a GPU: the bare loop waits for step i-K before going on "
+                         "after step i (a bounded launch queue, as dlbench's window keeps); "
+                         "0 (default): unbounded, as a plain loop runs")
+    ap.add_argument("--bare-compile", choices=("forward", "module"), default="forward",
+                    help="--fsdp --compile: how the bare loop compiles each block: its forward "
+                         "(default, as dlbench does) or the block wrapped in torch.compile's "
+                         "module (module: torchtitan's way), to measure that choice apart")
     ap.add_argument("--checkpointing", action="store_true",
                     help="--fsdp: activation checkpointing on both sides (transformers' switch)")
     ap.add_argument("--max-time", type=float,
@@ -652,6 +690,13 @@ def main(argv: list[str] | None = None) -> int:
         if (a.fuse or a.fold_gqa) and a.path == "eager":
             ap.error("--fuse and --fold-gqa change the model of the static-cache paths "
                      "(static, graph, compile); model.generate() runs the model as it is")
+        if a.precision == "fp8":
+            try:  # an sm_89+ GPU and torchao, before either side builds anything
+                fp8_inference.check_ready(torch.device(a.device))
+            except ConfigError as e:
+                ap.error(str(e))
+    elif a.precision == "fp8":
+        ap.error("--precision fp8 goes with --generate (fp8 inference through torchao)")
     elif a.path or a.prompt_len or a.output_len or a.fuse or a.fold_gqa:
         ap.error("--path, --prompt-len, --output-len, --fuse and --fold-gqa go with --generate")
     device = torch.device(a.device)

@@ -10,11 +10,16 @@ The store is generated once into ``--store`` and reused while it holds N results
 
     python benchmarks/store_scale.py [-n 100000] [--store /tmp/store-scale.db] [--out F.json]
     python benchmarks/store_scale.py --src /tmp/before/src   # another dlbench tree, same store
+    python benchmarks/store_scale.py --only csv json --same-as /tmp/before/src
+
+``--same-as TREE`` runs each export again with that tree, right after, times it too, and says
+whether the two wrote the same bytes (every file): how a faster exporter shows it changed nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import filecmp
 import gzip
 import json
 import os
@@ -136,6 +141,8 @@ def main() -> int:
     ap.add_argument("--src", default=str(ROOT / "src"), help="the dlbench source tree to time")
     ap.add_argument("--timeout", type=float, default=600, help="seconds a command may take")
     ap.add_argument("--only", nargs="*", help="only these commands (ls, show, csv, json, report)")
+    ap.add_argument("--same-as", metavar="TREE",
+                    help="run each export with this dlbench source tree too, and compare bytes")
     ap.add_argument("--out", help="write the results as JSON here")
     args = ap.parse_args()
 
@@ -150,6 +157,7 @@ def main() -> int:
         "SELECT COUNT(*) FROM results WHERE run_id IN (SELECT run_id FROM runs WHERE tag=?)",
         (tag,)).fetchone()[0]
     out_dir = Path(tempfile.mkdtemp(prefix="store-scale-"))
+    other_dir = out_dir / "same-as"
     commands = {
         "ls": ["results", "ls", "--results", "--db", str(store)],
         "show": ["results", "show", "--tag", tag, "--db", str(store)],
@@ -166,21 +174,30 @@ def main() -> int:
             continue
         rows[name] = r = timed(argv, env, args.timeout)
         if name in ("csv", "json", "report"):
-            written = sum(p.stat().st_size for p in out_dir.iterdir())
+            written = sum(p.stat().st_size for p in out_dir.iterdir() if p.is_file())
             r["output_mb"] = round(written / 1e6, 1)
             if name != "report":
                 r["records_per_s"] = round(args.n / r["wall_s"]) if r["rc"] == 0 else None
                 r["records_per_cpu_s"] = round(args.n / r["cpu_s"]) if r["rc"] == 0 else None
+            if args.same_as and name != "report":
+                r["same_as"] = _same_as(argv, out_dir, other_dir, args, timeout=args.timeout)
             for p in out_dir.iterdir():
-                p.unlink()
+                if p.is_file():
+                    p.unlink()
         print(f"{name:5} {r['wall_s']:9.2f} s wall {r['cpu_s']:9.2f} s cpu "
               f"{r['peak_rss_mb']:9.1f} MB  rc {r['rc']}"
               + (f"  {r['records_per_s']} records/s" if r.get("records_per_s") else "")
               + ("  TIMED OUT" if r["timed_out"] else ""), flush=True)
+        if r.get("same_as"):
+            o = r["same_as"]
+            print(f"  --same-as {o['wall_s']:9.2f} s wall {o['cpu_s']:9.2f} s cpu "
+                  f"{o['peak_rss_mb']:9.1f} MB  rc {o['rc']}  {o['records_per_s']} records/s; "
+                  f"bytes {'identical' if o['identical'] else 'DIFFER: ' + str(o['differ'])}",
+                  flush=True)
     shutil.rmtree(out_dir, ignore_errors=True)
     doc = {"benchmark": "store_scale", "n_results": args.n, "per_run": args.per_run,
            "store_mb": round(size_mb, 1), "generate_s": gen_s and round(gen_s, 1),
-           "tag": tag, "tag_results": tag_results, "src": args.src,
+           "tag": tag, "tag_results": tag_results, "src": args.src, "same_as": args.same_as,
            "template": str(Path(args.template).relative_to(ROOT))
            if Path(args.template).is_relative_to(ROOT) else args.template,
            "commands": rows,
@@ -190,7 +207,28 @@ def main() -> int:
                        timespec="seconds")}}
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
-    return 0 if all(r["rc"] == 0 for r in rows.values()) else 1
+    return 0 if all(r["rc"] == 0 and r.get("same_as", {}).get("identical", True)
+                    for r in rows.values()) else 1
+
+
+def _same_as(argv: list[str], out_dir: Path, other_dir: Path, args: argparse.Namespace,
+             timeout: float) -> dict:
+    """The export of ``argv`` again with the ``--same-as`` tree, into ``other_dir``: its
+    figures, and whether every file it wrote equals the one the first run wrote."""
+    other_dir.mkdir(exist_ok=True)
+    out = str(out_dir / Path(argv[argv.index("-o") + 1]).name)
+    again = [str(other_dir / Path(a).name) if a == out else a for a in argv]
+    env = {**os.environ, "PYTHONPATH": args.same_as, "COLUMNS": "200"}
+    r = timed(again, env, timeout)
+    r["records_per_s"] = round(args.n / r["wall_s"]) if r["rc"] == 0 else None
+    mine = sorted(p.name for p in out_dir.iterdir() if p.is_file())
+    theirs = sorted(p.name for p in other_dir.iterdir())
+    differ = [n for n in mine if n not in theirs or not filecmp.cmp(
+        out_dir / n, other_dir / n, shallow=False)] + [n for n in theirs if n not in mine]
+    r["identical"], r["differ"] = not differ and r["rc"] == 0, differ
+    for p in other_dir.iterdir():
+        p.unlink()
+    return r
 
 
 if __name__ == "__main__":

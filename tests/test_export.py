@@ -18,6 +18,7 @@ import io
 import json
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from fakes.generate_records import failed_generate, generate_record
 from fakes.serve_records import every_column_records
 
 from dlbench.records import RECORD_TYPES
+from dlbench.records.base import new_id
 from dlbench.report import export
 from dlbench.store import Store
 
@@ -62,6 +64,15 @@ def every_kind(tmp_path_factory) -> Path:
         store.add(failed_generate(env=h100.env, run_id=h100.run_id))
         for r in every_column_records(env=h100.env, run_id=h100.run_id):
             store.add(r)
+        # Nor a scaling record with its ranks' exposed communication: an ok one with
+        # known profiles (2 ms of 10 ms exposed per step), each rank's.
+        scaled = next(r for r in store.results(kind="scaling") if r.ok)
+        prof = {"source": "cuda kernels", "steps": 2, "warmup_steps": 1,
+                "exposed_s": [0.002, 0.002], "comm_s": [0.005, 0.005], "step_s": [0.01, 0.01],
+                "comm_names": {"ncclDevKernel_AllReduce_Sum_f32_RING_LL": 0.01},
+                "reason": None, "cost_s": 1.5}
+        store.add(replace(scaled, id=new_id(),
+                          rank_comm_profile=(prof,) * len(scaled.rank_step_times_s)))
     return db
 
 

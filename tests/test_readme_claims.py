@@ -5,6 +5,8 @@ hand, a flag dropped, an interval left from an older method)."""
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import replace
 from pathlib import Path
 
@@ -56,7 +58,18 @@ def test_flags_are_what_the_records_carry(rendered):
     assert "energy-mismatch" in "\n".join(rendered["h200-8"])
     assert "noisy (time cap)" in rendered["cpu-suite"][0]
     assert "throttled (power)" in rendered["h100-tuned"][0]
-    assert all("one process" in lines[0] for lines in rendered.values())
+    # Every figure measured in one process says so: in its table's caption, or, in a table
+    # with a --repeat group among its rows, in each row's '±95% jobs' cell. The largest-batch
+    # table holds batches found, no throughput (its search measured none).
+    per_row, no_figure = {"4x-h100-strategies"}, {"4x-h100-largest-batch"}
+    assert all("one process" in lines[0] for name, lines in rendered.items()
+               if name not in per_row | no_figure)
+    for name in per_row:
+        rows = [line for line in rendered[name] if line.startswith("| llama")]
+        assert rows and all(re.search(r"\| (1 process|±[\d.]+% \(\d+\)) \|$", r) for r in rows)
+        assert any(r.endswith("(2) |") for r in rows)
+    assert all(" - | - |" in line for line in rendered["4x-h100-largest-batch"]
+               if line.startswith("| llama"))  # throughput there: not measured
     # The hand-kept tables these replaced had dropped these: the ms-per-batch fp16 windows the
     # time cap stopped, the socket-only VGG-16 window (±58%) behind the 0.341 factor, the
     # DataParallel window at batch 256 on two H200s.

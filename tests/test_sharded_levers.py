@@ -107,7 +107,8 @@ def test_wrap_strategy_passes_offload_to_fsdp_and_fsdp_tp(monkeypatch):
 # -- configs: identity, labels, refusals ---------------------------------------------------------
 def test_levers_keep_old_keys_and_join_the_identity_only_when_on():
     c = ScalingConfig(base=base(), gpus=2, strategy="fsdp")
-    d = {k: v for k, v in c.to_dict().items() if k not in ("tp", "offload", "fp8")}
+    d = {k: v for k, v in c.to_dict().items()
+         if k not in ("tp", "offload", "fp8", "comm_profile_steps")}
     d["base"] = c.base.key()
     assert c.key() == config_key(d)                      # the key records had before the levers
     off, f8 = replace(c, offload=True), replace(c, fp8=True)
@@ -180,6 +181,10 @@ def fake_torchao(monkeypatch):
                   if isinstance(m, nn.Linear) and module_filter_fn(m, n)]
         calls.append({"module": module, "chosen": chosen, "config": config})
         return module
+    # A model built first: transformers looks the real torchao up (find_spec, then its
+    # submodules) when its model code first loads, which a stand-in in sys.modules breaks.
+    from dlbench.models import get_model
+    get_model("tiny_llama").build(16)
     pkg = types.ModuleType("torchao")
     sub = types.ModuleType("torchao.float8")
     sub.convert_to_float8_training = convert_to_float8_training

@@ -8,8 +8,10 @@ lands."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -181,3 +183,86 @@ def test_a_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path, module, how
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: interrupted"), p.stderr[-3000:]
     assert _runs_and_results(db) == (0, 0)   # before the first config: no run, no result
+
+
+# -- the first moments: the console script and `python -m dlbench` --------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+HOWS["raised"] = "raise KeyboardInterrupt"
+
+
+def console_script(tmp_path: Path) -> Path:
+    """The ``dlbench`` script pip writes for pyproject's entry point (its template, verbatim):
+    it imports the entry's module, then calls it."""
+    import tomllib
+    entry = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["dlbench"]
+    module, func = entry.split(":")
+    script = tmp_path / "dlbench"
+    script.write_text(f"#!{sys.executable}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
+                      f"from {module} import {func}\nif __name__ == '__main__':\n"
+                      "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+                      f"    sys.exit({func}())\n")
+    return script
+
+
+@pytest.mark.parametrize("how", ["raised", "lost"])
+@pytest.mark.parametrize("via", ["console-script", "python-m"])
+def test_a_ctrl_c_while_the_entry_imports_dlbench_is_one_line_and_130(tmp_path, via, how):
+    """At the first import of dlbench.cli (the commands' modules, most of start-up): the console
+    script imported it before any dlbench code could catch an interrupt (a traceback), and an
+    interrupt lost there went unnoticed (the command ran on)."""
+    db = tmp_path / "s.db"
+    (tmp_path / "sitecustomize.py").write_text(INTERRUPT.format(module="dlbench.cli",
+                                                                how=HOWS[how]))
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), SRC, os.environ.get("PYTHONPATH", "")]))
+    entry = ([str(console_script(tmp_path))] if via == "console-script" else ["-m", "dlbench"])
+    p = subprocess.run([sys.executable, *entry, *THROUGHPUT, "--db", str(db)], env=env,
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 130, (p.returncode, p.stderr[-3000:])
+    assert p.stderr == "error: interrupted while dlbench started\n", p.stderr[-3000:]
+    assert not db.exists()
+
+
+def _site_packages_path() -> str:
+    """This interpreter's import path without the working directory: what ``python -S`` is
+    given, so that the site module (and the .pth files of this machine's environment, which
+    import what they like) takes no part in start-up."""
+    return os.pathsep.join([SRC, *(p for p in sys.path if p and Path(p).is_dir()
+                                   and Path(p).resolve() != Path.cwd().resolve())])
+
+
+@pytest.mark.parametrize("via", ["console-script", "python-m"])
+def test_a_ctrl_c_in_the_first_tenth_of_a_second(tmp_path, via):
+    """SIGINT 0, 20, 50 and 100 ms after ``dlbench run`` starts. Whatever the machine's load
+    makes of those moments, each lands in one of three places, and each ends as it must there:
+
+    - before Python has installed its own handler: the process ends by the signal, silently
+      (a shell reports 130);
+    - in the interpreter's own start-up, before dlbench's first line (the io module, runpy
+      finding ``dlbench.__main__``, the console script's own import line): Python's own report,
+      in which no file of dlbench appears;
+    - in dlbench: one line, ``error: interrupted ...``, exit 130, nothing stored.
+
+    A traceback through dlbench's code, or a command that goes on, fails it."""
+    entry = ([str(console_script(tmp_path))] if via == "console-script" else ["-m", "dlbench"])
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=_site_packages_path())
+    seen = []
+    for delay in (0.0, 0.02, 0.05, 0.1):
+        db = tmp_path / f"s-{delay}.db"
+        p = subprocess.Popen([sys.executable, "-S", *entry, "run", "--suite", "smoke",
+                              "--db", str(db)], env=env, cwd=tmp_path,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        err = p.communicate(timeout=120)[1]
+        lines = err.strip().splitlines()
+        if p.returncode == -signal.SIGINT and not err:
+            seen.append("before Python's handler")
+        elif p.returncode == 130 and len(lines) == 1 and lines[0].startswith("error: interrupted"):
+            seen.append("in dlbench")
+            assert not db.exists() or _runs_and_results(db)[1] == 0
+        else:
+            assert "KeyboardInterrupt" in err and p.returncode != 0, (delay, p.returncode, err)
+            assert SRC not in err, (delay, p.returncode, err)  # no frame of dlbench's
+            seen.append("in the interpreter's start-up")
+    assert len(seen) == 4, seen

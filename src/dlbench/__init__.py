@@ -10,10 +10,12 @@ The names below load on first use (PEP 562): ``import dlbench`` and ``dlbench --
 no torch; ``dlbench.measure_throughput`` loads it.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+# Nothing is imported here at load (not even __future__): ``python -m dlbench`` loads this
+# package before the command's entry (dlbench.__main__) can catch a Ctrl-C, so it must take no
+# time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 
@@ -32,9 +34,11 @@ _LAZY = {
 __all__ = ["__version__", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(_LAZY[name]), name)
     globals()[name] = value  # the next lookup is a plain attribute
     return value

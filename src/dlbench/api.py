@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 from dlbench import env as envmod
 from dlbench.config import ConfigError
 from dlbench.jobs import generate_runs, plans, runs, serve_runs, step_runs
+from dlbench.launch import tempdirs
 from dlbench.measure.serving import Slo, parse_slo
 from dlbench.measure.stopping import StopRule
 from dlbench.models import get_model
@@ -111,7 +112,8 @@ def measure_generation(model: str, batch_size: int = 1, *, prompt_len: int = 128
             ``hf:NAME_OR_DIR`` or ``path/to/file.py:factory``.
         batch_size: prompts generated together.
         prompt_len, output_len: tokens per prompt and tokens generated per prompt.
-        precision: ``bf16``, ``fp16`` or ``fp32``; None for bf16 on a GPU, fp32 on the CPU.
+        precision: ``bf16``, ``fp16``, ``fp32`` or ``fp8`` (the linear layers through torchao;
+            an sm_89+ GPU); None for bf16 on a GPU, fp32 on the CPU.
         path: ``eager`` (``model.generate()``), ``static``, ``graph`` or ``compile``.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
         stop: when the window of requests ends (default: the command's).
@@ -282,7 +284,7 @@ class _store:
     def __enter__(self) -> str:
         if self.db is not None:
             return str(self.db)
-        self.tmp = tempfile.TemporaryDirectory(prefix="dlbench-")
+        self.tmp = tempfile.TemporaryDirectory(prefix="dlbench-", dir=tempdirs.root())
         return os.path.join(self.tmp.name, "results.db")
 
     def __exit__(self, *exc: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shlex
 import sys
@@ -94,10 +95,36 @@ def debugging(args: argparse.Namespace | None = None) -> bool:
         os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "no", "false", "off")
 
 
+class _NoticeFilter(logging.Filter):
+    """Drops log records whose message holds ``text``."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
+#: Notices libraries log to their own developers, which would stand before dlbench's one-line
+#: messages: torch 2.14 warns once per enum that torchao (installed for fp8) registers with
+#: pytree when transformers imports it ("<enum 'KernelPreference'> is an Enum subclass and is
+#: now natively supported by torch.compile ...").
+_NOTICES = (("torch.utils._pytree", "is an Enum subclass and is now natively supported"),)
+
+
+def _quiet_library_notices() -> None:
+    for logger, text in _NOTICES:
+        log = logging.getLogger(logger)
+        if not any(isinstance(f, _NoticeFilter) and f.text == text for f in log.filters):
+            log.addFilter(_NoticeFilter(text))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every way it can end is one of the documented exit codes (EXIT_CODES)
     and, for a failure, one line on stderr: the traceback only with ``--debug``."""
     args = None
+    _quiet_library_notices()
     try:
         try:
             # SIGTERM and SIGHUP end every command as Ctrl-C does, from the first moment: a

@@ -418,3 +418,29 @@ def checkpointing_fields(args: argparse.Namespace) -> dict[str, object]:
     return {"checkpointing": args.checkpointing is not None,
             "checkpoint_policy": args.checkpointing or "full"}
 
+
+
+def add_strategy_flags(p: argparse.ArgumentParser, strategies: str, gpus: str) -> None:
+    """``--gpus``, ``--strategy`` and the sharded strategies' flags that change what a rank
+    holds (``--tp``, ``--offload``, ``--fp8``), as ``dlbench scale`` and ``dlbench maxbatch``
+    both take them; ``strategies`` and ``gpus`` are each command's help for the first two
+    (which strategies, which default)."""
+    p.add_argument("--gpus", action="append", type=csv_list(POSITIVE), help=gpus)
+    p.add_argument("--strategy", action="append", type=csv_list(), help=strategies)
+    p.add_argument("--tp", type=POSITIVE, default=None, metavar="N",
+                   help="fsdp+tp's tensor-parallel degree, GPUs per TP group, a divisor of the "
+                        "GPUs per host (default: 2 where it divides them, else 1; at one GPU "
+                        "always 1). --strategy tp always splits over all --gpus")
+    p.add_argument("--offload", action="store_true",
+                   help="fsdp and fsdp+tp: FSDP2's CPU offload (CPUOffloadPolicy) of the "
+                        "parameters, gradients and optimizer state, which then live in pinned "
+                        "host memory; each block's parameters are copied to the GPU for its "
+                        "all-gather and its gradients back. The optimizer step then runs on the "
+                        "CPU (PyTorch's behaviour): for the largest models, slow")
+    p.add_argument("--fp8", action="store_true",
+                   help="ddp, fsdp, tp, fsdp+tp: fp8 matmuls in the linear layers, through "
+                        "torchao's float8 training (pip install torchao), applied before "
+                        "sharding and compile as torchtitan does; the LM head and layers whose "
+                        "features do not divide by 16 stay in --precision. Needs an "
+                        "H100/Ada-class GPU (sm_89+); use it with --compile, which fuses "
+                        "torchao's casts")

@@ -71,13 +71,19 @@ per query head of the group (4x the cache's traffic for llama-3.1-8b): it matter
 batches, where the cache outweighs the weights.
 --tuned measures eager and compile and prints them side by side with the factor, the setup
 time and the tokens it takes to pay it back; --tuned --fuse --fold-gqa is dlbench's fastest
-setup."""
+setup.
+--precision fp8 builds the model in bf16 and quantizes its linear layers with torchao (fp8 e4m3
+weights with per-row scales, inputs quantized per token: its H100 inference recipe), after
+--fuse; the LM head, embedding, attention and KV cache stay bf16. It needs a GPU with fp8
+tensor cores (compute capability 8.9+: L4, L40S, RTX 4090, H100, H200, B200) and torchao
+(pip install torchao, a version matching your torch)."""
 
 EXAMPLES = """\
 examples:
   dlbench generate -m llama-3.2-1b                       # batch 1, 128+128 tokens, eager
   dlbench generate -m llama-3.1-8b -b 1,8,32,64,auto --tuned --fuse --fold-gqa
   dlbench generate -m llama-3.2-1b --prompt-len 128,1024 --output-len 256 --path graph
+  dlbench generate -m llama-3.1-8b -b 1,64 --precision bf16,fp8 --path compile --fuse
   dlbench generate -m 'hf:path/to/model_dir' -b 4      # a local config (and its weights)
   dlbench generate --list-models
 """
@@ -102,7 +108,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="tokens generated per prompt (default 128)")
     p.add_argument("--precision", action="append", type=csv_list(),
                    help=f"{', '.join(GENERATE_PRECISIONS)}: weights, KV cache and activations "
-                        "(default: bf16 on a GPU, fp32 on the CPU)")
+                        "(default: bf16 on a GPU, fp32 on the CPU); fp8: the linear layers in "
+                        "fp8 through torchao, the rest bf16 (an sm_89+ GPU: H100/H200/L4/Ada; "
+                        "pip install torchao)")
     p.add_argument("--path", action="append", type=csv_list(one_of(PATHS, None, "path")),
                    help=f"{', '.join(PATHS)} (default eager; see above)")
     p.add_argument("--tuned", action="store_true",
@@ -166,10 +174,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     precisions = flatten(args.precision, []) or ["bf16" if gpu else "fp32"]
     for p in precisions:
         if p not in GENERATE_PRECISIONS:
-            why = (": fp8 inference needs torchao's float8 linear layers, not built into dlbench "
-                   "generate yet" if p == "fp8" else "")
             raise ConfigError(f"--precision {p}: dlbench generate takes "
-                              f"{', '.join(GENERATE_PRECISIONS)}{why}")
+                              f"{', '.join(GENERATE_PRECISIONS)}")
+    if "fp8" in precisions:  # an sm_89+ GPU and torchao, before any model is built (exit 2)
+        jobs.check_fp8(args.device)
     stop = StopRule(min_steps=args.min_requests, min_seconds=args.min_time,
                     max_seconds=args.max_time, target_rel_ci=args.target_ci)
     batches = flatten(args.batch_size, [1])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
@@ -22,6 +23,7 @@ from dlbench.commands.common import (
     SearchPrinter,
     add_checkpointing,
     add_command,
+    add_strategy_flags,
     add_sweep_flags,
     checkpointing_fields,
     compile_mode,
@@ -50,11 +52,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "a guess from the probes' memory, then bisection; each probe is a few steps "
                     "in a fresh process), then measure the throughput there with the normal "
                     "stopping rule. Every probe, out of memory or not, is stored with its peak "
-                    "memory.",
+                    "memory.\n\n"
+                    "With --strategy (ddp, fsdp, tp, fsdp+tp) and --gpus N the search is for "
+                    "the largest batch per data-parallel replica that trains under that "
+                    "strategy on N GPUs (a GPU under ddp and fsdp, a TP group under tp and "
+                    "fsdp+tp): each probe is a torchrun job of all N ranks, as 'dlbench scale' "
+                    "runs it, and an out-of-memory on any rank means the batch does not fit; "
+                    "the batch found is then measured as a scaling job. --checkpointing, "
+                    "--offload and --fp8 change what a rank holds, so each is part of the setup "
+                    "searched. Without CUDA, --gpus counts gloo processes on the CPU.",
         epilog="examples:\n"
                "  dlbench maxbatch -m resnet50,vit_b_16 --precision fp32,bf16\n"
                "  dlbench maxbatch -m gpt2 --precision bf16 --checkpointing --optimizer adamw\n"
-               "  dlbench throughput -m resnet50 -b auto --precision bf16   (reuses the result)\n\n"
+               "  dlbench throughput -m resnet50 -b auto --precision bf16   (reuses the result)\n"
+               "  dlbench maxbatch -m llama-3.2-1b --seq-len 2048 --precision bf16 --optimizer "
+               "adamw --strategy ddp,fsdp --gpus 8\n"
+               "      (the largest batch per GPU under DDP and under FSDP2 on 8 GPUs)\n"
+               "  dlbench maxbatch -m llama-3.1-8b --precision bf16 --optimizer adamw "
+               "--strategy fsdp --gpus 8 --offload --checkpointing\n"
+               "  dlbench maxbatch -m llama-3.2-1b --precision bf16 --optimizer adamw "
+               "--strategy fsdp+tp --tp 2 --gpus 4\n\n"
                "--resume reuses a stored search of the same setup on the same kind of device, "
                "measures its\nthroughput if no run did, and goes on from the probes of a "
                "search that was interrupted.\nIn true fp32 a probe can take minutes: cuDNN "
@@ -82,6 +99,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "them on each probe's first step (torch.backends.cudnn.benchmark "
                         "off): in true fp32 that timing takes minutes per shape at large "
                         "batches; the setup is then labelled no-autotune")
+    add_strategy_flags(p, strategies="search under ddp, fsdp, tp or fsdp+tp on --gpus GPUs "
+                                     "(one or a list; each a search of its own; default: one "
+                                     "process on one device, or ddp with --gpus)",
+                       gpus="GPUs of each probe's job, one or a list (default with --strategy: "
+                            "every visible GPU). Without CUDA: gloo processes (default 2)")
     p.add_argument("--seq-len", "--input-size", dest="input_size", type=POSITIVE,
                    help="sequence length (text models) or image side in px")
     p.add_argument("--device", default="auto", type=device,
@@ -106,15 +128,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_maxbatch)
 
 
+def _sharded(args: argparse.Namespace) -> bool:
+    """Whether the search is under a strategy; the levers of one refused without it."""
+    if args.strategy or args.gpus:
+        return True
+    for flag, given in (("--tp", args.tp is not None), ("--offload", args.offload),
+                        ("--fp8", args.fp8)):
+        if given:
+            raise ConfigError(f"{flag} applies to a search under a strategy: add --strategy "
+                              "fsdp (or ddp, tp, fsdp+tp) and --gpus N")
+    return False
+
+
 def cmd_maxbatch(args: argparse.Namespace) -> int:
     if args.start is not None and args.limit is not None and args.start > args.limit:
         raise ConfigError(f"--start {args.start} is above --max {args.limit}: the search "
                           "would probe nothing")
+    sharded = _sharded(args)
+    if sharded and set(flatten(args.mode, ["train"])) != {"train"}:
+        raise ConfigError("--strategy searches the largest batch that trains: drop --mode eval")
     from dlbench.jobs import plans  # heavy: torch
     from dlbench.jobs.maxbatch_search import run_searches  # heavy: torch
-    from dlbench.jobs.runs import launcher_for  # heavy: torch
+    from dlbench.jobs.runs import launcher_for, torchrun_launcher  # heavy: torch
     from dlbench.models import get_model  # heavy: torch
 
+    counts: list[int] = []
+    if sharded:
+        import torch  # heavy: the GPUs to count
+
+        gpu = plans.on_gpu(args.device, plans.device_facts())
+        visible = torch.cuda.device_count() if gpu else 2
+        counts = flatten(args.gpus, [visible])
+        plans.check_gpu_counts(counts, gpu, visible)  # more ranks than GPUs: refused now
     models = [get_model(m).name for m in flatten(args.model, [])]
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,
                     max_seconds=args.max_time, target_rel_ci=args.target_ci)
@@ -127,18 +172,33 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
                    device=args.device, warmup_steps=args.warmup,
                    warmup_seconds=args.warmup_time, stop=stop)
     bases = plans.unique(map(plans.applicable, bases))
-    plans.preflight(bases)
+    plans.preflight(bases, fits=not sharded)  # a sharded strategy splits the model
     searches = [MaxBatchConfig(base=b, start=args.start, limit=args.limit,
                                tolerance=args.tolerance) for b in bases]
+    if sharded:
+        # ScalingConfig and MaxBatchConfig refuse a strategy or lever that does not apply
+        jobs = plans.with_levers(
+            plans.scaling_configs(bases, counts, flatten(args.strategy, ["ddp"]), ["default"]),
+            tp=args.tp, offload=args.offload, fp8=args.fp8)
+        searches = [replace(searches[0], base=c.base, parallel=c) for c in jobs]
+        # each rank's share of the model fits its device; TP can split the model
+        plans.preflight_scaling(jobs)
+        if args.fp8:  # torchao importable here, before any job starts (the ranks import it)
+            from dlbench.workloads import fp8  # heavy: torch
+            fp8.check_installed()
     env = envmod.capture_environment()
+    measure = None if args.no_measure else (torchrun_launcher() if sharded
+                                            else launcher_for(args.isolate))
     with Store(args.db) as store:
         found, measured = run_searches(
             searches, store, env, args.command_line, tag=args.tag, reuse=args.resume,
-            measure_with=None if args.no_measure else launcher_for(args.isolate),
-            progress=SearchPrinter(say_to_stderr(args.quiet)))
+            measure_with=measure, progress=SearchPrinter(say_to_stderr(args.quiet)))
     if args.json:
         sys.stdout.write(export.to_json([*found, *measured]) + "\n")
     else:
         label = envmod.device_label(env)
         terminal.print_table(tables.maxbatch_table(found, measured, f"Largest batch on {label}"))
+        if sharded:
+            terminal.print_table(tables.largest_batch_table(found, measured))
     return EXIT_OK if all(r.ok for r in [*found, *measured]) else EXIT_FAILED_RESULTS
+

@@ -48,7 +48,9 @@ also times the same steps without communication, the compute time 'dlbench whati
 Needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN): without, it says so and stops. Every
 namespace and link it makes is removed when it ends, on an error, or on Ctrl-C; after a run that
 was killed outright, 'dlbench net --cleanup' removes what is left (names start with dlbench- and
-dlb, and carry the owner's pid), the ranks' temporary folder (dlbench-net-PID-*) included."""
+dlb, and carry the owner's pid); the ranks' temporary folder lies in dlbench's own, which the
+next dlbench run removes (one left directly in the temporary directory by an older dlbench,
+dlbench-net-PID-*, goes with --cleanup)."""
 
 EPILOG = """\
 examples:

@@ -315,15 +315,14 @@ def _results_export(args: argparse.Namespace, store: Store) -> int:
         for p in paths.values():  # every path checked before the first is written
             outfile.check_output(p, args.db)
     sinks: dict[str, _Sink] = {}
-    headers = {k: export.to_csv([], k) for k in kinds}
     try:
         for k, p in paths.items():
             sinks[k] = _Sink(args, p)
         for k in kinds:
-            sinks[k].write(headers[k])
+            sinks[k].write(export.to_csv([], k))  # the header
         for r in store.stream_results(**rows):  # one pass, each record to its kind's file
             if r.kind in sinks:
-                sinks[r.kind].write(export.to_csv([r], r.kind)[len(headers[r.kind]):])
+                sinks[r.kind].write(export.csv_row(r))
                 sinks[r.kind].count += 1
     except BaseException:
         for sink in sinks.values():

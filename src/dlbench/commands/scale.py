@@ -25,6 +25,7 @@ from dlbench.commands.common import (
     add_checkpointing,
     add_command,
     add_dist_flags,
+    add_strategy_flags,
     add_sweep_flags,
     batch_size,
     checkpointing_fields,
@@ -68,7 +69,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  dlbench scale -m llama-3.2-1b -b 4 --gpus 8 --strategy fsdp --fp8 "
                "--precision bf16 --optimizer adamw --compile default\n"
                "  dlbench scale -m vgg16 --gpus 2 --interconnect default,no-p2p,no-p2p+no-shm\n"
-               "  dlbench scale -m tiny_cnn -b 8 --gpus 1,2 --device cpu     (gloo, on a CPU)\n\n"
+               "  dlbench scale -m tiny_cnn -b 8 --gpus 1,2 --device cpu     (gloo, on a CPU)\n"
+               "  dlbench scale -m llama-3.2-1b -b 4 --gpus 8 --strategy fsdp --precision bf16 "
+               "--optimizer adamw --repeat 3 --tag before\n"
+               "      (each config as 3 fresh jobs; then the same with --tag after, and\n"
+               "       dlbench compare tag:before tag:after   tests the two groups, exit 5 on a "
+               "regression)\n\n"
                "strategies: ddp = DistributedDataParallel (--bucket-mb); dp = nn.DataParallel "
                "(one process, as the 2019 CIFAR-10 framework comparison used it); ps = "
                "synchronous parameter server (gradients reduced to each shard's owner rank, which "
@@ -96,28 +102,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="model name(s); 'dlbench models' lists them")
     p.add_argument("-b", "--batch-size", action="append", type=csv_list(batch_size),
                    help="batch size(s) per GPU; 'default' = the model's GPU default (default)")
-    p.add_argument("--gpus", action="append", type=csv_list(POSITIVE),
-                   help="GPU counts (per host with --nnodes); default: 1 and every visible GPU. "
-                        "Without CUDA: gloo processes")
-    p.add_argument("--strategy", action="append", type=csv_list(),
-                   help="ddp (default), dp, ps, fsdp, tp, fsdp+tp")
-    p.add_argument("--tp", type=POSITIVE, default=None, metavar="N",
-                   help="fsdp+tp's tensor-parallel degree, GPUs per TP group, a divisor of the "
-                        "GPUs per host (default: 2 where it divides them, else 1; at one GPU "
-                        "always 1). --strategy tp always splits over all --gpus")
-    p.add_argument("--offload", action="store_true",
-                   help="fsdp and fsdp+tp: FSDP2's CPU offload (CPUOffloadPolicy) of the "
-                        "parameters, gradients and optimizer state, which then live in pinned "
-                        "host memory; each block's parameters are copied to the GPU for its "
-                        "all-gather and its gradients back. The optimizer step then runs on the "
-                        "CPU (PyTorch's behaviour): for the largest models, slow")
-    p.add_argument("--fp8", action="store_true",
-                   help="ddp, fsdp, tp, fsdp+tp: fp8 matmuls in the linear layers, through "
-                        "torchao's float8 training (pip install torchao), applied before "
-                        "sharding and compile as torchtitan does; the LM head and layers whose "
-                        "features do not divide by 16 stay in --precision. Needs an "
-                        "H100/Ada-class GPU (sm_89+); use it with --compile, which fuses "
-                        "torchao's casts")
+    add_strategy_flags(p, strategies="ddp (default), dp, ps, fsdp, tp, fsdp+tp",
+                       gpus="GPU counts (per host with --nnodes); default: 1 and every visible "
+                            "GPU. Without CUDA: gloo processes")
     p.add_argument("--interconnect", action="append", type=csv_list(),
                    help="default, no-p2p, no-shm, no-p2p+no-shm, no-ib (default: default)")
     p.add_argument("--precision", action="append", type=csv_list(),
@@ -143,6 +130,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--framework", choices=("torch", "jax"), default="torch",
                    help="torch (default) or jax: with --strategy dp, one process drives the "
                         "GPUs with the batch sharded over them (jax.sharding); docs/frameworks.md")
+    p.add_argument("--repeat", type=POSITIVE, default=1, metavar="N",
+                   help="run each config as N fresh torchrun jobs, one after another (each "
+                        "with its own processes, NCCL communicators, allocator and clocks), "
+                        "store every job's record as one repeat group, and show the mean of "
+                        "their figures with a 95%% interval across jobs; 'dlbench compare' then "
+                        "tests two such groups across processes (Welch's t). A failed job is a "
+                        "row of its group and the others still run (an out-of-memory ends the "
+                        "group: every job would meet it); Ctrl-C keeps the jobs that finished, "
+                        "--resume completes the group (default 1)")
+    p.add_argument("--no-profile-comm", dest="profile_comm", action="store_false",
+                   help="skip the exposed-communication profile. By default each rank of a "
+                        "multi-process job runs 1 + 3 more steps after its measured window "
+                        "(never inside it) under torch.profiler and keeps, per step, the time "
+                        "its collectives ran that no compute overlapped: NCCL kernels against "
+                        "the compute kernels on a GPU, gloo's collectives against PyTorch's "
+                        "operators on the CPU; the strategy table's 'exposed comm' column. It "
+                        "adds those 4 steps and the profiler's start to each job")
     p.add_argument("--timeout", type=SECONDS, default=900.0,
                    help="seconds one config's job may take in all, start-up included (900)")
     p.add_argument("--pg-timeout", type=SECONDS, default=120.0,
@@ -166,14 +170,6 @@ def _check_jax(args: argparse.Namespace, gpu: bool, nnodes: int) -> None:
         os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={most}")
 
 
-def _with_tp(cfg, tp: int):
-    """``cfg`` with ``--tp``: fsdp+tp's degree, except at one GPU (nothing to split there); the
-    other strategies as they are (ScalingConfig checks the degree)."""
-    if cfg.strategy != "fsdp+tp" or cfg.gpus == 1:
-        return cfg
-    return replace(cfg, tp=tp)
-
-
 def cmd_scale(args: argparse.Namespace) -> int:
     dist = rendezvous_flags(args)  # checked before anything is imported or started
     import torch  # heavy: the GPUs to count
@@ -184,6 +180,9 @@ def cmd_scale(args: argparse.Namespace) -> int:
 
     facts = plans.device_facts()
     gpu = plans.on_gpu(args.device, facts)
+    visible = torch.cuda.device_count() if gpu else 2
+    counts = flatten(args.gpus, sorted({1, visible}))
+    plans.check_gpu_counts(counts, gpu, visible)  # per host: more ranks than GPUs, refused now
     rdzv = plans.rendezvous(**dist)
     models = [get_model(m).name for m in flatten(args.model, [])]
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,
@@ -200,31 +199,31 @@ def cmd_scale(args: argparse.Namespace) -> int:
                    **checkpointing_fields(args), framework=args.framework)
     if args.framework == "jax":
         _check_jax(args, gpu, rdzv.nnodes)
+        if args.repeat > 1:  # its one process drives the devices in this one: none is fresh
+            raise ConfigError("--repeat N runs each config as N fresh torchrun jobs; --framework "
+                              "jax measures in this process: drop --repeat")
     plans.preflight(bases, fits=False)  # FSDP and TP split the model across GPUs
-    visible = torch.cuda.device_count() if gpu else 2
-    configs = plans.scaling_configs(bases, flatten(args.gpus, sorted({1, visible})),
-                                    flatten(args.strategy, ["ddp"]),
+    configs = plans.scaling_configs(bases, counts, flatten(args.strategy, ["ddp"]),
                                     flatten(args.interconnect, ["default"]), nnodes=rdzv.nnodes,
                                     bucket_mb=args.bucket_mb, backend=args.backend)
-    if args.tp is not None:
-        if not any(c.strategy == "fsdp+tp" for c in configs):
-            raise ConfigError("--tp sets fsdp+tp's TP degree: add --strategy fsdp+tp "
-                              "(--strategy tp splits over all --gpus)")
-        configs = [_with_tp(c, args.tp) for c in configs]
-    if args.offload or args.fp8:  # ScalingConfig refuses a strategy the lever does not apply to
-        configs = [replace(c, offload=args.offload, fp8=args.fp8) for c in configs]
-    plans.preflight_scaling(configs)  # each rank's share of the model fits its device
+    # ScalingConfig refuses a lever where its strategy does not take it
+    configs = plans.with_levers(configs, tp=args.tp, offload=args.offload, fp8=args.fp8)
+    if not args.profile_comm:  # not part of a config's identity: --resume matches either way
+        configs = [replace(c, comm_profile_steps=0) for c in configs]
+    # each rank's share of the model fits its device; TP can split the model
+    plans.preflight_scaling(configs)
     if args.fp8:  # torchao importable here, before any process starts (the ranks import it)
         from dlbench.workloads import fp8  # heavy: torch
         fp8.check_installed()
     env = envmod.capture_environment()
     if not args.quiet:
-        terminal.stderr.print(f"[bold]dlbench scale[/bold] {len(configs)} config(s) on "
-                              f"{envmod.device_label(env)}; results -> {args.db}")
+        terminal.stderr.print(f"[bold]dlbench scale[/bold] {len(configs)} config(s)"
+                              + (f", each as {args.repeat} fresh jobs" if args.repeat > 1 else "")
+                              + f" on {envmod.device_label(env)}; results -> {args.db}")
     t0 = time.perf_counter()
     outcome = run_scaling(configs, args.db, args.command_line, env, rdzv,
                           timeout_s=args.timeout, pg_timeout_s=args.pg_timeout, tag=args.tag,
-                          resume=args.resume,
+                          resume=args.resume, repeat=args.repeat,
                           progress=NullProgress() if args.quiet else terminal.RichProgress())
     recs = outcome.records
     if args.json:

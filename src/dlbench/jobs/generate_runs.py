@@ -79,6 +79,15 @@ def preflight(configs: Sequence[GenerateConfig]) -> None:
             check_weights_fit(cfg, resolve_device(cfg.device))
 
 
+def check_fp8(device: str) -> None:
+    """``--precision fp8`` can run on ``device``: an sm_89+ GPU, then torchao importable; else
+    a :class:`~dlbench.config.ConfigError` saying what to do, before any model is built."""
+    from dlbench.workloads.devices import resolve_device  # heavy: torch
+    from dlbench.workloads.fp8_inference import check_ready  # heavy: torch
+
+    check_ready(resolve_device(device))
+
+
 def device_auto_batch(device: str) -> Callable[[str, str, int, int], int]:
     """``-b auto`` for ``device``: the largest batch whose weights, KV cache and prefill fit."""
     from dlbench.workloads.devices import resolve_device  # heavy: torch

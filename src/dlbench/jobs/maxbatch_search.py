@@ -15,6 +15,7 @@ from dlbench import env as envmod
 from dlbench.jobs.plans import auto_setups, device_facts, preflight, unique
 from dlbench.jobs.stored_run import StoredRun
 from dlbench.models import get_model
+from dlbench.records import record_type_for
 from dlbench.records.base import ErrorType, new_id
 from dlbench.records.maxbatch import MaxBatchConfig, MaxBatchRecord, Probe
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
@@ -120,7 +121,7 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
 
     def unmeasured(rec: MaxBatchRecord) -> bool:
         """A search whose best batch has no throughput result in this environment yet."""
-        return rec.ok and replace(rec.config.base, batch_size=rec.best_batch).key() not in done
+        return rec.ok and rec.config.at(rec.best_batch).key() not in done
 
     if all(priors) and (measure_with is None or not any(map(unmeasured, priors))):
         for cfg, prior in zip(searches, priors):  # nothing to search or measure: no run opened
@@ -160,7 +161,8 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
 def measure_best(rec: MaxBatchRecord, launcher, run: StoredRun,
                  progress: SearchProgress | None = None, failed: AbstractSet[str] = frozenset(),
                  ) -> tuple[MaxBatchRecord, list[ThroughputRecord]]:
-    """The throughput at the best batch, stepping down through smaller batches that fitted.
+    """The throughput at the best batch, stepping down through smaller batches that fitted
+    (under a search's strategy, a scaling record of its job at that batch per replica).
 
     A step goes to a fitted batch at least 5% smaller: a measurement needs a little more memory
     than a short probe, and the probes around a guessed boundary lie one bracket apart. A batch
@@ -175,10 +177,10 @@ def measure_best(rec: MaxBatchRecord, launcher, run: StoredRun,
         if b <= STEP_DOWN * tries[-1]:
             tries.append(b)
     for batch in tries[:3]:
-        cfg = replace(rec.config.base, batch_size=batch)
+        cfg = rec.config.at(batch)  # the base setup, or the strategy's job, at this batch
         if cfg.key() in failed:
-            tput = ThroughputRecord(config=cfg, env=run.env, status="error",
-                                    error_type=ErrorType.OOM, error=EARLIER_OOM)
+            tput = record_type_for(cfg)(config=cfg, env=run.env, status="error",
+                                        error_type=ErrorType.OOM, error=EARLIER_OOM)
         else:
             tput = run.add(launcher.run(cfg, run.env))
             out.append(tput)

@@ -21,6 +21,7 @@ from dlbench.records.throughput import ThroughputConfig
 from dlbench.suites import DeviceFacts, gpu_batch
 from dlbench.workloads.devices import bf16_available, check_supported, resolve_device
 from dlbench.workloads.size_guard import check_fits, check_scaling_fits
+from dlbench.workloads.tp import tp_blocks
 
 C = TypeVar("C")
 
@@ -46,9 +47,41 @@ def preflight(configs: Iterable[ThroughputConfig], fits: bool = True) -> None:
 
 def preflight_scaling(configs: Iterable[ScalingConfig]) -> None:
     """Every scaling config's model small enough for its ranks, split as its strategy splits
-    it (``workloads.size_guard.check_scaling_fits``): checked before any process starts."""
+    it (``workloads.size_guard.check_scaling_fits``), and under tp and fsdp+tp a model tensor
+    parallelism can split (:func:`check_tp_splits`): checked before any process starts."""
     for cfg in configs:
         check_scaling_fits(cfg, get_model(cfg.base.model), resolve_device(cfg.base.device))
+        check_tp_splits(cfg)
+
+
+def check_tp_splits(cfg: ScalingConfig) -> None:
+    """Under tp and fsdp+tp, the model's blocks have the layout TP splits, and their heads and
+    width divide by the degree (``workloads.tp.tp_blocks``), checked on a copy built on the meta
+    device (no memory, no initialisation): otherwise every rank of every job would refuse it.
+    A model that cannot be built there is left to the ranks, which refuse it the same way."""
+    if cfg.tp_degree == 1:
+        return
+    spec = get_model(cfg.base.model)
+    try:
+        with torch.device("meta"):
+            model = spec.build(cfg.base.input_size)
+    except Exception:  # noqa: BLE001  a factory that insists on real tensors: the ranks check
+        return
+    tp_blocks(model, cfg.tp_degree)
+
+
+def check_gpu_counts(counts: Iterable[int], gpu: bool, visible: int) -> None:
+    """Each ``--gpus`` count (per host) at most the GPUs this host shows: a job of more ranks
+    than GPUs would start every rank only for the extra ones to refuse. Without CUDA the count
+    is of gloo processes, which any count can have."""
+    if not gpu:
+        return
+    for n in counts:
+        if n > visible:
+            where = os.environ.get("CUDA_VISIBLE_DEVICES")
+            raise ConfigError(f"--gpus {n}: this host has {visible} visible GPU(s)"
+                              + (f" (CUDA_VISIBLE_DEVICES={where})" if where is not None else "")
+                              + f"; give --gpus {visible} or fewer")
 
 
 def on_gpu(device: str, facts: DeviceFacts) -> bool:
@@ -121,6 +154,23 @@ def scaling_configs(bases: Sequence[ThroughputConfig], gpus: Sequence[int],
                           bucket_mb=bucket_mb, backend=backend, nnodes=nnodes)
             for i in interconnects for b in bases for s in strategies for n in gpus
             if not (s == "dp" and nnodes > 1)]
+
+
+def with_levers(configs: Sequence[ScalingConfig], *, tp: int | None = None,
+                offload: bool = False, fp8: bool = False) -> list[ScalingConfig]:
+    """``--tp``, ``--offload`` and ``--fp8`` on a sweep's scaling configs. ``--tp`` is fsdp+tp's
+    degree, refused where no config is fsdp+tp and left out at one GPU (nothing to split);
+    each lever is refused by :class:`ScalingConfig` for a strategy it does not apply to."""
+    configs = list(configs)
+    if tp is not None:
+        if not any(c.strategy == "fsdp+tp" for c in configs):
+            raise ConfigError("--tp sets fsdp+tp's TP degree: add --strategy fsdp+tp "
+                              "(--strategy tp splits over all --gpus)")
+        configs = [replace(c, tp=tp) if c.strategy == "fsdp+tp" and c.gpus > 1 else c
+                   for c in configs]
+    if offload or fp8:
+        configs = [replace(c, offload=offload, fp8=fp8) for c in configs]
+    return configs
 
 
 def rendezvous(*, nnodes: int = 1, node_rank: int = 0, endpoint: str | None = None,

@@ -63,10 +63,18 @@ def run_throughput(configs: Sequence[ThroughputConfig], db: str, command: str, e
 
 
 # -- scaling ------------------------------------------------------------------------------------
+def torchrun_launcher(timeout_s: float = 900.0, pg_timeout_s: float = 120.0) -> TorchrunLauncher:
+    """Each run a fresh torchrun job on this host: what measures a scaling config outside a
+    sweep (the batch a largest-batch search under a strategy found)."""
+    return TorchrunLauncher(timeout_s=timeout_s, pg_timeout_s=pg_timeout_s)
+
+
 def run_scaling(configs: Sequence, db: str, command: str, env: dict, rendezvous, *,
                 timeout_s: float = 900.0, pg_timeout_s: float = 120.0, tag: str | None = None,
-                resume: bool = False, progress: Progress | None = None) -> SweepOutcome:
-    """A scaling sweep: each config a fresh torchrun job (on every host of ``rendezvous``)."""
+                resume: bool = False, progress: Progress | None = None,
+                repeat: int = 1) -> SweepOutcome:
+    """A scaling sweep: each config a fresh torchrun job (on every host of ``rendezvous``);
+    ``repeat`` N > 1 runs each config as N fresh jobs, one repeat group (``--repeat``)."""
     launcher = TorchrunLauncher(timeout_s=timeout_s, pg_timeout_s=pg_timeout_s,
                                 rendezvous=rendezvous)
     if configs and all(c.base.framework == "jax" for c in configs):
@@ -75,7 +83,7 @@ def run_scaling(configs: Sequence, db: str, command: str, env: dict, rendezvous,
         launcher = JaxDataParallelLauncher()
     with Store(db) as store:
         return run_sweep(configs, store, launcher, env, command=command, tag=tag,
-                         resume=resume, progress=progress)
+                         resume=resume, progress=progress, repeat=repeat)
 
 
 # -- tune ---------------------------------------------------------------------------------------

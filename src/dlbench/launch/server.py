@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterator
 
 from dlbench.config import ConfigError
-from dlbench.launch import signals
+from dlbench.launch import signals, tempdirs
 
 #: How long a launched server gets to answer (``--launch-timeout``): an 8B model's load and
 #: CUDA graph capture take minutes.
@@ -95,13 +95,14 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 
 def start(command: str, base_url: str, log_path: str | None = None) -> ServerProcess:
-    """Start ``command`` in a shell of its own session; its output goes to ``log_path`` (a
-    temporary file, removed when the server is stopped, if None)."""
+    """Start ``command`` in a shell of its own session; its output goes to ``log_path`` (if
+    None, a temporary file in dlbench's folder (:mod:`dlbench.launch.tempdirs`), removed when
+    the server is stopped, or with the folder if dlbench is killed first)."""
     if log_path:
         path, keep = Path(log_path), True
         path.parent.mkdir(parents=True, exist_ok=True)
     else:
-        fd, name = tempfile.mkstemp(prefix="dlbench-serve-", suffix=".log")
+        fd, name = tempfile.mkstemp(prefix="dlbench-serve-", suffix=".log", dir=tempdirs.root())
         os.close(fd)
         path, keep = Path(name), False
     with open(path, "ab") as log:

@@ -127,7 +127,7 @@ class Zygote:
         return cls._shared
 
     def __init__(self) -> None:
-        self._errors = tempfile.TemporaryFile(prefix="dlbench-zygote-")
+        self._errors = tempfile.TemporaryFile(prefix="dlbench-zygote-", dir=tempdirs.root())
         env = signals.child_env({**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "dlbench.launch.zygote"], stdin=subprocess.PIPE,

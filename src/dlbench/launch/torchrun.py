@@ -205,7 +205,8 @@ class TorchrunLauncher:
                 units_per_sample=rs[0]["units_per_sample"],
                 flops_per_sample=rs[0]["flops_per_sample"], memory=rs[0]["memory"],
                 final_loss=rs[0]["final_loss"], launch_env=out.launch_env, backend=backend,
-                telemetry=rs[0].get("telemetry"))
+                telemetry=rs[0].get("telemetry"),
+                rank_comm_profile=tuple(d["comm_profile"] for d in rs if d.get("comm_profile")))
         rank, kind, msg = out.first_failure()
         errors = {str(r): d.get("error") or "" for r, d in out.rank_files.items() if not d.get("ok")}
         where = f"rank {rank}: " if rank is not None else ""
@@ -286,7 +287,7 @@ class TorchrunLauncher:
                     ) -> tuple[dict[tuple, dict], str]:
         """(op, size, inplace) -> what NCCL chose (rank 0's reading of its tuning log), and why
         a size has nothing (the probe failed, or NCCL wrote no line for it)."""
-        with tempfile.TemporaryDirectory(prefix="dlbench-nccl-") as logs:
+        with tempfile.TemporaryDirectory(prefix="dlbench-nccl-", dir=tempdirs.root()) as logs:
             probe = TorchrunLauncher(self.timeout_s, self.pg_timeout_s, self.rdzv,
                                      {**self.extra_env, **nccl_probe_env(logs)})
             out = probe.launch({**job, "iters": 1, "warmup": 0, "corrupt_rank": None,

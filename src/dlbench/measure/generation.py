@@ -9,7 +9,10 @@ Conventions (said in docs/generation.md):
   batch's rows; a head tied to the embedding reads that table in full. Plus the KV cache of the
   positions each sequence attends to, plus the one new position it writes. A path that reads
   more (a static cache padded to its full length, unfused element-wise kernels) does so at its
-  own cost: the bound is what the model needs, not what one implementation does.
+  own cost: the bound is what the model needs, not what one implementation does. The weights
+  count as the built model holds them where the record has that count (the shape's
+  ``decode_weight_bytes``: fp8 weights at one byte each plus their scales, the layers left in
+  bf16 at two), else at the precision's bytes per parameter.
 - **FLOPs** are matmul FLOPs, 2 per multiply-add, of the linear layers and of attention
   (QK^T and AV, causal: only the half a token attends to), as torchtitan and the PaLM paper
   count them; element-wise work is not counted. A prefill computes the vocabulary logits of
@@ -23,21 +26,39 @@ from typing import Any, Sequence
 
 from dlbench.measure.stats import mean, percentile
 
-#: Bytes per element of each precision's weights and KV cache.
-WEIGHT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-CACHE_BYTES = WEIGHT_BYTES
+#: Bytes per element of each precision's activations and KV cache: fp8 quantizes the linear
+#: layers' weights and their inputs, and keeps the rest (and the cache) in bf16.
+ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+CACHE_BYTES = ACTIVATION_BYTES
+#: Bytes per parameter of the weights dlbench quantizes (in fp8: the blocks' linear layers;
+#: the embedding, the LM head and the norms stay in :data:`ACTIVATION_BYTES`), so
+#: ``params * WEIGHT_BYTES`` is a lower bound of a model's weights.
+WEIGHT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
-def _head_read_params(shape: Any) -> int:
-    """Parameters a step reads in full: all but the embedding lookups; a tied head's table."""
-    tied_table = shape.vocab * shape.hidden if shape.tied else 0
-    return shape.params - shape.embedding_params + tied_table
+def model_weight_bytes(shape: Any, precision: str) -> int:
+    """A model's weights in ``precision``, from its shape: the embedding tables and the LM head
+    at the activations' bytes, every other parameter at :data:`WEIGHT_BYTES` (in fp8 the norms
+    too, and the per-row scales, 4 bytes a row, are left out: a few in ten thousand of an 8B
+    model's bytes)."""
+    kept = shape.embedding_params + shape.lm_head_params
+    return (shape.params - kept) * WEIGHT_BYTES[precision] + kept * ACTIVATION_BYTES[precision]
 
 
 def weight_bytes_per_step(shape: Any, precision: str, batch: int) -> int:
-    """Weight bytes one decode step reads: every weight once, the embedding rows of its batch."""
-    w = WEIGHT_BYTES[precision]
-    return _head_read_params(shape) * w + batch * shape.hidden * w
+    """Weight bytes one decode step reads: every weight once, the embedding rows of its batch.
+    As the built model holds them where the shape has that count (``decode_weight_bytes`` and
+    ``embedding_row_bytes``, counted by the workload on the model it measured), else (records
+    made before that count) from the parameter counts at the precision's bytes."""
+    held = getattr(shape, "decode_weight_bytes", None)
+    row = getattr(shape, "embedding_row_bytes", None)
+    if held is not None and row is not None:
+        return held + batch * row
+    w, a = WEIGHT_BYTES[precision], ACTIVATION_BYTES[precision]
+    # the head reads its own table, or the tied embedding table, in full
+    head = shape.vocab * shape.hidden if shape.tied else shape.lm_head_params
+    blocks = shape.params - shape.embedding_params - (0 if shape.tied else shape.lm_head_params)
+    return blocks * w + head * a + batch * shape.hidden * a
 
 
 def kv_bytes_per_token(shape: Any, precision: str) -> int:
@@ -104,7 +125,7 @@ def prefill_activation_bytes(shape: Any, precision: str, prompt_len: int,
     tensor of twice the width), and the last logits in fp32. Three intermediate-sized tensors
     were one too few: on an H100, ``-b auto`` chose batch 2,770 for llama-3.2-1b, whose
     compiled and fused prefill then asked for one more 5.4 GiB tensor than was free."""
-    w = WEIGHT_BYTES[precision]
+    w = ACTIVATION_BYTES[precision]
     inter = intermediate or 4 * shape.hidden
     per_token = (6 * shape.hidden + 4 * inter) * w
     return prompt_len * per_token + shape.vocab * 4
@@ -120,7 +141,7 @@ def largest_batch(shape: Any, precision: str, prompt_len: int, output_len: int,
     ``kv_copies=2``: transformers' dynamic cache (``generate()``'s default) grows by
     concatenation, so for a moment it holds the old cache and the new one; the batch is sized
     for that, so that every path is measured at the same largest batch."""
-    weights = shape.params * WEIGHT_BYTES[precision]
+    weights = model_weight_bytes(shape, precision)
     free = memory_bytes * headroom - weights
     per_seq = (kv_copies * kv_cache_bytes(shape, precision, 1, prompt_len + output_len)
                + prefill_activation_bytes(shape, precision, prompt_len, intermediate))

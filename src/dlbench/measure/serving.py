@@ -25,6 +25,7 @@ Wilson's score interval.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import re
@@ -123,6 +124,7 @@ def _z(confidence: float) -> float:
     return t_quantile(0.5 + confidence / 2.0, 1e9)  # the normal quantile: t with df -> inf
 
 
+@functools.lru_cache(maxsize=4096, typed=True)  # pure, and asked again for every latency figure
 def quantile_ranks(n: int, q: float, confidence: float = 0.95) -> tuple[int | None, int | None]:
     """0-based indices ``(lo, hi)`` into ``n`` sorted samples such that ``[x[lo], x[hi]]`` covers
     the ``q``-quantile (0 < q < 1) with at least ``confidence``; an end that ``n`` samples

@@ -23,7 +23,9 @@ means at any length (a plain t over steps below 40 steps). It stays for comparis
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import operator
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -141,7 +143,11 @@ def percentile(xs: Sequence[float], q: float) -> float:
     """Percentile ``q`` in [0, 100] with linear interpolation (NumPy's default method)."""
     if not xs:
         raise ValueError("percentile of an empty series")
-    s = sorted(xs)
+    return _sorted_percentile(sorted(xs), q)
+
+
+def _sorted_percentile(s: Sequence[float], q: float) -> float:
+    """:func:`percentile` of a series already sorted (a summary takes three of one series)."""
     pos = (len(s) - 1) * q / 100.0
     lo = math.floor(pos)
     hi = min(lo + 1, len(s) - 1)
@@ -195,7 +201,9 @@ def _autocovariance(d: Sequence[float], lag: int) -> float:
     """Autocovariance at ``lag`` of the centred series ``d`` (divisor n, as is usual: it keeps
     the estimate positive definite)."""
     n = len(d)
-    return math.fsum(d[i] * d[i + lag] for i in range(n - lag)) / n
+    # the products d[i] * d[i + lag], i < n - lag, in one C-level pass (fsum is exact: order
+    # does not matter)
+    return math.fsum(map(operator.mul, d, itertools.islice(d, lag, None))) / n
 
 
 def integrated_time(xs: Sequence[float]) -> tuple[float, int]:
@@ -311,9 +319,32 @@ class Summary:
         return self.cv >= NOISY_CV
 
 
+#: The last few summaries of :func:`summarize`, with the very arguments they came from.
+_RECENT: list[tuple[tuple[float, ...], int, float, Summary]] = []
+
+
 def summarize(step_times: Sequence[float], samples_per_step: int,
               confidence: float = 0.95) -> Summary:
-    """Summarise a window of step times (seconds) with ``samples_per_step`` samples each."""
+    """Summarise a window of step times (seconds) with ``samples_per_step`` samples each.
+
+    A record's figures (its throughput, interval, flags, TFLOP/s) each ask for its summary:
+    the last few are kept, keyed on the identity of the step times, which a tuple (what a
+    record holds) cannot change, so an export computes a record's summary once."""
+    if type(step_times) is tuple:
+        for times, per_step, conf, s in _RECENT:
+            if (times is step_times and type(per_step) is type(samples_per_step)
+                    and per_step == samples_per_step and type(conf) is type(confidence)
+                    and conf == confidence):
+                return s
+        s = _summarize(step_times, samples_per_step, confidence)
+        _RECENT.insert(0, (step_times, samples_per_step, confidence, s))
+        del _RECENT[4:]
+        return s
+    return _summarize(step_times, samples_per_step, confidence)
+
+
+def _summarize(step_times: Sequence[float], samples_per_step: int,
+               confidence: float) -> Summary:
     n = len(step_times)
     if n == 0:
         raise ValueError("no step times to summarise")
@@ -323,6 +354,7 @@ def summarize(step_times: Sequence[float], samples_per_step: int,
     h = iv.halfwidth
     samples = samples_per_step * n
     sd = stdev(step_times)
+    ordered = sorted(step_times)
     return Summary(
         steps=n,
         total_s=total,
@@ -332,9 +364,9 @@ def summarize(step_times: Sequence[float], samples_per_step: int,
         throughput_high=samples_per_step / (m - h) if h < m else math.inf,
         rel_halfwidth=h / m,
         mean_s=m,
-        median_s=percentile(step_times, 50),
-        p5_s=percentile(step_times, 5),
-        p95_s=percentile(step_times, 95),
+        median_s=_sorted_percentile(ordered, 50),
+        p5_s=_sorted_percentile(ordered, 5),
+        p95_s=_sorted_percentile(ordered, 95),
         stdev_s=sd,
         cv=sd / m if m > 0 else 0.0,
         confidence=confidence,
@@ -351,7 +383,28 @@ def aggregate(rank_step_times: Sequence[Sequence[float]], rank_samples_per_step:
     Ranks step in lockstep (they agree when to stop), so each did the same number of steps. The
     throughput is all ranks' samples over the *slowest* rank's window time; its interval comes
     from that rank's steps. Never a mean of per-rank rates.
+
+    As :func:`summarize`, the last few are kept, keyed on the identity of the arguments where
+    they are tuples (of tuples), which cannot change.
     """
+    if (type(rank_step_times) is tuple and type(rank_samples_per_step) is tuple
+            and all(type(t) is tuple for t in rank_step_times)):
+        for times, per_step, conf, s in _RECENT_AGGREGATES:
+            if (times is rank_step_times and per_step is rank_samples_per_step
+                    and type(conf) is type(confidence) and conf == confidence):
+                return s
+        s = _aggregate(rank_step_times, rank_samples_per_step, confidence)
+        _RECENT_AGGREGATES.insert(0, (rank_step_times, rank_samples_per_step, confidence, s))
+        del _RECENT_AGGREGATES[4:]
+        return s
+    return _aggregate(rank_step_times, rank_samples_per_step, confidence)
+
+
+_RECENT_AGGREGATES: list[tuple[tuple, tuple, float, Summary]] = []
+
+
+def _aggregate(rank_step_times: Sequence[Sequence[float]], rank_samples_per_step: Sequence[int],
+               confidence: float) -> Summary:
     if not rank_step_times or any(not t for t in rank_step_times):
         raise ValueError("every rank needs step times")
     counts = {len(t) for t in rank_step_times}

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import dlbench
-from dlbench.launch import signals
+from dlbench.launch import signals, tempdirs
 from dlbench.launch.torchrun import JobOutcome
 from dlbench.netemu.shaping import LinkSpec
 from dlbench.netemu.topology import TMP_PREFIX, NetEmuError, Topology
@@ -129,9 +129,11 @@ class NetLauncher:
             raise ValueError(f"the topology has {len(hosts)} hosts; every window needs as many")
         probes: dict[str, dict] = {}
         records: list[NetRecord] = []
-        # The pid in the name lets `dlbench net --cleanup` tell a killed run's folder from a
-        # live one.
-        with tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}{os.getpid()}-") as tmp:
+        # In dlbench's own folder (dlbench.launch.tempdirs): a run killed outright leaves it to
+        # the next dlbench run. The pid in the name is how `dlbench net --cleanup` told a killed
+        # run's folder from a live one when it lay in the temporary directory itself.
+        with tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}{os.getpid()}-",
+                                         dir=tempdirs.root()) as tmp:
             out_dir = Path(tmp)
             job = {"windows": [w.to_dict() for w in windows], "out_dir": str(out_dir),
                    "pg_timeout_s": self.pg_timeout_s, "compute_steps": self.compute_steps,

@@ -7,14 +7,14 @@ protocol are NCCL's own tuning output (:mod:`dlbench.measure.nccl_tuning`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dlbench.config import INTERCONNECT_PROFILES, ConfigError, choice
 from dlbench.measure.bandwidth import COMM_OPS, algbw, busbw_factor
 from dlbench.measure.nccl_tuning import UNKNOWN, busbw_comparable
 from dlbench.measure.stats import mean, percentile
-from dlbench.records.base import Record, config_key
+from dlbench.records.base import Record, asdict, config_key, known_fields
 
 #: How the timed iterations are issued (``--timing``):
 #: ``eager``: one Python call per iteration, a CUDA event after each (nccl-tests' ``-I``);
@@ -93,7 +93,7 @@ class CommConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CommConfig":
-        known = {f.name for f in fields(cls)}
+        known = known_fields(cls)
         return cls(**{k: v for k, v in d.items() if k in known})
 
 

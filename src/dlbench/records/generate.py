@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 import hashlib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dlbench.config import ConfigError, DEVICES, choice
 from dlbench.measure import generation as gen
 from dlbench.measure.stats import Summary, summarize
 from dlbench.measure.stopping import StopRule
-from dlbench.records.base import Record, StepRateMixin
+from dlbench.records.base import Record, StepRateMixin, asdict, known_fields
 
 #: How the tokens are generated (``--path``).
 #: eager   - ``model.generate()`` as a user calls it: transformers' default dynamic KV cache,
@@ -33,9 +33,9 @@ from dlbench.records.base import Record, StepRateMixin
 PATHS = ("eager", "static", "graph", "compile")
 #: The paths a ``--tuned`` sweep measures: what a user gets, and the fastest setup.
 TUNED_PATHS = ("eager", "compile")
-#: fp8 is not among them yet: PyTorch has no float8 inference path for transformers' linear
-#: layers of its own, and dlbench does not build on torchao's yet (see docs/generation.md).
-GENERATE_PRECISIONS = ("bf16", "fp16", "fp32")
+#: The precisions (``--precision``). fp8 needs an sm_89+ GPU and torchao: the linear layers'
+#: weights and inputs in fp8 e4m3, the rest in bf16 (:mod:`dlbench.workloads.fp8_inference`).
+GENERATE_PRECISIONS = ("bf16", "fp16", "fp32", "fp8")
 
 #: The window of a generation benchmark: a request is seconds long, so fewer of them than the
 #: steps of a training window, and a longer cap.
@@ -53,7 +53,9 @@ class GenerateConfig:
         prompt_len: tokens of each prompt (``--prompt-len``).
         output_len: tokens generated for each prompt, end-of-sequence ignored (``--output-len``).
         precision: the weights', KV cache's and activations' type (``--precision``): bf16,
-            fp16 or fp32 (IEEE, no TF32).
+            fp16, fp32 (IEEE, no TF32) or fp8 (the linear layers' weights in fp8 e4m3 with
+            per-row scales and their inputs quantized to fp8 per token, through torchao; the
+            embedding, the LM head, attention and the KV cache in bf16; an sm_89+ GPU).
         path: ``eager``, ``static``, ``graph`` or ``compile`` (``--path``; see :data:`PATHS`).
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (``--device``).
         warmup_requests: untimed requests after the first (``--warmup``).
@@ -146,7 +148,7 @@ class GenerateConfig:
         d = dict(d)
         if "stop" in d:
             d["stop"] = StopRule(**d["stop"])
-        known = {f.name for f in fields(cls)}
+        known = known_fields(cls)
         return cls(**{k: v for k, v in d.items() if k in known})
 
     @property
@@ -264,6 +266,9 @@ class GenerateRecord(StepRateMixin, Record):
         return gen.prefill_flops(shape, c.batch_size, c.prompt_len) / t.mean_s / 1e12
 
     def decode_bytes_per_step(self) -> float | None:
+        """Mean bytes a decode step must read: the weights as the built model held them (fp8:
+        a byte each, plus scales; older records, without the count: the precision's bytes per
+        parameter), and the KV cache it attends to (:mod:`dlbench.measure.generation`)."""
         shape = self._shape()
         if shape is None:
             return None

@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from dlbench.records.base import Record
+from dlbench.records.base import Record, asdict
 
 VERBS = ("matmul", "copy", "read", "write", "h2d", "d2h", "p2p")
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dlbench.config import BACKENDS, INTERCONNECT_PROFILES, STRATEGIES, ConfigError, choice
+from dlbench.measure.overlap import ExposedSummary, summarise
 from dlbench.measure.stats import Summary, aggregate
 from dlbench.records.base import Record, StepRateMixin, config_key
 from dlbench.records.throughput import OnThroughputConfig, ThroughputConfig
@@ -27,6 +28,9 @@ OFFLOAD_STRATEGIES = ("fsdp", "fsdp+tp")
 #: The strategies that train with fp8 linear layers under ``--fp8``: ps and dp, kept to
 #: reproduce the older studies' setups, are left without it.
 FP8_STRATEGIES = ("ddp", "fsdp", "tp", "fsdp+tp")
+#: Steps each rank profiles after its window for its exposed communication (``--no-profile-comm``:
+#: 0), after one warm-up step under the profiler; :mod:`dlbench.measure.comm_profile`.
+COMM_PROFILE_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,11 @@ class ScalingConfig(OnThroughputConfig):
         fp8: the model's linear layers trained in fp8 through torchao's float8 training
             (``--fp8``; ddp, fsdp, tp, fsdp+tp), its LM head and layers whose dimensions do not
             divide by 16 left in the run's precision (:mod:`dlbench.workloads.fp8`).
+        comm_profile_steps: after the measured window, each rank of a multi-process job runs
+            one warm-up and this many more steps under torch.profiler and keeps the time its
+            collectives ran that no compute overlapped (:mod:`dlbench.measure.overlap`); 0
+            turns it off (``--no-profile-comm``). Outside the window, so it changes no figure
+            and is not part of the identity.
     """
 
     base: ThroughputConfig
@@ -68,8 +77,11 @@ class ScalingConfig(OnThroughputConfig):
     tp: int | None = None
     offload: bool = False
     fp8: bool = False
+    comm_profile_steps: int = COMM_PROFILE_STEPS
 
     def __post_init__(self) -> None:
+        if self.comm_profile_steps < 0:
+            raise ConfigError(f"the profiled steps must be >= 0, got {self.comm_profile_steps}")
         if self.gpus < 1:
             raise ConfigError(f"--gpus must be >= 1, got {self.gpus}")
         choice("--strategy", self.strategy, STRATEGIES)
@@ -138,6 +150,7 @@ class ScalingConfig(OnThroughputConfig):
     def key(self) -> str:
         d = self.to_dict()
         d["base"] = self.base.key()
+        del d["comm_profile_steps"]  # after the window: it measures nothing the key names
         # A field at its default drops out: the keys of records made before it existed.
         if d["tp"] is None:
             del d["tp"]
@@ -209,6 +222,16 @@ class ScalingRecord(StepRateMixin, Record):
     # summary summed over those GPUs (dlbench.telemetry); None when off. In a multi-node job the
     # other hosts' GPUs are not in it.
     telemetry: dict[str, Any] | None = None
+    # Each rank's profile of its exposed communication after the window, rank order: per
+    # profiled step ``exposed_s``, ``comm_s`` and ``step_s`` (None, with a ``reason``, where
+    # the rank measured none), ``source``, ``steps``, ``cost_s``
+    # (dlbench.measure.comm_profile); () in records made before it existed.
+    rank_comm_profile: tuple[dict[str, Any], ...] = ()
+
+    def exposed_comm(self) -> ExposedSummary | None:
+        """Exposed communication per step and its share of the profiled steps, over the ranks
+        that measured it (:func:`dlbench.measure.overlap.summarise`); None where none did."""
+        return summarise(self.rank_comm_profile) if self.ok else None
 
     def counted_samples_per_step(self) -> tuple[int, ...]:
         """Each rank's samples in the job's figure: its batch on the first rank of its TP group

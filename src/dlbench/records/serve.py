@@ -17,12 +17,12 @@ import collections
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dlbench.config import ConfigError, choice
 from dlbench.measure import serving as sv
-from dlbench.records.base import Record
+from dlbench.records.base import Record, asdict, known_fields
 
 #: The OpenAI-compatible APIs (``--api``): ``/v1/completions`` and ``/v1/chat/completions``.
 APIS = ("completions", "chat")
@@ -158,7 +158,7 @@ class ServeConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ServeConfig":
-        known = {f.name for f in fields(cls)}
+        known = known_fields(cls)
         return cls(**{k: v for k, v in d.items() if k in known})
 
     @property

@@ -10,7 +10,7 @@ import hashlib
 import itertools
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ClassVar, Iterable, Sequence
 
 from dlbench.config import (
@@ -29,7 +29,7 @@ from dlbench.config import (
 )
 from dlbench.measure.stats import Summary, summarize
 from dlbench.measure.stopping import StopRule
-from dlbench.records.base import Record, StepRateMixin, config_key
+from dlbench.records.base import Record, StepRateMixin, asdict, config_key, known_fields
 
 # Old public names of methods, still accepted (and read from old stores) under their new name.
 _OLD_METHODS = {"seed002": "fwd-bwd"}
@@ -232,7 +232,7 @@ class ThroughputConfig:
     def from_dict(cls, d: dict[str, Any]) -> "ThroughputConfig":
         d = dict(d)
         d["stop"] = StopRule(**d.get("stop", {}))
-        known = {f.name for f in fields(cls)}
+        known = known_fields(cls)
         return cls(**{k: v for k, v in d.items() if k in known})
 
     @property
@@ -318,7 +318,7 @@ class OnThroughputConfig:
     def from_dict(cls, d: dict[str, Any]):
         d = dict(d)
         d["base"] = ThroughputConfig.from_dict(d["base"])
-        known = {f.name for f in fields(cls)}
+        known = known_fields(cls)
         return cls(**{k: v for k, v in d.items() if k in known})
 
 

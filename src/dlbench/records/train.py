@@ -14,12 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from dlbench.config import BACKENDS, ConfigError, choice
 from dlbench.measure.stats import percentile
-from dlbench.records.base import Record
+from dlbench.records.base import Record, asdict, known_fields
 
 LOADERS = ("gpu", "dataloader")
 TRAIN_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -176,7 +176,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
+        known = known_fields(cls)
         d = dict(d)
         if "decay_epochs" not in d:
             # Stored before the rules: those runs kept the peak rate after the warm-up.

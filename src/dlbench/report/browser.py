@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlbench.launch import tempdirs
+
 #: Names of the Chromium binary, in the order tried; ``DLBENCH_CHROMIUM`` overrides them.
 BINARIES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 
@@ -71,7 +73,7 @@ class _Pipe:
 
     def __init__(self, binary: str, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self.profile = tempfile.mkdtemp(prefix="dlbench-chromium-")
+        self.profile = tempfile.mkdtemp(prefix="dlbench-chromium-", dir=tempdirs.root())
         cmd_r, self._cmd_w = os.pipe()   # we write commands, Chromium reads them on fd 3
         self._out_r, out_w = os.pipe()   # Chromium writes replies on fd 4, we read them
         args = [binary, "--headless", "--remote-debugging-pipe", "--disable-gpu",

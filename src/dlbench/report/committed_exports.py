@@ -22,6 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from dlbench.launch import tempdirs
 from dlbench.report import export
 from dlbench.store import Store
 
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     drifted = 0
     for folder in folders(Path(args.results)):
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory(dir=tempdirs.root()) as tmp:
             if args.write:
                 write(folder, Path(tmp))
                 print(f"{folder}: written")

@@ -334,7 +334,7 @@ INCONCLUSIVE = "inconclusive"
 #: largest-batch search brackets a boundary and has no timed figure).
 BY_PROCESSES = ("throughput", "generate", "scaling", "net", "comm", "peak", "serve")
 #: Kinds whose commands take ``--repeat`` (the advice for an inconclusive pair names it).
-REPEATABLE = ("throughput", "generate", "serve")
+REPEATABLE = ("throughput", "generate", "serve", "scaling")
 
 
 @functools.cache

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from dlbench.measure.overlap import summarise, unmeasured_reason
 from dlbench.measure.stats import Summary
 from dlbench.records import RECORD_TYPES, SCHEMA_VERSION
 from dlbench.report.cards import card_uuids
@@ -268,6 +269,45 @@ THROUGHPUT = (
     *_window_result(),
 )
 
+def _comm_profiles(r: Any) -> tuple:
+    return tuple(getattr(r, "rank_comm_profile", ()) or ()) if r.ok else ()
+
+
+def _xc(r: Any, name: str) -> Any:
+    """A field of a scaling record's exposed-communication summary; None where unmeasured."""
+    x = summarise(_comm_profiles(r))
+    return None if x is None else getattr(x, name)
+
+
+def _exposed_comm() -> tuple[Column, ...]:
+    """Exposed communication of a scaling record (dlbench.measure.overlap), from the steps each
+    rank profiled after its window."""
+    return (
+        _c("result", "exposed_comm_ms", lambda r, s: _ms(_xc(r, "per_step_s")),
+           "per profiled step, the time collectives ran with no compute beside them: mean "
+           "over the ranks' steps (empty: not measured, see comm_unmeasured)"),
+        _c("result", "exposed_comm_share", lambda r, s: _xc(r, "share"),
+           "exposed communication over the profiled steps' wall time, all ranks"),
+        _c("result", "exposed_comm_worst_share", lambda r, s: _xc(r, "worst_share"),
+           "the largest one rank's exposed share"),
+        _c("result", "comm_ms", lambda r, s: _ms(_xc(r, "comm_per_step_s")),
+           "per profiled step, the time any collective ran, hidden or not"),
+        _c("result", "comm_profiled_ranks", lambda r, s: _xc(r, "ranks"),
+           "ranks whose profile the exposed figures hold"),
+        _c("result", "comm_profiled_steps", lambda r, s: _xc(r, "steps"),
+           "steps each rank profiled (after one warm-up step under the profiler)"),
+        _c("result", "comm_profile_source", lambda r, s: _xc(r, "source"),
+           "what the profiler timed: cuda kernels (NCCL against compute kernels) or cpu "
+           "operators (gloo's collectives against PyTorch's operators)"),
+        _c("result", "comm_profile_cost_s",
+           lambda r, s: max((p.get("cost_s") or 0.0 for p in _comm_profiles(r)), default=None),
+           "the slowest rank's seconds for the profiled steps and the profiler, after the window"),
+        _c("result", "comm_unmeasured",
+           lambda r, s: (unmeasured_reason(_comm_profiles(r)) or "") if r.ok else "",
+           "why a rank has no exposed figure (the first such rank), empty where all have"),
+    )
+
+
 SCALING = (
     *_base_config(_wrapped),
     _c("config", "batch_size", lambda r, s: r.config.base.batch_size, "samples per step per GPU"),
@@ -293,6 +333,7 @@ SCALING = (
     _c("result", "ranks", lambda r, s: len(r.rank_step_times_s) or None,
        "ranks whose step times the figure holds"),
     *_window_result(),
+    *_exposed_comm(),
 )
 
 COMM = (
@@ -387,7 +428,18 @@ MAXBATCH = (
     _c("config", "start", lambda r, s: r.config.start or "default", "first batch probed"),
     _c("config", "limit", lambda r, s: r.config.limit or "none", "largest batch probed"),
     _c("config", "tolerance", lambda r, s: r.config.tolerance, "bisection stopping width"),
-    _c("result", "best_batch", lambda r, s: r.best_batch, "largest batch that fits"),
+    _c("config", "strategy", lambda r, s: r.config.strategy,
+       "none (one process on one device), or ddp, fsdp, tp, fsdp+tp: each probe a job of "
+       "that strategy, the batch per data-parallel replica (--strategy)"),
+    _c("config", "gpus", lambda r, s: r.config.gpus, "GPUs of each probe (1: one process)"),
+    _c("config", "tp", lambda r, s: _par(r, "tp_degree", 1),
+       "ranks per tensor-parallel group (1: none)"),
+    _c("config", "offload", lambda r, s: _par(r, "offload", False),
+       "FSDP2's CPU offload in the probes (--offload)"),
+    _c("config", "fp8", lambda r, s: _par(r, "fp8", False),
+       "fp8 linear layers in the probes (--fp8)"),
+    _c("result", "best_batch", lambda r, s: r.best_batch,
+       "largest batch that fits (per replica under a strategy)"),
     _c("result", "first_oom_batch", lambda r, s: r.first_oom_batch,
        "smallest batch seen not to fit"),
     _c("result", "probes", lambda r, s: len(r.probes), "batch sizes probed"),
@@ -397,6 +449,12 @@ MAXBATCH = (
     _c("result", "device_total_bytes", lambda r, s: _probe(r, "device_total_bytes"),
        "device memory"),
 )
+
+
+def _par(r: Any, name: str, default: Any) -> Any:
+    """A field of a largest-batch search's strategy, or ``default`` for one process."""
+    par = getattr(r.config, "parallel", None)
+    return default if par is None else getattr(par, name)
 
 
 def _best_acc(r: Any) -> float | None:
@@ -558,10 +616,11 @@ GENERATE = (
     _c("result", "prefill_tflops", lambda r, s: r.prefill_tflops(),
        "counted matmul FLOPs of the prefill over the mean time to first token, TFLOP/s"),
     _c("result", "prefill_mfu_datasheet", lambda r, s: prefill_mfu(r).datasheet,
-       "prefill_tflops over the datasheet dense peak of the precision (empty: CPU, or a GPU or "
-       "precision the spec table lacks)"),
+       "prefill_tflops over the datasheet dense peak of the precision, fp8's for fp8 (empty: "
+       "CPU, or a GPU or precision the spec table lacks)"),
     _c("result", "decode_bytes_per_step", lambda r, s: r.decode_bytes_per_step(),
-       "bytes a decode step must read: every weight once, the KV cache it attends to"),
+       "bytes a decode step must read: every weight once, as held (fp8: a byte each and their "
+       "scales), the KV cache it attends to"),
     _c("result", "decode_gbps", lambda r, s: r.decode_gbs(),
        "decode_bytes_per_step over the mean TPOT, GB/s (1e9)"),
     _c("result", "datasheet_bandwidth_gbps", lambda r, s: _roof_gbs(r),
@@ -576,7 +635,7 @@ GENERATE = (
     _c("result", "reserved_peak_bytes", lambda r, s: r.memory.get("reserved_peak_bytes"),
        "peak memory reserved by the caching allocator"),
     _c("result", "weights_bytes", lambda r, s: r.memory.get("weights_bytes"),
-       "the model's parameters on the device"),
+       "the model's parameters on the device, as held (fp8: their fp8 data and scales)"),
     _c("result", "kv_cache_bytes", lambda r, s: r.memory.get("kv_cache_bytes"),
        "the KV cache as allocated"),
     _c("result", "energy_j", lambda r, s: _telemetry_total(r).get("energy_j"),
@@ -597,8 +656,26 @@ GENERATE = (
 def _dist(r: Any, which: str, stat: str) -> float | None:
     """A latency figure of a serve record in ms: ``which`` ttft/tpot/itl/e2e, ``stat`` a field of
     :class:`dlbench.measure.serving.Distribution`."""
-    d = getattr(r, which)()
+    d = _once(r, which)
     return None if d is None else _ms(getattr(d, stat))
+
+
+def _once(r: Any, method: str) -> Any:
+    """``getattr(r, method)()``, computed once for the record however many columns show a
+    part of it (eight columns a latency distribution, three a fraction and its interval): the
+    results for the last record asked about are kept."""
+    global _LAST_RESULTS
+    record, results = _LAST_RESULTS
+    if record is not r:
+        results = {}
+        _LAST_RESULTS = (r, results)
+    if method not in results:
+        results[method] = getattr(r, method)()
+    return results[method]
+
+
+#: The record :func:`_once` last computed for, and its results by method.
+_LAST_RESULTS: tuple[Any, dict[str, Any]] = (None, {})
 
 
 def _serve_latency(which: str, what: str) -> tuple[Column, ...]:
@@ -618,6 +695,12 @@ def _serve_latency(which: str, what: str) -> tuple[Column, ...]:
             _c("result", f"{which}_p99_high_ms", lambda r, s: _dist(r, which, "p99_high_s"),
                "upper end of the p99's 95% interval (empty: too few samples to bound it)")]
     return tuple(cols)
+
+
+def _good_fraction(r: Any, i: int) -> float | None:
+    """The share of a serve record's requests within the SLO (0), or an end of its interval."""
+    g = _once(r, "good_fraction")
+    return g and g[i]
 
 
 def _serve_flags(r: Any) -> str | None:
@@ -694,11 +777,11 @@ SERVE = (
        "requests per second the schedule asked for (a rate point's realised rate)"),
     _c("result", "goodput", lambda r, s: r.goodput(),
        "completed requests per second within the SLO"),
-    _c("result", "good_fraction", lambda r, s: r.good_fraction() and r.good_fraction()[0],
+    _c("result", "good_fraction", lambda r, s: _good_fraction(r, 0),
        "share of the measured requests within the SLO"),
-    _c("result", "good_fraction_low", lambda r, s: r.good_fraction() and r.good_fraction()[1],
+    _c("result", "good_fraction_low", lambda r, s: _good_fraction(r, 1),
        "lower end of its 95% interval (Wilson)"),
-    _c("result", "good_fraction_high", lambda r, s: r.good_fraction() and r.good_fraction()[2],
+    _c("result", "good_fraction_high", lambda r, s: _good_fraction(r, 2),
        "upper end of its 95% interval (Wilson)"),
     _c("result", "slo_at_p99", lambda r, s: r.slo_at_p99(),
        "p99 TTFT and p99 TPOT within their limits and no request failed (MLPerf's judgement)"),
@@ -785,16 +868,37 @@ def _summary(r: Any) -> Summary | None:
 
 def flat_row(r: Any) -> dict[str, Any]:
     """One CSV row of the record's kind: column name -> value (None where there is none)."""
+    columns(r.kind)  # an unknown kind is refused
+    return _values(r, _ROW_PLANS[r.kind])
+
+
+#: Per kind, (name, getter, blank on a failure) of every column, and of its result columns
+#: alone (what the JSON export's figures hold): worked out once, not for every record.
+_Plan = tuple[tuple[str, Callable[[Any, Summary | None], Any], bool], ...]
+
+
+def _plan(cols: Sequence[Column]) -> _Plan:
+    return tuple((c.name, c.get, c.group == "result" and c.name not in ("unit",)) for c in cols)
+
+
+_ROW_PLANS: dict[str, _Plan] = {k: _plan(cols) for k, cols in _KIND_COLUMNS.items()}
+_FIGURE_PLANS: dict[str, _Plan] = {
+    k: _plan([c for c in cols if c.group == "result"]) for k, cols in _KIND_COLUMNS.items()}
+
+
+def _values(r: Any, plan: _Plan) -> dict[str, Any]:
+    """The values of the columns of ``plan`` for the record ``r``."""
     s = _summary(r)
+    failed = not r.ok
     row = {}
-    for col in columns(r.kind):
-        if col.group == "result" and not r.ok and col.name not in ("unit",):
-            row[col.name] = None  # a failure has no figures, whatever its partial samples say
+    for name, get, figure in plan:
+        if figure and failed:
+            row[name] = None  # a failure has no figures, whatever its partial samples say
             continue
         try:
-            row[col.name] = col.get(r, s)
+            row[name] = get(r, s)
         except (AttributeError, KeyError, TypeError, ValueError, ZeroDivisionError):
-            row[col.name] = None  # a record from an older writer lacking what this needs
+            row[name] = None  # a record from an older writer lacking what this needs
     return row
 
 
@@ -819,6 +923,9 @@ def csv_text(v: str) -> str:
 
 
 def _cell(v: Any) -> Any:
+    t = type(v)
+    if t is int or t is bool:  # most cells: no test to make
+        return v
     if v is None:
         return ""
     if isinstance(v, float) and not math.isfinite(v):
@@ -843,22 +950,31 @@ def to_csv(records: Sequence[Any], kind: str | None = None) -> str:
         present = kinds_of(records)
         kind = present[0] if len(present) == 1 else "throughput"
     buf = io.StringIO()
-    names = [c.name for c in columns(kind)]
-    _write_row(buf, names)
+    _write_row(buf, [c.name for c in columns(kind)])
     for r in records:
         if r.kind == kind:
-            row = flat_row(r)
-            _write_row(buf, [_cell(row[k]) for k in names])
+            buf.write(csv_row(r))
     return buf.getvalue()
+
+
+def csv_row(r: Any) -> str:
+    """The row of ``r`` in its kind's CSV (:func:`to_csv`), ending in ``\\n``."""
+    row = flat_row(r)
+    return _row_text([_cell(row[c.name]) for c in columns(r.kind)])
 
 
 def _write_row(buf: io.StringIO, cells: Sequence[Any]) -> None:
     """One CSV row ending in ``\\n``. The writer's terminator is ``\\r\\n`` so that it quotes a
     cell holding either character (with ``\\n`` alone, a bare ``\\r`` would go unquoted and a
     spreadsheet would start a new row there); the row's own terminator is then ``\\n``."""
+    buf.write(_row_text(cells))
+
+
+def _row_text(cells: Sequence[Any]) -> str:
+    """The text :func:`_write_row` writes."""
     one = io.StringIO()
     csv.writer(one, lineterminator="\r\n").writerow(cells)
-    buf.write(one.getvalue()[:-2] + "\n")
+    return one.getvalue()[:-2] + "\n"
 
 
 def csv_files(output: str | None, kinds: Sequence[str]) -> dict[str, str | None]:
@@ -901,12 +1017,100 @@ def to_json(records: Sequence[Any]) -> str:
             }
         elif r.kind == "throughput":
             d["summary"] = None
-        row = flat_row(r)
-        d["figures"] = {c.name: _json_value(row[c.name]) for c in columns(r.kind)
-                        if c.group == "result"}
+        columns(r.kind)  # an unknown kind is refused, as everywhere
+        row = _values(r, _FIGURE_PLANS[r.kind])  # the figures only: no identity to hash
+        d["figures"] = {name: _json_value(v) for name, v in row.items()}
         d["export_version"] = EXPORT_VERSION
         docs.append(d)
-    return json.dumps(docs, indent=1)
+    return dumps_indent1(docs)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_ESCAPE = json.encoder.encode_basestring_ascii
+_FLAT: dict[int, Callable[[Any], str]] = {}
+
+
+def _floatstr(o: float) -> str:
+    if o != o:
+        return "NaN"
+    if o == math.inf:
+        return "Infinity"
+    if o == -math.inf:
+        return "-Infinity"
+    return float.__repr__(o)
+
+
+#: How ``json.dumps`` writes a value of each scalar type (exact types: a subclass, such as an
+#: IntEnum, takes the general path).
+_SCALAR: dict[type, Callable[[Any], str]] = {
+    str: _ESCAPE, int: int.__repr__, float: _floatstr, bool: lambda o: "true" if o else "false",
+    type(None): lambda o: "null"}
+
+
+def _flat(level: int) -> Callable[[Any], str]:
+    """The C encoder of a list or dict holding scalars alone whose items sit at indent
+    ``level``: its item separator carries the line break and the indent, so its output is the
+    indented one but for the brackets. (No circular check: scalars hold nothing.)"""
+    enc = _FLAT.get(level)
+    if enc is None:
+        sep = ",\n" + " " * level
+        c_make = getattr(json.encoder, "c_make_encoder", None)
+        if c_make is None:  # a Python without the _json accelerator
+            enc = json.JSONEncoder(separators=(sep, ": ")).encode
+        else:
+            it = c_make(None, json.JSONEncoder().default, _ESCAPE, None, ": ", sep, False,
+                        False, True)
+            enc = lambda o: "".join(it(o, 0))  # noqa: E731
+        _FLAT[level] = enc
+    return enc
+
+
+def dumps_indent1(o: Any, level: int = 0) -> str:
+    """``json.dumps(o, indent=1)``, byte for byte, several times quicker.
+
+    With an indent, the standard library encodes in Python, a generator call per value: that
+    was most of a JSON export's time. Here each list or dict goes through the C encoder in one
+    call, its item separator carrying the line break and the indent of its level; a value that
+    is itself a list or dict goes in as ``null`` and its line is then completed with its own
+    encoding. The split is safe: the encoder escapes every control character in a string
+    (``ensure_ascii``), so each line break it writes is a separator."""
+    enc = _SCALAR.get(type(o))
+    if enc is not None:
+        return enc(o)
+    inner = level + 1
+    if isinstance(o, (list, tuple)):
+        if not o:
+            return "[]"
+        if _SCALARS.issuperset(map(type, o)):  # raw samples: no line to complete
+            flat, nested = o, None
+        else:
+            flat = [v if type(v) in _SCALARS else None for v in o]
+            nested = [(i, v) for i, v in enumerate(o) if type(v) not in _SCALARS]
+        close = "]"
+    elif isinstance(o, dict):
+        if not o:
+            return "{}"
+        if _SCALARS.issuperset(map(type, o.values())):
+            flat, nested = o, None
+        else:
+            flat = {k: v if type(v) in _SCALARS else None for k, v in o.items()}
+            nested = [(i, v) for i, v in enumerate(o.values()) if type(v) not in _SCALARS]
+        close = "}"
+    elif isinstance(o, str):
+        return _ESCAPE(o)
+    elif isinstance(o, int):  # bool is exact above: an int subclass here (an IntEnum)
+        return int.__repr__(o)
+    elif isinstance(o, float):
+        return _floatstr(o)
+    else:
+        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+    text = _flat(inner)(flat)
+    if nested:
+        lines = text.split("\n")
+        for i, v in nested:  # "...null," (or "...null]" / "...null}" on the last line)
+            lines[i] = lines[i][:-5] + dumps_indent1(v, inner) + lines[i][-1]
+        text = "\n".join(lines)
+    return text[0] + "\n" + " " * inner + text[1:-1] + "\n" + " " * level + close
 
 
 def _json_value(v: Any) -> Any:
@@ -931,5 +1135,6 @@ def schema_markdown() -> str:
 
 
 __all__ = ["CSV_COLUMNS", "Column", "EXPORT_VERSION", "FORMULA_START", "KINDS",
-           "SCHEMA_VERSION", "columns", "csv_by_kind", "csv_files", "csv_text", "flat_row",
-           "kinds_of", "schema_markdown", "step_flags", "to_csv", "to_json"]
+           "SCHEMA_VERSION", "columns", "csv_by_kind", "csv_files", "csv_row", "csv_text",
+           "dumps_indent1", "flat_row", "kinds_of", "schema_markdown", "step_flags", "to_csv",
+           "to_json"]

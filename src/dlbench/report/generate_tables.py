@@ -127,7 +127,8 @@ def efficiency_table(records: Sequence[Any], peak_records: Sequence[Any] | None 
              (bandwidth_roof(r, peaks) for r in recs) if x is not None}
     notes = (
         "prefill TFLOP/s = counted matmul FLOPs of the prefill over the mean TTFT; prefill MFU "
-        "against the datasheet dense peak of the precision; MFU measured against the matmul "
+        "against the datasheet dense peak of the precision (fp8: the fp8 peak, though attention "
+        "and the LM head run in bf16); MFU measured against the matmul "
         "ceiling of the latest 'dlbench peak' run of the card (else of the device) ('-': none, "
         "or a CPU, which has no datasheet peak)",
         "decode GB/s = bytes a decode step must read (every weight once, the KV cache it "

@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from dlbench.launch import tempdirs
 from dlbench.measure import stats
 from dlbench.measure.mfu import datasheet_mfu, measured_peaks, mfu
 from dlbench.records.peak import ceilings
@@ -1122,6 +1123,18 @@ def strategy_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
     return render
 
 
+def largest_batch_run(run: str) -> Callable[[Store], list[str]]:
+    """The largest batch per strategy (:func:`dlbench.report.strategy_tables.largest_batch_table`)
+    that ``dlbench maxbatch --strategy`` found in ``run``."""
+    from dlbench.report.strategy_tables import largest_batch_table  # the strategy view's own
+
+    def render(store: Store) -> list[str]:
+        searches = store.results(run_id=run, kind="maxbatch")
+        table = largest_batch_table(searches)
+        return [f"Run {run}.", ""] + table.to_markdown().split("\n")[2:]
+    return render
+
+
 # -- collectives: dlbench comm, and beside nccl-tests -------------------------------------------
 def _comm_flags(r: Any) -> list[str]:
     """A ``dlbench comm`` record's flags: the spread of its samples (``cv N%`` at 10% or more,
@@ -1296,6 +1309,18 @@ H200_2 = "pt2.11-cu130-2x-h200"
 #: with checkpointing, 3B fsdp at 1 and 2, tp at 2 (after the optimizer fix), 3B ddp at 1.
 SHARDED_RUNS = ("5f95571f9220", "a97b2333a494", "27242a480627", "c494a3d5ac40",
                 "dff519c359fc", "2ed3766a0b87", "c0e4a6a72f1b", "96ea19689dca")
+SHARDED_H100_PAGE = "docs/results/2026-11-4x-h100-sharded.md"
+H100_4 = "pt2.11-cu130-4x-h100"
+#: Language-model training by strategy on four H100s of one host (two of them where a run says
+#: 2 GPUs): llama-3.2-1b fsdp at 8 sequences a GPU on 2 and 1 GPUs, fsdp+tp and fsdp at 4, fsdp
+#: with fp8 at 2, llama-3.1-8b fsdp with checkpointing at 2 and 4, the offload run the call's
+#: limit stopped, and the --repeat 2 group at 4 sequences a GPU.
+SHARDED_H100_RUNS = ("7a13c5e1260e", "d245cdae7171", "9836bac6be61", "8b512f33731f",
+                     "5b2577d3dd46", "253186615d82", "d692d9edd6ed", "b1cece3190ce")
+SHARDED_H100_MAXBATCH_RUN = "209422b59fcf"
+#: Generation on one card of the same host: bf16 and fp8 graph-captured at batch 1, fp8
+#: compiled at 1 and 64, then bf16 compiled at 64 and 1 (a later call).
+GENERATE_FP8_RUNS = ("ccf14a34cf75", "6f7d05c4d5f8", "7711f742059d")
 COMM_PAGE = "docs/results/2026-11-2x-h200-comm.md"
 H200_2_COMM = f"{H200_2}/comm"
 #: The collectives on a host of two H200s, one device call: all_reduce 8 B..1 GiB
@@ -1381,6 +1406,10 @@ HEADLINES = (
     Headline("h200-generate-tuned-paths", H200_GENERATE,
              generate_paths(H200_GENERATE_TUNED_RUNS), H200_GENERATE_PAGE),
     Headline("2x-h200-strategies", H200_2, strategy_runs(SHARDED_RUNS), SHARDED_PAGE),
+    Headline("4x-h100-strategies", H100_4, strategy_runs(SHARDED_H100_RUNS), SHARDED_H100_PAGE),
+    Headline("4x-h100-largest-batch", H100_4, largest_batch_run(SHARDED_H100_MAXBATCH_RUN),
+             SHARDED_H100_PAGE),
+    Headline("4x-h100-generate-fp8", H100_4, generate_runs(GENERATE_FP8_RUNS), SHARDED_H100_PAGE),
     Headline("2x-h200-comm", H200_2_COMM, comm_runs((COMM_GRAPH_RUN, COMM_EAGER_RUN)),
              COMM_PAGE),
     Headline("2x-h200-comm-nccl-tests", H200_2_COMM, comm_beside_nccl_tests(
@@ -1458,7 +1487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (root / RESULTS).is_dir():
         parser.error(f"{root / RESULTS} is not a folder: run from the repository root or "
                      "pass --root")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=tempdirs.root()) as tmp:
         rendered = render_all(root, Path(tmp))
     if args.write:
         for rel in dict.fromkeys(h.path for h in HEADLINES):

@@ -159,6 +159,8 @@ def hiding_lines(items: Sequence) -> list[str]:
 
 
 def check_table(rows: Sequence, title: str) -> Table:
+    # profiled exposed communication: a column where some row has it (older tables as before)
+    exposed = any(getattr(r, "measured_exposed_s", None) is not None for r in rows)
     out = []
     for r in rows:
         fit = "-" if r.predicted_fit_s is None else (
@@ -169,11 +171,14 @@ def check_table(rows: Sequence, title: str) -> Table:
         out.append((r.link, r.strategy, str(r.ranks), r.label, fmt_ms(r.compute_s),
                     fmt_ms(r.measured_s), base, fmt_ms(r.predicted_none_s), _err(r.error_none),
                     fmt_ms(r.predicted_full_s), _err(r.error_full), fit,
-                    _kb(r.measured_bytes), _kb(r.predicted_bytes), _err(r.bytes_error)))
+                    _kb(r.measured_bytes), _kb(r.predicted_bytes), _err(r.bytes_error))
+                   + ((f"{fmt_ms(r.measured_exposed_s)} / {fmt_ms(r.predicted_exposed_s)}",)
+                      if exposed else ()))
     return Table(title, ("link", "strategy", "ranks", "config", "compute ms", "measured ms",
                          "perfect scaling ms (error)", "predicted ms (no overlap)", "error", "predicted ms (overlap)",
                          "error", "predicted ms, latency fitted unshaped (error, latency)",
-                         "busiest kB/step measured", "predicted", "error"),
+                         "busiest kB/step measured", "predicted", "error")
+                 + (("exposed comm ms, profiled / predicted",) if exposed else ()),
                  tuple(out),
                  ("perfect scaling = the baseline: the one-GPU step (/ the GPUs sharing a "
                   "batch under TP), no communication; the model has skill only where its "
@@ -183,7 +188,10 @@ def check_table(rows: Sequence, title: str) -> Table:
                   "the probe's latency; bytes = the busiest host, one direction, on the wire",
                   "latency fitted unshaped: the per-message latency that makes the model match "
                   "the same strategy's unshaped run (software cost per collective step), used "
-                  "for the shaped links"))
+                  "for the shaped links") + ((
+                  "exposed comm: per step, the collectives' time no compute overlapped, from "
+                  "the steps the run's ranks profiled after the window, beside the model's "
+                  "(its step less its compute)",) if exposed else ()))
 
 
 def networks_table() -> Table:

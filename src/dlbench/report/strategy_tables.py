@@ -16,9 +16,13 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from dlbench.measure.mfu import datasheet_mfu, device_key, measured_peaks
+from dlbench.records.base import repeat_groups
 from dlbench.records.scaling import scaling_factor
 from dlbench.report.cards import own_host_peaks
+from dlbench.report.exposed_tables import NOTE as EXPOSED_NOTE
+from dlbench.report.exposed_tables import exposed_cell, has_figure
 from dlbench.report.flags import flags
+from dlbench.report.groups import ONE_PROCESS, group_figure
 from dlbench.report.table import Table, fmt_num
 
 
@@ -30,11 +34,17 @@ def lm_records(records: Sequence[Any]) -> list[Any]:
 
 def latest_per_config(records: Sequence[Any]) -> list[Any]:
     """One record per config, in the order the configs first appear: its latest ok record, else
-    its latest failure (a rerun replaces an earlier figure)."""
+    its latest failure (a rerun replaces an earlier figure); a ``--repeat`` group stays whole
+    (every job of the group the latest record belongs to), so its row keeps its spread."""
     by: dict[str, list[Any]] = {}
     for r in records:
         by.setdefault(r.config.key(), []).append(r)
-    return [([r for r in rs if r.ok] or rs)[-1] for rs in by.values()]
+    out = []
+    for rs in by.values():
+        last = ([r for r in rs if r.ok] or rs)[-1]
+        group = getattr(last, "repeat_group", None)
+        out += [r for r in rs if r.repeat_group == group] if group is not None else [last]
+    return out
 
 
 def _counts_tokens(r: Any) -> bool:
@@ -65,10 +75,10 @@ def _lever_key(c: Any) -> tuple[bool, bool]:
     return (c.offload, c.fp8)
 
 
-def _one_gpu_name(c: Any) -> str:
-    """How the factor names a one-GPU record of other strategy or levers: ``fsdp``,
-    ``fsdp offload``, ``ddp fp8``."""
-    return " ".join([c.strategy] + [n for n, on in (("offload", c.offload), ("fp8", c.fp8)) if on])
+def _one_gpu_name(strategy: str, levers: tuple[bool, bool]) -> str:
+    """How the factor names a one-GPU record of other strategy or levers (its strategy and
+    :func:`_lever_key`): ``fsdp``, ``fsdp offload``, ``ddp fp8``."""
+    return " ".join([strategy] + [n for n, on in zip(("offload", "fp8"), levers) if on])
 
 
 def strategy_cell(c: Any) -> str:
@@ -83,25 +93,47 @@ def per_gpu_tflops(r: Any) -> float | None:
     return None if ach is None else ach / r.config.gpus
 
 
+def _group_rate(group: Sequence[Any]) -> float | None:
+    """Samples per second of a record, or of a ``--repeat`` group the mean over its ok jobs."""
+    rates = [x.throughput for x in (r.summary() for r in group) if x is not None]
+    return sum(rates) / len(rates) if rates else None
+
+
 def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> Table:
-    """The strategy table of the LM scaling records among ``records``."""
+    """The strategy table of the LM scaling records among ``records``: one row per record, or
+    per ``--repeat`` group (its jobs' mean, with an '±95% jobs' column across them)."""
     recs = lm_records(records)
+    groups = repeat_groups(recs)
+    repeated = any(g[0].repeat_group is not None for g in groups)
+    exposed = has_figure(recs)  # a column where a record measured it (older tables as before)
     ones = {}
-    for r in recs:
-        if r.ok and r.config.gpus == 1:
-            ones.setdefault((r.config.base.key(), r.config.strategy, _lever_key(r.config)), r)
+    for g in groups:
+        r = next((x for x in g if x.ok), None)
+        if r is not None and r.config.gpus == 1:
+            ones.setdefault((r.config.base.key(), r.config.strategy, _lever_key(r.config)),
+                            _group_rate(g))
     rows = []
-    for r in recs:
+    for g in groups:
+        r = next((x for x in g if x.ok), g[-1])
         c, b = r.config, r.config.base
         # A sequence's tokens: what the record counted (the model's default length if unset).
         seq = r.units_per_sample if r.ok else b.input_size
         label = (c.model, str(seq or "-"), b.precision, strategy_cell(c), _levers(c),
                  str(c.gpus), str(b.batch_size))
+        fig = group_figure(g) if g[0].repeat_group is not None else None
+        across = (fig.cell if fig is not None else ONE_PROCESS,) if repeated else ()
         s = r.summary()
         if s is None:
-            rows.append(label + (r.error_type or "error",) + ("-",) * 6)
+            what = r.error_type or "error"
+            if len(g) > 1:
+                what = f"all {len(g)} jobs failed: " + ", ".join(
+                    sorted({x.error_type or "error" for x in g}))
+            rows.append(label + (what,) + ("-",) * 6 + across + ("-",) * exposed)
             continue
+        rate = _group_rate(g)  # a group's mean; a record's own figure
+        scale = rate / s.throughput
         per_gpu = per_gpu_tflops(r)
+        per_gpu = None if per_gpu is None else per_gpu * scale
         ds = meas = None
         if per_gpu is not None and (r.env or {}).get("accelerator") == "cuda":
             ds = datasheet_mfu(per_gpu, r.env, b.precision)[0]
@@ -116,21 +148,28 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
         stand_ins = [(c.strategy, levers), ("ddp", (False, c.fp8)), ("fsdp", (False, c.fp8)),
                      (c.strategy, (False, False)), ("ddp", (False, False)),
                      ("fsdp", (False, False))]
-        one = next((ones[k] for k in ((b.key(),) + si for si in stand_ins) if k in ones), None)
-        factor = (f"{scaling_factor(s.throughput, one.summary().throughput):.2f}"
-                  + ("" if (one.config.strategy, _lever_key(one.config)) == (c.strategy, levers)
-                     else f" ({_one_gpu_name(one.config)})")
+        one = next((k for k in ((b.key(),) + si for si in stand_ins) if k in ones), None)
+        factor = (f"{scaling_factor(rate, ones[one]):.2f}"
+                  + ("" if one[1:] == (c.strategy, levers) else f" ({_one_gpu_name(*one[1:])})")
                   if one is not None and c.gpus > 1 else "-")
-        mem = (r.memory or {}).get("allocated_peak_bytes")
-        tokens = s.throughput * r.units_per_sample
+        mem = max(((x.memory or {}).get("allocated_peak_bytes") or 0 for x in g if x.ok),
+                  default=0)  # a group's: the largest of its jobs'
+        tokens = rate * r.units_per_sample
+        notes = flags(r)
+        failed = sorted({x.error_type or "error" for x in g if not x.ok})
+        if failed:  # failures are data: a group's row says which of its jobs it lacks
+            notes = notes + [f"{sum(not x.ok for x in g)} of {len(g)} jobs failed: "
+                             + ", ".join(failed)]
         rows.append(label + (
             fmt_num(tokens), fmt_num(tokens / c.gpus), fmt_num(per_gpu, 3),
             "-" if ds is None else f"{ds:.1%}", "-" if meas is None else f"{meas:.1%}",
             "-" if not mem else f"{mem / 2**30:.1f}", factor + (
-                f"; {'; '.join(flags(r))}" if flags(r) else "")))
+                f"; {'; '.join(notes)}" if notes else "")) + across
+            + ((exposed_cell(g),) if exposed else ()))
     cols = ("model", "seq", "prec", "strategy", "levers", "GPUs", "batch/replica", "tok/s",
             "tok/s/GPU", "TFLOP/s/GPU", "MFU (datasheet)", "MFU (measured)", "peak GiB (rank 0)",
-            "x 1 GPU; flags")
+            "x 1 GPU; flags") + (("±95% jobs",) if repeated else ()) + (
+            ("exposed comm ms (% of step)",) if exposed else ())
     return Table("Language-model training by strategy", cols, tuple(rows), (
         "batch/replica = the sequences one data-parallel replica trains on per step: a GPU "
         "under ddp and fsdp, a TP group of GPUs under tp and fsdp+tp; "
@@ -140,7 +179,11 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
         "against the GPU's datasheet dense peak and the measured matmul ceiling of the latest "
         "'dlbench peak' run on one of the run's cards, else on its GPU model ('-': none, or a "
         "CPU); x 1 GPU = the factor of tok/s "
-        "over the same strategy at 1 GPU, else over ddp's or fsdp's (named); compiled/block = each block of the stack compiled on its own" + _lever_notes(recs),))
+        "over the same strategy at 1 GPU, else over ddp's or fsdp's (named); compiled/block = each block of the stack compiled on its own" + _lever_notes(recs),) + ((
+        "a --repeat group is one row: its fresh torchrun jobs' mean figure, rank 0's largest "
+        "peak, and '±95% jobs' the t-interval across them with their count ('1 process': "
+        "measured once, run-to-run variance not in the figure)",) if repeated else ())
+        + ((EXPOSED_NOTE,) if exposed else ()))
 
 
 def _lever_notes(recs: Sequence[Any]) -> str:
@@ -154,3 +197,43 @@ def _lever_notes(recs: Sequence[Any]) -> str:
     if notes:
         notes.append("a factor's one-GPU record has the row's levers, else it is named")
     return "".join(f"; {n}" for n in notes)
+
+
+#: Per-second units of a figure, by what a record counts.
+_UNITS = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}
+
+
+def largest_batch_table(searches: Sequence[Any], measured: Sequence[Any] = ()) -> Table:
+    """Largest batch per strategy: the ``dlbench maxbatch --strategy`` searches among
+    ``searches`` (one per setup, as :func:`dlbench.report.tables.latest_searches` picks them),
+    each with the figure of the job ``measured`` at its batch (a scaling record of the same
+    setup at that batch per replica, where one ran)."""
+    found = [r for r in searches if getattr(r.config, "parallel", None) is not None]
+    at = {r.config.key(): r for r in measured if getattr(r, "kind", "") == "scaling" and r.ok}
+    rows = []
+    for rec in found:
+        c = rec.config.parallel
+        b = c.base
+        t = at.get(rec.config.at(rec.best_batch).key()) if rec.ok else None
+        s = t.summary() if t is not None else None
+        best = rec.best_probe()
+        peak = best.allocated_peak_bytes if best else None
+        seq = t.units_per_sample if t is not None and t.unit == "tokens" else b.input_size
+        unit = _UNITS.get(t.unit, "/s") if t is not None else ""
+        rows.append((
+            c.model, str(seq or "-"), b.precision, strategy_cell(c), _levers(c), str(c.gpus),
+            str(rec.best_batch) if rec.ok else f"{rec.error_type}: {(rec.error or '')[:60]}",
+            str(rec.first_oom_batch) if rec.first_oom_batch else "-",
+            "-" if not peak else f"{peak / 2**30:.1f}",
+            f"{fmt_num(s.throughput * t.units_per_sample)} {unit}" if s else "-",
+            f"{fmt_num(s.throughput * t.units_per_sample / c.gpus)} {unit}" if s else "-",
+            str(len(rec.probes))))
+    cols = ("model", "seq", "prec", "strategy", "levers", "GPUs", "largest batch/replica",
+            "first OOM", "peak GiB (rank 0)", "throughput there", "per GPU", "probes")
+    return Table("Largest batch per strategy", cols, tuple(rows), (
+        "largest batch/replica = the most sequences (samples) one data-parallel replica trains "
+        "on per step without running out of memory under that strategy on that many GPUs (a "
+        "GPU under ddp and fsdp, a TP group under tp and fsdp+tp); each probe is a torchrun "
+        "job of all the GPUs, and an out-of-memory on any rank means the batch does not fit; "
+        "first OOM = the smallest batch seen not to fit; throughput there = the job measured "
+        "at the largest batch with the normal stopping rule ('-': not measured)",))

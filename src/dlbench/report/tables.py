@@ -13,12 +13,11 @@ module.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
 from dlbench.measure.mfu import mfu
-from dlbench.measure.stats import across_processes, percentile
+from dlbench.measure.stats import percentile
 from dlbench.measure.stats import mean as stats_mean  # `mean` is a column name here
 from dlbench.models import UnknownModelError
 from dlbench.records.base import repeat_groups
@@ -26,10 +25,17 @@ from dlbench.records.peak import ceilings
 from dlbench.records.scaling import scaling_efficiency, scaling_factor
 from dlbench.records.throughput import ThroughputRecord
 from dlbench.report.comm_tables import comm_table, comm_tables  # noqa: F401 (re-exported)
+from dlbench.report.exposed_tables import exposed_comm_table, has_figure
 from dlbench.report.flags import flags
 from dlbench.report.frameworks import framework_tables
 from dlbench.report.generate_tables import generate_tables
-from dlbench.report.strategy_tables import lm_records, strategy_table
+from dlbench.report.groups import ONE_PROCESS, GroupFigure, group_figure  # noqa: F401 (re-exported)
+from dlbench.report.strategy_tables import (
+    largest_batch_table,
+    lm_records,
+    strategy_cell,
+    strategy_table,
+)
 from dlbench.report.kernel_tables import kernel_tables
 from dlbench.report.network import loss_table, net_table
 from dlbench.report.serve_tables import serve_tables
@@ -106,10 +112,6 @@ def throughput_table(records: Sequence[ThroughputRecord], title: str = "Throughp
     return Table(title, cols, tuple(rows), notes)
 
 
-#: The across-process cell of a figure measured in one process.
-ONE_PROCESS = "1 process"
-
-
 def _unit(r: ThroughputRecord) -> str:
     return {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}.get(r.unit, "/s")
 
@@ -118,41 +120,6 @@ def _head(r: ThroughputRecord) -> tuple:
     c = r.config
     return (c.model, c.mode + ("/" + c.method if c.method != "standard" else ""),
             str(c.batch_size), c.precision, _layout(r), _compile(r))
-
-
-@dataclass(frozen=True)
-class GroupFigure:
-    """The figure of a ``--repeat`` group: the mean of its ok processes' figures (units per
-    second), the half-width of the t-interval across them (``inf`` for fewer than two), and
-    how many processes ran and ended ok."""
-
-    mean: float
-    halfwidth: float
-    ok: int
-    ran: int
-
-    @property
-    def rel_halfwidth(self) -> float:
-        return self.halfwidth / self.mean if self.mean else math.inf
-
-    @property
-    def cell(self) -> str:
-        """``±1.2% (3)``, ``±1.2% (2 of 3 ok)``, ``1 process (2 of 3 failed)``."""
-        if self.ok < 2:
-            return ONE_PROCESS + (f" ({self.ran - self.ok} of {self.ran} failed)"
-                                  if self.ran > self.ok else "")
-        count = str(self.ok) if self.ok == self.ran else f"{self.ok} of {self.ran} ok"
-        return f"±{fmt_pct(self.rel_halfwidth)} ({count})"
-
-
-def group_figure(group: Sequence[ThroughputRecord], confidence: float = 0.95
-                 ) -> GroupFigure | None:
-    """The across-process figure of a group's records; None when no process ended ok."""
-    figs = [r.summary().throughput * r.units_per_sample for r in group if r.summary()]
-    if not figs:
-        return None
-    m, h = across_processes(figs, confidence)
-    return GroupFigure(m, h, len(figs), len(group))
 
 
 def group_row(group: Sequence[ThroughputRecord]) -> tuple:
@@ -329,6 +296,23 @@ def group_means(records: Sequence[ThroughputRecord]) -> dict[str, tuple[float, f
     return out
 
 
+def group_cells(records: Sequence) -> dict[str, str]:
+    """Per record of a ``--repeat`` group: its group's across-process cell (``±1.2% (3)``,
+    :attr:`GroupFigure.cell`), shown beside the group's mean where a layout has one figure per
+    cell; records measured alone have none."""
+    out = {}
+    for group in repeat_groups(records):
+        fig = group_figure(group) if group[0].repeat_group is not None else None
+        if fig is not None:
+            out.update((r.id, fig.cell) for r in group)
+    return out
+
+
+#: The note of a layout whose cells show --repeat groups.
+GROUP_NOTE = ("a --repeat group's cell is the mean of its fresh processes (torchrun jobs) with "
+              "the 95% interval across them and their count, e.g. ±1.2% (3)")
+
+
 def _gib(n: int | None) -> str:
     return "-" if not n else f"{n / GIB:.2f}"
 
@@ -400,9 +384,11 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
     """One row per ``maxbatch`` search: the batch found, the bracket, its memory and throughput.
 
     ``found`` holds :class:`~dlbench.records.maxbatch.MaxBatchRecord`; ``measured`` throughput
-    records, matched to a search by setup and batch. ``vs smaller batch``: the throughput at the
-    largest batch against the fastest smaller batch of the same setup in ``measured`` (the
-    largest batch is not always the fastest). The probes column lists every probe.
+    records (and, for a search under a strategy, scaling records), matched to a search by setup
+    and batch. ``vs smaller batch``: the throughput at the largest batch against the fastest
+    smaller batch of the same setup in ``measured`` (the largest batch is not always the
+    fastest). The probes column lists every probe. A search under a strategy says it in the
+    options (``fsdp x2``): its batch is per replica, its peak rank 0's.
     """
     by_key = {r.config.key(): r for r in measured if r.ok}
     # A measurement at the best batch that failed (out of memory where the short probe fitted)
@@ -421,12 +407,16 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
                                 (c.optimizer, True), (getattr(c, "checkpoint_label", ""), True),
                                 ("no-autotune", not getattr(c, "autotune", True)))
                 if on and o]
+        par = getattr(rec.config, "parallel", None)
+        if par is not None:  # the strategy the batch fits under, on its GPUs, with its levers
+            opts.append(" ".join([strategy_cell(par), f"x{par.gpus}"]
+                                 + [lever for lever in ("offload", "fp8") if getattr(par, lever)]))
         probes = ", ".join(f"{p.batch} {'ok' if p.fits else p.outcome.upper()}"
                            for p in rec.probes)
         best = rec.best_probe()
         peak = best.allocated_peak_bytes if best else None
         total = best.device_total_bytes if best else None
-        at = replace(c, batch_size=rec.best_batch).key() if rec.ok else None
+        at = rec.config.at(rec.best_batch).key() if rec.ok else None
         t = by_key.get(at)
         s = t.summary() if t is not None else None
         lost = failed.get(at) if t is None else None
@@ -446,23 +436,35 @@ def maxbatch_table(found: Sequence, measured: Sequence[ThroughputRecord] = (),
     notes = ("each probe is three training steps in a fresh process; the largest batch fits and "
              "the first OOM does not, so the boundary lies between them; peak = allocated peak "
              "of the probe at the largest batch",)
+    if any(getattr(r.config, "parallel", None) is not None for r in found):
+        notes += ("under a strategy (fsdp x2 ...) each probe is a torchrun job of all its GPUs, "
+                  "an out-of-memory on any rank does not fit, the batch is per data-parallel "
+                  "replica and the peak is rank 0's",)
     return Table(title, cols, tuple(rows), notes)
 
 
+def _batch_of(r: ThroughputRecord) -> int:
+    """A record's batch: per device, or per replica of a scaling job."""
+    return getattr(r.config, "base", r.config).batch_size
+
+
 def _setup_key(r: ThroughputRecord) -> str:
-    """The config's identity with the batch left out."""
-    return replace(r.config, batch_size=1).key()
+    """The config's identity with the batch left out (a scaling job's per-replica batch)."""
+    c = r.config
+    if hasattr(c, "base"):
+        return replace(c, base=replace(c.base, batch_size=1)).key()
+    return replace(c, batch_size=1).key()
 
 
 def _vs_smaller(at: ThroughputRecord, same_setup: Sequence[ThroughputRecord]) -> str:
     """``+2.5% vs 1024``: ``at`` against the fastest smaller batch among ``same_setup``
     (successful records of its setup)."""
-    smaller = [r for r in same_setup if r.config.batch_size < at.config.batch_size]
+    smaller = [r for r in same_setup if _batch_of(r) < _batch_of(at)]
     if not smaller:
         return "-"
     best = max(smaller, key=lambda r: r.summary().throughput)
     ratio = at.summary().throughput / best.summary().throughput
-    return f"{ratio - 1:+.1%} vs {best.config.batch_size}"
+    return f"{ratio - 1:+.1%} vs {_batch_of(best)}"
 
 
 def energy_table(records: Sequence[ThroughputRecord], title: str = "Energy and telemetry") -> Table:
@@ -575,6 +577,7 @@ def scaling_table(records: Sequence, interconnect: str = "default") -> Table:
     recs = [r for r in records if getattr(r, "kind", "") == "scaling"
             and r.config.interconnect == interconnect]
     rows, _, cells = _pivot(recs, _scale_row_key, lambda r: str(r.config.gpus))
+    means, spread = group_means(recs), group_cells(recs)
     counts = sorted({r.config.gpus for r in recs})
     cols = ["model", "precision", "strategy", "batch/GPU"] + \
         [f"{n} GPU" if n == 1 else f"{n} GPUs" for n in counts] + ["efficiency"]
@@ -583,16 +586,18 @@ def scaling_table(records: Sequence, interconnect: str = "default") -> Table:
         model, prec, strat, batch = key.split("|")
         line = [model, prec, strat, batch]
         base = cells.get((key, "1"))
-        base_s = base.summary() if base else None
+        base_s = means.get(base.id) if base else None
         eff = "-"
         for n in counts:
             rec = cells.get((key, str(n)))
-            text = _img_s(rec)
-            s = rec.summary() if rec else None
+            text = _img_s(rec, means)
+            s = means.get(rec.id) if rec else None
             if s and base_s and n != 1:
-                f = scaling_factor(s.throughput, base_s.throughput)
+                f = scaling_factor(s[0], base_s[0])
                 text += f" ({f:.2f})"
                 eff = f"{scaling_efficiency(f, n):.1%} at {n}"
+            if rec is not None and rec.id in spread:
+                text += f" {spread[rec.id]}"
             line.append(text)
         line.append(eff)
         out.append(tuple(line))
@@ -603,7 +608,8 @@ def scaling_table(records: Sequence, interconnect: str = "default") -> Table:
     return Table(f"Training throughput, {unit}, by GPU count ({interconnect}; factor over 1 GPU "
                  "in parentheses)", tuple(cols), tuple(out),
                  ("throughput = all ranks' samples over the slowest rank's window; batch is per "
-                  "GPU (weak scaling); efficiency = factor / GPUs",))
+                  "GPU (weak scaling); efficiency = factor / GPUs",) + (
+                     (GROUP_NOTE,) if spread else ()))
 
 
 def interconnect_table(records: Sequence, baseline: str = "default") -> Table:
@@ -620,6 +626,7 @@ def interconnect_table(records: Sequence, baseline: str = "default") -> Table:
     counts = sorted({r.config.gpus for r in other})
     measured = {_scale_row_key(r) for r in other}
     cols = ["model", "precision", "strategy"] + [f"{p} {n}G" for p in profiles for n in counts]
+    means = group_means(recs)  # a --repeat group's cell is the mean of its jobs
     out = []
     for key in (k for k in rows if k in measured):
         model, prec, strat, _ = key.split("|")
@@ -628,10 +635,10 @@ def interconnect_table(records: Sequence, baseline: str = "default") -> Table:
             for n in counts:
                 rec = cells.get((key, f"{p}|{n}"))
                 ref = cells.get((key, f"{baseline}|{n}"))
-                text = _img_s(rec)
-                s, rs = (rec.summary() if rec else None), (ref.summary() if ref else None)
+                text = _img_s(rec, means)
+                s, rs = (means.get(rec.id) if rec else None), (means.get(ref.id) if ref else None)
                 if s and rs and p != baseline:
-                    text += f" ({s.throughput / rs.throughput:.3f})"
+                    text += f" ({s[0] / rs[0]:.3f})"
                 line.append(text)
         out.append(tuple(line))
     return Table(f"Interconnect A/B, images/s (factor over {baseline} in parentheses)",
@@ -696,6 +703,8 @@ def tables_for(records: Sequence, device: str, view: str | None = None,
                 out.append(interconnect_table(recs))
             if lm_records(recs):
                 out.append(strategy_table(recs, list(peak_records) or by_kind.get("peak", [])))
+            if has_figure(recs):
+                out.append(exposed_comm_table(recs))
             if any(getattr(r, "telemetry", None) for r in recs):
                 out.append(energy_table(recs, "Energy and telemetry, data-parallel runs (the "
                                               "first host's GPUs summed; batch per GPU)"))
@@ -704,7 +713,12 @@ def tables_for(records: Sequence, device: str, view: str | None = None,
         elif kind == "peak":
             out.append(peak_table(recs))
         elif kind == "maxbatch":
-            out.append(maxbatch_table(latest_searches(recs), thr))
+            searches = latest_searches(recs)
+            # a search under a strategy measured its batch as a scaling job
+            measured = list(thr) + by_kind.get("scaling", [])
+            out.append(maxbatch_table(searches, measured))
+            if any(r.config.parallel is not None for r in searches):
+                out.append(largest_batch_table(searches, measured))
         elif kind == "train":
             out += train_tables(recs)
         elif kind == "net":

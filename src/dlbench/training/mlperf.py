@@ -33,6 +33,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
+from dlbench.launch import tempdirs
+
 INSTALL_HINT = ("MLPerf's own compliance checker needs the mlperf-logging package: pip install "
                 "'dlbench[train]' (or pip install mlperf-logging); without it dlbench writes the "
                 "logs itself and checks them with its own rules checker")
@@ -225,7 +227,7 @@ def check_log(log_path: str | Path, rules: str | Path | None = None, timeout_s: 
     if not available():
         raise MLPerfUnavailable(INSTALL_HINT)
     ruleset = latest_ruleset() or "4.0.0"
-    with tempfile.TemporaryDirectory(prefix="dlbench-cc-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dlbench-cc-", dir=tempdirs.root()) as tmp:
         cmd = [sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
                "--ruleset", ruleset, "--config", rules, "--log_output",
                os.path.join(tmp, "checker.log"), str(log_path)]
@@ -312,7 +314,7 @@ def recheck(path: str | Path, use_mlperf: bool | None = None) -> list[Recheck]:
     from dlbench.store import Store
 
     path = Path(path)
-    with tempfile.TemporaryDirectory(prefix="dlbench-recheck-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dlbench-recheck-", dir=tempdirs.root()) as tmp:
         if path.suffix == ".gz":
             plain = Path(tmp) / path.stem
             with gzip.open(path, "rb") as src, open(plain, "wb") as dst:

@@ -56,6 +56,11 @@ class CheckRow:
     # Perfect scaling: the one-GPU compute, split over the GPUs sharing a batch (tensor
     # parallelism), with no communication at all: what assuming linear scaling predicts.
     predicted_perfect_s: float | None = None
+    # Exposed communication per step: the model's (its step with overlap, else without, less
+    # its compute) and the profiler's, from the steps the record's ranks profiled after the
+    # window (dlbench.measure.overlap); None where the record has none.
+    predicted_exposed_s: float | None = None
+    measured_exposed_s: float | None = None
 
     @property
     def error_perfect(self) -> float | None:
@@ -216,8 +221,8 @@ def check_scaling(records: Sequence[Any], intra: Link | Callable[[str, int], Lin
         n = r.config.gpus
         t = 1
         if strategy in SHARDED:
-            t, none, full = _sharded_check(r, shapes[r.config.model], compute, link,
-                                           backward_fraction)
+            t, none, full, exposed = _sharded_check(r, shapes[r.config.model], compute, link,
+                                                    backward_fraction)
         else:
             if strategy == "ps":
                 comm = ps_collectives(ps_shard_bytes([g], n), link, backend="nccl")
@@ -226,11 +231,14 @@ def check_scaling(records: Sequence[Any], intra: Link | Callable[[str, int], Lin
             none = compute + comm.time_s
             bwd = compute * backward_fraction
             full = compute - bwd + max(bwd, comm.time_s) if strategy == "ddp" else None
+            exposed = (none if full is None else full) - compute
+        measured = r.exposed_comm() if hasattr(r, "exposed_comm") else None
         rows.append(CheckRow(
             label=r.config.base.label, link=r.config.interconnect, strategy=strategy,
             ranks=n, measured_s=r.summary().mean_s, compute_s=compute,
             predicted_none_s=none, predicted_full_s=full, record_id=r.id,
-            predicted_perfect_s=compute / t))
+            predicted_perfect_s=compute / t, predicted_exposed_s=exposed,
+            measured_exposed_s=None if measured is None else measured.per_step_s))
     return rows
 
 
@@ -244,10 +252,10 @@ def tp_degree(config: Any) -> int:
 
 
 def _sharded_check(r: Any, shape: ModelShape, compute: float, link: Link,
-                   backward_fraction: float) -> tuple[int, float, float | None]:
-    """(TP ranks, predicted step with no overlap, with overlap) of a sharded scaling record.
-    One node: every collective over the record's link (the all-reduce busbw measured at its
-    GPU count)."""
+                   backward_fraction: float) -> tuple[int, float, float | None, float]:
+    """(TP ranks, predicted step with no overlap, with overlap, exposed communication with
+    overlap) of a sharded scaling record. One node: every collective over the record's link
+    (the all-reduce busbw measured at its GPU count)."""
     c = r.config
     base = c.base
     size = base.input_size or shape.seq_len
@@ -265,7 +273,8 @@ def _sharded_check(r: Any, shape: ModelShape, compute: float, link: Link,
                               param_bytes=pb, act_bytes=ab,
                               backward_fraction=backward_fraction, overlap=o)
                  for o in ("none", "full")]
-    return t, steps[0].step_s, None if c.strategy == "tp" else steps[1].step_s
+    return (t, steps[0].step_s, None if c.strategy == "tp" else steps[1].step_s,
+            steps[1].exposed_s)
 
 
 def _scale_key(r: Any, strategy: str | None = None) -> tuple:

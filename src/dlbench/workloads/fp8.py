@@ -17,10 +17,13 @@ not divide by 16 (the fp8 matmul kernels, ``torch._scaled_mm``, need multiples o
 torchao is optional (``pip install torchao``, a version matching the installed torch); the
 command checks it is importable before any process starts (:func:`check_installed`), and each
 rank refuses a device without fp8 matmuls (:func:`check_device`) before it builds anything.
+``dlbench generate --precision fp8`` makes the same two checks, in its own words
+(:mod:`dlbench.workloads.fp8_inference`).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 import torch
@@ -29,8 +32,13 @@ from torch import nn
 from dlbench.config import ConfigError
 from dlbench.workloads.devices import UnsupportedError
 
-INSTALL_HINT = ("--fp8 needs torchao's float8 training: pip install torchao (a version matching "
-                "your torch)")
+
+def install_hint(flag: str = "--fp8", what: str = "float8 training") -> str:
+    """What to install for ``flag``: torchao, a version matching the installed torch."""
+    return f"{flag} needs torchao's {what}: pip install torchao (a version matching your torch)"
+
+
+INSTALL_HINT = install_hint()
 
 #: The first compute capability with fp8 tensor cores: Ada (sm_89); Hopper is sm_90.
 MIN_CAPABILITY = (8, 9)
@@ -39,25 +47,29 @@ MIN_CAPABILITY = (8, 9)
 DIM_MULTIPLE = 16
 
 
-def check_installed() -> None:
-    """Raise :class:`ConfigError` with what to install unless torchao's float8 training
-    imports."""
+def check_installed(module: str = "torchao.float8", flag: str = "--fp8",
+                    what: str = "float8 training") -> None:
+    """Raise :class:`ConfigError` with what to install unless torchao's ``module`` imports
+    (float8 training for ``--fp8``; ``dlbench generate --precision fp8`` asks for its
+    quantization API)."""
     try:
-        import torchao.float8  # noqa: F401  heavy, optional: only --fp8 needs it
+        importlib.import_module(module)  # heavy, optional: only fp8 needs it
     except ImportError as e:
-        raise ConfigError(f"{INSTALL_HINT} ({e})") from None
+        raise ConfigError(f"{install_hint(flag, what)} ({e})") from None
 
 
-def check_device(device: torch.device) -> None:
-    """Raise :class:`UnsupportedError` unless ``device`` has fp8 matmuls (sm_89 or newer)."""
-    why = ("--fp8: fp8 matmuls need an H100/Ada-class GPU (compute capability 8.9 or newer: "
+def check_device(device: torch.device, flag: str = "--fp8",
+                 instead: str = "drop --fp8") -> None:
+    """Raise :class:`UnsupportedError` unless ``device`` has fp8 matmuls (sm_89 or newer); the
+    message names ``flag`` and says what to do ``instead``."""
+    why = (f"{flag}: fp8 matmuls need an H100/Ada-class GPU (compute capability 8.9 or newer: "
            "L4, L40S, RTX 4090, H100, H200, B200)")
     if device.type != "cuda":
-        raise UnsupportedError(f"{why}; this run is on the {device.type.upper()}: drop --fp8")
+        raise UnsupportedError(f"{why}; this run is on the {device.type.upper()}: {instead}")
     cap = torch.cuda.get_device_capability(device)
     if cap < MIN_CAPABILITY:
         name = torch.cuda.get_device_name(device)
-        raise UnsupportedError(f"{why}; {name} is sm_{cap[0]}{cap[1]}: drop --fp8")
+        raise UnsupportedError(f"{why}; {name} is sm_{cap[0]}{cap[1]}: {instead}")
 
 
 def output_head(model: nn.Module) -> nn.Module | None:

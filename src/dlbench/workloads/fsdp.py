@@ -83,9 +83,9 @@ def offload_policy(model: nn.Module):
 
 def full_parameters(model: nn.Module) -> dict[str, torch.Tensor]:
     """Every parameter whole, on every rank (sharded ones gathered: a collective, so every rank
-    must call it); the plain tensors of an unsharded model as they are."""
+    must call it), copied to the CPU: a snapshot that steps trained afterwards leave as it is."""
     out = {}
     for name, p in model.named_parameters():
         full = p.full_tensor() if hasattr(p, "full_tensor") else p
-        out[name] = full.detach().cpu()
+        out[name] = full.detach().to("cpu", copy=True)
     return out

@@ -30,8 +30,12 @@ SIBLINGS = ((("q_proj", "k_proj", "v_proj"), "qkv_fused"),
             (("gate_proj", "up_proj"), "gate_up_fused"))
 
 
-class _Fused(nn.Module):
-    """The concatenated weight (and bias) of ``parts``; holds the last product between calls."""
+class FusedWeight(nn.Module):
+    """The concatenated weight (and bias) of ``parts``; holds the last product between calls.
+
+    Its weight is used as an ``nn.Linear``'s is (``F.linear``), so whatever replaces a linear
+    layer's weight works on it too: ``--precision fp8`` quantizes it after fusion, one fp8
+    matmul for the group (:mod:`dlbench.workloads.fp8_inference`)."""
 
     def __init__(self, parts: Sequence[nn.Linear]) -> None:
         super().__init__()
@@ -47,7 +51,7 @@ class _Fused(nn.Module):
 class _Slice(nn.Module):
     """Rows ``start:stop`` of a fused weight: what one original linear layer computed."""
 
-    def __init__(self, fused: _Fused, start: int, stop: int, last: bool) -> None:
+    def __init__(self, fused: FusedWeight, start: int, stop: int, last: bool) -> None:
         super().__init__()
         object.__setattr__(self, "fused", fused)  # not a submodule: its parent owns it
         self.start, self.stop, self.last = start, stop, last
@@ -81,7 +85,7 @@ def fuse_projections(model: nn.Module) -> int:
             parts = [getattr(module, n, None) for n in names]
             if not all(isinstance(p, nn.Linear) for p in parts):
                 continue
-            fused = _Fused(parts)
+            fused = FusedWeight(parts)
             fused.to(parts[0].weight.device)
             module.add_module(fused_name, fused)
             start = 0

@@ -19,6 +19,12 @@ The paths (:data:`dlbench.records.generate.PATHS`):
 ``--fuse`` (a lever of the static-cache paths) computes each layer's q/k/v projections and its
 gate/up projections as one matmul each (:mod:`dlbench.workloads.fusion`).
 
+``--precision fp8`` builds the model in bf16, then quantizes its linear layers (after fusion:
+the fused weights are quantized as one) with torchao's dynamic fp8 recipe
+(:mod:`dlbench.workloads.fp8_inference`); the KV cache, attention, the embedding and the LM
+head stay bf16. The bytes a decode step reads are counted on the built model's own tensors
+(:func:`dlbench.models.lm.tensor_bytes`), so the roofline counts fp8 weights at one byte.
+
 Measurement code prints nothing and writes nothing: it returns a record.
 """
 
@@ -38,14 +44,17 @@ from dlbench.measure.kernels import profile_steps
 from dlbench.measure.memory import peak_memory, reset_peak_memory
 from dlbench.measure.timer import TokenTimer, synchronize
 from dlbench.measure.window import MeasuredWindow
-from dlbench.models.lm import LmSpec, get_lm, lm_shape, meta_params, meta_shape
+from dlbench.models.lm import LmSpec, get_lm, lm_shape, meta_params, meta_shape, tensor_bytes
 from dlbench.records.generate import GenerateConfig, GenerateRecord
+from dlbench.workloads import fp8_inference
 from dlbench.workloads.devices import UnsupportedError, resolve_device
 from dlbench.workloads.fusion import fuse_projections
 from dlbench.workloads.gqa_fold import fold_gqa
 from dlbench.workloads.size_guard import ModelTooLargeError
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+#: The dtype each precision builds the model in (fp8 quantizes the bf16 model's linear layers).
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+          "fp8": torch.bfloat16}
 
 #: Eager decode steps run before a capture (lazy state, compilation, autotuning happen there).
 CAPTURE_WARMUP = 3
@@ -53,6 +62,8 @@ CAPTURE_WARMUP = 3
 
 def check_supported(cfg: GenerateConfig, device: torch.device) -> None:
     """Raise :class:`UnsupportedError` if ``cfg`` cannot run on ``device``."""
+    if cfg.precision == "fp8":  # an sm_89+ GPU, then torchao: before anything is built
+        fp8_inference.check_ready(device)
     if cfg.path == "graph" and device.type != "cuda":
         raise UnsupportedError("--path graph captures CUDA work: it needs a CUDA GPU; on the "
                                "CPU use --path static or compile")
@@ -82,19 +93,22 @@ def check_weights_fit(cfg: GenerateConfig, device: torch.device) -> None:
     if params is None:
         return
     total, where = device_memory(device)
-    need = params * gen.WEIGHT_BYTES[cfg.precision]
+    # The weights as built: fp8 quantizes a model built in bf16, which must fit first.
+    need = params * gen.ACTIVATION_BYTES[cfg.precision]
     if need > total:
         lower = " (or a 2-byte precision: --precision bf16)" if cfg.precision == "fp32" else ""
+        held = ("bf16 weights alone (fp8 quantizes them once built)" if cfg.precision == "fp8"
+                else f"{cfg.precision} weights alone")
         raise ModelTooLargeError(
             f"{cfg.model}: {params / 1e9:.3g} billion parameters need {need / 2**30:.1f} GiB for "
-            f"their {cfg.precision} weights alone, more than {where} "
-            f"({total / 2**30:.1f} GiB); measure a smaller model{lower}")
+            f"their {held}, more than {where} ({total / 2**30:.1f} GiB); measure a smaller "
+            f"model{lower}")
 
 
 def check_fits(cfg: GenerateConfig, shape: Any, device: torch.device) -> None:
     """Refuse, in a second and with the sizes, a batch whose weights and KV cache cannot fit."""
     total, where = device_memory(device)
-    need = (shape.params * gen.WEIGHT_BYTES[cfg.precision]
+    need = (gen.model_weight_bytes(shape, cfg.precision)
             + gen.kv_cache_bytes(shape, cfg.precision, cfg.batch_size,
                                  cfg.prompt_len + cfg.output_len))
     if need > total:
@@ -149,9 +163,11 @@ def _measure(cfg: GenerateConfig, env: dict, spec: LmSpec, device: torch.device,
         fuse_projections(model)
     if cfg.fold_gqa:
         fold_gqa(model)
+    if cfg.precision == "fp8":  # after fusion: a fused weight is quantized as one
+        fp8_inference.quantize(model)
     synchronize(device)
     build_s = clock() - t
-    shape = lm_shape(model)
+    shape = lm_shape(model, count_bytes=True)  # the weights as held: fp8 at a byte, + scales
     gen_ = torch.Generator(device="cpu").manual_seed(cfg.seed)
     prompt = torch.randint(0, shape.vocab, (cfg.batch_size, cfg.prompt_len), generator=gen_)
     prompt = prompt.to(device)
@@ -169,7 +185,7 @@ def _measure(cfg: GenerateConfig, env: dict, spec: LmSpec, device: torch.device,
     profile = profile_steps(request, cfg.profile_requests, device) if cfg.profile_requests \
         else None
     memory = peak_memory(device)
-    memory["weights_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
+    memory["weights_bytes"] = sum(tensor_bytes(p) for p in model.parameters())
     memory["kv_cache_bytes"] = cache_bytes()
     w = window.times()
     if len(per_request) != len(w.step_times_s) or any(

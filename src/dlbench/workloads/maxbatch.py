@@ -4,7 +4,9 @@
 of devices, so tests drive it with a fake memory limit. :func:`search` gives it a real oracle:
 each probe is a few training steps in a fresh process (the subprocess launcher), so an
 out-of-memory, a fragmented allocator or a fatal CUDA error cannot leak into the next probe, as
-timm's ``decay_batch`` retry cannot promise in-process. Measurement code: it returns a record
+timm's ``decay_batch`` retry cannot promise in-process. Under a strategy (ddp, fsdp, tp,
+fsdp+tp on N GPUs) each probe is a torchrun job of all N ranks at that batch per replica: an
+out-of-memory on any rank ends the job, and the batch does not fit. Measurement code: it returns a record
 and writes nothing.
 """
 
@@ -16,9 +18,11 @@ from dataclasses import dataclass, replace
 from typing import Callable, Protocol, Sequence
 
 from dlbench.launch.subprocess_launcher import SubprocessLauncher
+from dlbench.launch.torchrun import TorchrunLauncher
 from dlbench.measure.stopping import StopRule
 from dlbench.records.base import ErrorType
 from dlbench.records.maxbatch import FITS, MaxBatchConfig, MaxBatchRecord, Probe
+from dlbench.records.scaling import ScalingConfig
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 
 #: A probe: the first step (allocations, autotuning) and two more, so the optimizer state
@@ -44,7 +48,9 @@ PREDICT_FILL = 0.95
 
 
 class Launcher(Protocol):
-    def run(self, cfg: ThroughputConfig, env: dict) -> ThroughputRecord: ...
+    """One probe's run: a ThroughputConfig in a process, or a ScalingConfig as a job."""
+
+    def run(self, cfg: ThroughputConfig | ScalingConfig, env: dict) -> ThroughputRecord: ...
 
 
 class SearchInterrupted(KeyboardInterrupt):
@@ -189,6 +195,26 @@ def probe_config(base: ThroughputConfig, batch: int) -> ThroughputConfig:
                    telemetry_interval_s=None)
 
 
+def probe_run(cfg: MaxBatchConfig, batch: int) -> ThroughputConfig | ScalingConfig:
+    """What one probe of ``cfg`` runs: :func:`probe_config` at ``batch``, in one process, or
+    under the search's strategy as a job of all its GPUs with ``batch`` per replica."""
+    base = probe_config(cfg.base, batch)
+    if cfg.parallel is None:
+        return base
+    # a probe is its few steps: no exposed-communication profile after them
+    return replace(cfg.parallel, base=base, comm_profile_steps=0)
+
+
+def probe_launcher(cfg: MaxBatchConfig) -> Launcher:
+    """A fresh process per probe (:class:`SubprocessLauncher`), or under a strategy a fresh
+    torchrun job (:class:`TorchrunLauncher`); the time limit covers a compile where there is
+    one."""
+    timeout = COMPILED_PROBE_TIMEOUT_S if cfg.base.compile else PROBE_TIMEOUT_S
+    if cfg.parallel is not None:
+        return TorchrunLauncher(timeout_s=timeout)
+    return SubprocessLauncher(timeout_s=timeout, count_flops=False)
+
+
 def search(cfg: MaxBatchConfig, env: dict, default_start: int,
            launcher: Launcher | None = None,
            on_probe: Callable[[Probe], None] | None = None,
@@ -199,16 +225,14 @@ def search(cfg: MaxBatchConfig, env: dict, default_start: int,
     ``default_start`` is used when ``cfg.start`` is None (the model's default batch for the
     device). ``on_start`` sees each batch as its probe starts and ``on_probe`` each probe as it
     finishes (progress output: an fp32 probe can autotune for minutes); ``launcher`` defaults
-    to a :class:`~dlbench.launch.subprocess_launcher.SubprocessLauncher`. ``known`` holds probes
+    to :func:`probe_launcher`'s (a torchrun job per probe under a strategy). ``known`` holds probes
     of the same setup on the same device from a search that was interrupted: a batch among them
     is not probed again (the search takes the same path, so a resumed search costs only the
     probes the interrupted one lacked). An interrupt raises :class:`SearchInterrupted` with the
     probes so far.
     """
     if launcher is None:
-        launcher = SubprocessLauncher(
-            timeout_s=COMPILED_PROBE_TIMEOUT_S if cfg.base.compile else PROBE_TIMEOUT_S,
-            count_flops=False)
+        launcher = probe_launcher(cfg)
     probes: list[Probe] = []
     reuse = {p.batch: p for p in known if p.fits or p.outcome in TOO_BIG}
 
@@ -220,7 +244,7 @@ def search(cfg: MaxBatchConfig, env: dict, default_start: int,
         if on_start is not None:
             on_start(batch)
         t = time.perf_counter()
-        rec = launcher.run(probe_config(cfg.base, batch), env)
+        rec = launcher.run(probe_run(cfg, batch), env)
         outcome = FITS if rec.ok else (rec.error_type or ErrorType.EXCEPTION)
         mem = rec.memory or {}
         p = Probe(batch=batch, outcome=outcome,

@@ -9,6 +9,10 @@ every ``check_every`` steps (chosen from the warm-up so that a check comes about
 ``CHECK_INTERVAL_S``) and broadcasts the decision on a gloo group, which touches no GPU stream, so
 the measured loop still never synchronises a device.
 
+After the window, each rank of a multi-process job profiles a few more steps for the time its
+collectives ran with no compute beside them (:mod:`dlbench.measure.comm_profile`), so the
+window's figures stay the bare loop's.
+
 Measurement code prints nothing and writes nothing: it returns a dict of raw results.
 """
 
@@ -23,6 +27,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dlbench import telemetry
+from dlbench.measure.comm_profile import not_profiled, profile_comm
 from dlbench.measure.memory import peak_memory, reset_peak_memory
 from dlbench.measure.timer import synchronize
 from dlbench.measure.window import MeasuredWindow, RankZero
@@ -140,9 +145,11 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
         w = window.times()
         final = check_finite(base, out)
         memory = peak_memory(device)
+        if on_done is not None:  # the parameters the window's steps trained, before any more
+            on_done(model)
+        # After the window and the memory peak: the profiler's cost shows in neither.
+        comm = _comm_profile(cfg, step, device, world)
     tele = telemetry.finish(sampler.stop(), len(w.step_times_s) * batch * per_host)
-    if on_done is not None:
-        on_done(model)
 
     return {"rank": rank, "world": world, "host": socket.gethostname(), "ok": True,
             "step_times_s": w.step_times_s, "warmup_times_s": w.warmup_times_s,
@@ -151,7 +158,18 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
             "samples_per_step": batch, "unit": spec.unit,
             "units_per_sample": spec.units_per_sample(size),
             "flops_per_sample": count_flops_safe(spec, "train", size) if rank == 0 else None,
-            "memory": memory, "final_loss": final, "telemetry": tele}
+            "memory": memory, "final_loss": final, "telemetry": tele, "comm_profile": comm}
+
+
+def _comm_profile(cfg: ScalingConfig, step: Callable[[], torch.Tensor], device: torch.device,
+                  world: int) -> dict[str, Any]:
+    """This rank's exposed communication over a few profiled steps (every rank of the job runs
+    them, so their collectives match), or why none was measured."""
+    if world == 1:
+        return not_profiled("one process: no collectives between ranks")
+    if not cfg.comm_profile_steps:
+        return not_profiled("turned off (--no-profile-comm)")
+    return profile_comm(step, cfg.comm_profile_steps, device)
 
 
 def _host_sampler(cfg: ScalingConfig, local_rank: int, device: torch.device):

@@ -150,6 +150,13 @@ class LmShape:
         lm_head_params: the output projection; 0 when tied to the input embedding (the tied
             table is then read in full by the head at every step).
         layers, hidden, kv_heads, head_dim, heads, vocab: the architecture.
+        decode_weight_bytes: the bytes of the weights a decode step reads in full (every
+            parameter but the embedding lookups; a tied table, which the head reads), as the
+            built model holds them: fp8 weights at one byte each plus their scales
+            (:func:`tensor_bytes`). None where not counted (a meta-device shape, whose bytes
+            depend on the precision it will be built in).
+        embedding_row_bytes: the bytes of one row of the input embedding table as held: what
+            each sequence's lookup reads. None where not counted.
     """
 
     params: int
@@ -162,31 +169,51 @@ class LmShape:
     head_dim: int
     vocab: int
     tied: bool
+    decode_weight_bytes: int | None = None
+    embedding_row_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
         return asdict(self)
 
 
-def lm_shape(model: Any) -> LmShape:
-    """The shape of a built causal LM (a meta-device build is enough)."""
+def tensor_bytes(t: Any) -> int:
+    """The bytes a tensor holds: a plain tensor's elements; a tensor subclass's inner tensors
+    (torchao's quantized weights: their fp8 data and their scales), found through the subclass
+    protocol's ``__tensor_flatten__``, recursively. A subclass's own ``element_size()`` is
+    its logical dtype's (bf16 for an fp8 weight), not what it stores."""
+    if hasattr(type(t), "__tensor_flatten__"):
+        names, _ = t.__tensor_flatten__()
+        return sum(tensor_bytes(inner) for inner in (getattr(t, n) for n in names)
+                   if inner is not None)
+    return t.numel() * t.element_size()
+
+
+def lm_shape(model: Any, count_bytes: bool = False) -> LmShape:
+    """The shape of a built causal LM (a meta-device build is enough); with ``count_bytes``
+    also the bytes its weights hold (a model built on its device, in its precision)."""
     import torch  # heavy: only with a model
     cfg = model.config
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    seen: set[int] = set()
-    params = 0
+    unique: dict[int, Any] = {}
     for p in model.parameters():  # parameters() already yields a tied tensor once
-        if id(p) not in seen:
-            seen.add(id(p))
-            params += p.numel()
+        unique.setdefault(id(p), p)
+    params = sum(p.numel() for p in unique.values())
     emb = model.get_input_embeddings()
-    embedding = emb.weight.numel() if emb is not None else 0
+    lookups = [emb.weight] if emb is not None else []
     for name, module in model.named_modules():  # GPT-2's learned positions are a lookup too
         if name.endswith("wpe") and isinstance(module, torch.nn.Embedding):
-            embedding += module.weight.numel()
+            lookups.append(module.weight)
+    embedding = sum(t.numel() for t in lookups)
     head = model.get_output_embeddings()
     tied = head is not None and emb is not None and head.weight is emb.weight
     head_params = 0 if (head is None or tied) else head.weight.numel()
+    read = row = None
+    if count_bytes:
+        skip = {id(t) for t in lookups}
+        read = sum(tensor_bytes(p) for i, p in unique.items() if i not in skip)
+        read += tensor_bytes(emb.weight) if tied else 0  # the head reads the whole table
+        row = tensor_bytes(emb.weight) // emb.weight.shape[0] if emb is not None else 0
     hidden = int(getattr(text, "hidden_size", None) or getattr(text, "n_embd"))
     heads = int(getattr(text, "num_attention_heads", None) or getattr(text, "n_head"))
     kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
@@ -194,7 +221,8 @@ def lm_shape(model: Any) -> LmShape:
     layers = int(getattr(text, "num_hidden_layers", None) or getattr(text, "n_layer"))
     return LmShape(params=params, embedding_params=embedding, lm_head_params=head_params,
                    layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
-                   head_dim=head_dim, vocab=int(text.vocab_size), tied=tied)
+                   head_dim=head_dim, vocab=int(text.vocab_size), tied=tied,
+                   decode_weight_bytes=read, embedding_row_bytes=row)
 
 
 def meta_params(spec: LmSpec) -> int | None:

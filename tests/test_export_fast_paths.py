@@ -1,0 +1,138 @@
+"""The quick paths a large export takes give exactly what the plain ones gave: the JSON encoder
+(``json.dumps(o, indent=1)``, byte for byte), the records' ``asdict`` (``dataclasses.asdict``,
+value for value), the summaries kept for the last records asked about, and a CSV row and a JSON
+document of every kind of record, written the plain way beside (benchmarks/store_scale.py
+times them; docs/reliability.md#large-stores has the figures)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+from collections import OrderedDict, namedtuple
+from enum import IntEnum
+
+import pytest
+
+from dlbench.measure import stats
+from dlbench.records import RECORD_TYPES
+from dlbench.records import base as records_base
+from dlbench.report import export
+from dlbench.store import Store
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+
+
+class Level(IntEnum):
+    HIGH = 3
+
+
+Pair = namedtuple("Pair", "a b")
+
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(), st.sampled_from([Level.HIGH, "a,\n b", "\u2028\x00\"\\", -0.0, 2 ** 70]))
+KEYS = st.one_of(st.text(), st.integers(), st.floats(), st.booleans(), st.none(),
+                 st.sampled_from([Level.HIGH]))
+JSONISH = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner), st.lists(inner).map(tuple), st.builds(Pair, inner, inner),
+    st.dictionaries(KEYS, inner), st.dictionaries(st.text(), inner).map(OrderedDict)),
+    max_leaves=30)
+
+
+@hypothesis.settings(max_examples=600, deadline=None, derandomize=True)
+@hypothesis.given(JSONISH)
+def test_the_encoder_writes_what_json_dumps_with_indent_1_writes(value):
+    assert export.dumps_indent1(value) == json.dumps(value, indent=1)
+
+
+def test_the_encoder_refuses_what_json_dumps_refuses():
+    for bad in (object(), {(1, 2): 3}, [1, {"k": {1, 2}}]):
+        with pytest.raises(TypeError) as want:
+            json.dumps(bad, indent=1)
+        with pytest.raises(TypeError) as got:
+            export.dumps_indent1(bad)
+        assert str(got.value) == str(want.value)
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory) -> list:
+    """A record of every kind, failures included: those of tests/test_export.py's store."""
+    import test_export as te
+    tmp = tmp_path_factory.mktemp("fast")
+    with Store(te.OLD_STORE, readonly=True) as store:
+        recs = store.results()
+    for name, ids in te.EXTRA.items():
+        with Store(te._plain(name, tmp)) as src:
+            recs += ([r for r in src.results(kind=ids[0][1:])][:1] if ids[0].startswith("*")
+                     else [src.get(i) for i in ids])
+    h100 = next(r for r in recs if r.kind == "throughput" and r.ok
+                and (r.env.get("gpus") or [{}])[0].get("uuid"))
+    recs += [te.generate_record(env=h100.env, run_id=h100.run_id),
+             te.failed_generate(env=h100.env, run_id=h100.run_id),
+             *te.every_column_records(env=h100.env, run_id=h100.run_id)]
+    assert {r.kind for r in recs} == set(RECORD_TYPES)
+    return recs
+
+
+def test_asdict_gives_what_dataclasses_asdict_gives(records):
+    for r in records:
+        want = dataclasses.asdict(r)
+        got = records_base.asdict(r)
+        assert got == want and json.dumps(got) == json.dumps(want)
+        assert records_base.asdict(r.config) == dataclasses.asdict(r.config)
+    probe = Pair([1, [2]], {"k": (3, {"z": None})})
+    assert records_base.asdict(probe) == probe and type(records_base.asdict(probe)) is Pair
+    data = {"l": [1.5, "x"]}
+    copied = records_base.asdict(data)
+    assert copied == data and copied["l"] is not data["l"]  # a copy: the record stays as it was
+
+
+def _plain_csv_row(r) -> str:
+    """A record's CSV row written the plain way: every column asked for in turn."""
+    s = export._summary(r)
+    cells = []
+    for col in export.columns(r.kind):
+        if col.group == "result" and not r.ok and col.name != "unit":
+            v = None
+        else:
+            try:
+                v = col.get(r, s)
+            except (AttributeError, KeyError, TypeError, ValueError, ZeroDivisionError):
+                v = None
+        cells.append("" if v is None or isinstance(v, float) and not math.isfinite(v)
+                     else export.csv_text(v) if isinstance(v, str) else v)
+    one = io.StringIO()
+    csv.writer(one, lineterminator="\r\n").writerow(cells)
+    return one.getvalue()[:-2] + "\n"
+
+
+def test_every_kinds_rows_and_documents_are_those_of_the_plain_way(records):
+    for r in records:
+        assert export.csv_row(r) == _plain_csv_row(r), r.kind
+        doc = json.loads(export.to_json([r]))[0]
+        assert export.to_json([r]) == json.dumps([doc], indent=1)
+        row = export.flat_row(r)
+        assert doc["figures"] == json.loads(json.dumps(
+            {c.name: row[c.name] for c in export.columns(r.kind) if c.group == "result"}))
+
+
+def test_a_kept_summary_is_only_ever_that_of_the_same_step_times():
+    ints, floats = (1, 2, 3, 5, 8), (1.0, 2.0, 3.0, 5.0, 8.0)
+    a = stats.summarize(ints, 2)
+    b = stats.summarize(floats, 2)      # equal values, another tuple: its own summary
+    assert a is not b and a == stats._summarize(ints, 2, 0.95)
+    assert stats.summarize(ints, 2) is a  # the same tuple again: kept
+    assert stats.summarize(ints, 2.0) == stats._summarize(ints, 2.0, 0.95)
+    assert stats.summarize(ints, 2, 0.9) == stats._summarize(ints, 2, 0.9)
+    times = [1.0, 2.0, 3.0]
+    first = stats.summarize(times, 1)
+    times.append(50.0)                  # a list can change: never kept
+    assert stats.summarize(times, 1).steps == 4 and first.steps == 3
+    ranks = ((1.0, 2.0, 3.0), (2.0, 2.0, 2.5))
+    assert stats.aggregate(ranks, (4, 4)) == stats._aggregate(ranks, (4, 4), 0.95)
+    assert stats.aggregate(ranks, (4, 4)) is stats.aggregate(ranks, (4, 4))
