@@ -119,6 +119,7 @@ def test_tensor_parallel_fp8_and_the_8b_model(records):
 def test_the_largest_batch_per_strategy(tmp_path):
     searches = stored_runs(H.H100_4, (H.SHARDED_H100_MAXBATCH_RUN,), "maxbatch", tmp_path)[0]
     found = {r.config.strategy: r.best_batch for r in searches}
+    assert found["fsdp"] > found["ddp"]  # "sharding ... frees room for more sequences"
     says(f"FSDP2 fits {found['fsdp']} sequences a GPU where DDP fits {found['ddp']}")
 
 

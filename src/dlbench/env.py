@@ -540,3 +540,18 @@ def file_tag(env: dict[str, Any]) -> str:
     else:
         parts.append("cpu")
     return _slug("-".join(parts))
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (signal 0 checks without sending)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    except OverflowError:
+        return False
+    return True

@@ -33,6 +33,7 @@ from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from dlbench.env import process_alive as _alive
 from dlbench.records import record_from_dict
 from dlbench.records.base import SCHEMA_VERSION, utc_now
 
@@ -904,21 +905,6 @@ def recovery_dirs(store: Path) -> list[Path]:
 
 def _host() -> str:
     return socket.gethostname()
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists on this host (signal 0 checks without sending)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: it exists
-        return True
-    except OverflowError:
-        return False
-    return True
 
 
 def _lock_wait(value: float | None) -> float:

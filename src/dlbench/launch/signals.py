@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Callable, Iterator, Sequence
 
+from dlbench.env import process_alive as _alive
 from dlbench.launch import tempdirs
 
 #: What is handled like Ctrl-C, besides SIGINT itself.
@@ -199,11 +200,3 @@ def exit_with_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: whether it exists, nothing sent
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's: it exists
-        return True
-    return True

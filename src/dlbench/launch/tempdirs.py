@@ -27,6 +27,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from dlbench.env import process_alive as _alive
+
 #: The name of every process's folder: ``dlbench-run-PID-RANDOM``.
 PREFIX = "dlbench-run-"
 _NAME = re.compile(rf"{re.escape(PREFIX)}(\d+)-")
@@ -103,11 +105,3 @@ def _user() -> str:
     return re.sub(r'[\\/:*?"<>|]', "_", name)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from dlbench.env import process_alive as _alive
 from dlbench.netemu.shaping import LinkSpec, shape_commands, unshape_command
 
 #: The private range the emulated hosts use, and only inside their namespaces.
@@ -271,14 +272,6 @@ class Topology:
 
 
 # -- finding and removing leftovers -------------------------------------------------------------
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def list_netns(runner: Runner = run_cmd) -> list[str]:
