@@ -174,3 +174,25 @@ def test_mfu_above_the_peak_is_kept_and_explained():
     m = mfumod.mfu(r, {mfumod.device_key(H100_ENV): {"bf16": 800.0}})
     assert m.measured == pytest.approx(1.25) and "Winograd" in m.measured_reason
     assert m.datasheet == pytest.approx(1000 / 989.5) and "Winograd" in m.datasheet_reason
+
+
+def test_a_cards_own_ceiling_counts_whatever_the_hosts_label():
+    """A peak run that saw four cards keys its ceiling '4x ...'; a run limited to two of them
+    (CUDA_VISIBLE_DEVICES) is '2x ...'. Measured on one of the run's own cards, the ceiling is
+    that card's, so the run gets it; a ceiling of a card the run did not use, under another
+    label, stays out."""
+    from dlbench.report.cards import own_card_peaks
+
+    def env(*uuids):
+        return {"accelerator": "cuda", "gpu_count": len(uuids),
+                "gpus": [{"name": "NVIDIA H100 80GB HBM3", "uuid": u} for u in uuids]}
+
+    def peak(e, tf, run):
+        return PeakRecord(config=PeakConfig("matmul", precision="bf16", shape=(8, 8, 8)), env=e,
+                          times_s=(1.0,), work=tf * 1e12, run_id=run)
+    r = _rec(env("A", "B"))
+    mine = own_card_peaks(r, [peak(env("A", "B", "C", "D"), 800, "p1")])
+    assert mine[mfumod.device_key(r.env)] == {"bf16": 800.0}
+    assert mfumod.mfu(r, mine).measured == pytest.approx(1000 / 800)
+    other = own_card_peaks(r, [peak(env("C", "D", "A", "B"), 700, "p2")])
+    assert mfumod.device_key(r.env) not in other

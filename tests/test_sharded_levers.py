@@ -320,3 +320,15 @@ def test_offload_and_fp8_train_on_a_gpu(tmp_path):
     rec = TorchrunLauncher(timeout_s=300).run(
         ScalingConfig(base=gpu, gpus=1, strategy="fsdp", fp8=True), {})
     assert rec.ok, rec.error
+
+
+# -- the offload ranks' CPU threads ----------------------------------------------------------------
+def test_offload_ranks_share_the_hosts_cores_unless_the_user_chose():
+    """Under --offload the optimizer step runs on the CPU: each rank gets its share of the
+    cores, not torchrun's one thread; a user's OMP_NUM_THREADS and non-offload jobs are left
+    alone."""
+    from dlbench.launch.torchrun import offload_threads
+    assert offload_threads(True, 2, {}, 64) == "32"
+    assert offload_threads(True, 8, {}, 4) == "1"
+    assert offload_threads(True, 2, {"OMP_NUM_THREADS": "3"}, 64) is None
+    assert offload_threads(False, 2, {}, 64) is None

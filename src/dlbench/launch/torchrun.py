@@ -88,6 +88,20 @@ def slurm_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def offload_threads(offload: bool, nproc_per_node: int, environ: Mapping[str, str],
+                    cpus: int) -> str | None:
+    """``OMP_NUM_THREADS`` for the ranks of an ``--offload`` job: the host's cores shared out.
+
+    torchrun gives each rank one thread, which suits a GPU-bound rank; under FSDP2's CPU offload
+    the optimizer step runs on the CPU, and with one thread AdamW over a billion parameters takes
+    seconds a step. ``None`` (torchrun's default stands) without offload or where the user set
+    ``OMP_NUM_THREADS``.
+    """
+    if not offload or "OMP_NUM_THREADS" in environ:
+        return None
+    return str(max(1, cpus // max(1, nproc_per_node)))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -137,12 +151,12 @@ class TorchrunLauncher:
         self.extra_env = dict(extra_env or {})
 
     # -- the generic job ------------------------------------------------------------------------
-    def launch(self, job: dict[str, Any], nproc_per_node: int, interconnect: str = "default"
-               ) -> JobOutcome:
+    def launch(self, job: dict[str, Any], nproc_per_node: int, interconnect: str = "default",
+               rank_env: Mapping[str, str] | None = None) -> JobOutcome:
         """Run ``job`` on ``nproc_per_node`` ranks per host. The job names its worker
         (``job["worker"]``, ``"module:function"``) and its process group's ``backend``; every
         rank calls ``worker(job, local_rank, control)`` (see :mod:`dlbench.launch.rank`)."""
-        launch_env = {**self.extra_env, **interconnect_env(interconnect)}
+        launch_env = {**self.extra_env, **(rank_env or {}), **interconnect_env(interconnect)}
         with tempfile.TemporaryDirectory(prefix="dlbench-dist-", dir=tempdirs.root()) as tmp:
             out_dir = Path(tmp)
             job = {**job, "out_dir": str(out_dir), "pg_timeout_s": self.pg_timeout_s}
@@ -187,10 +201,13 @@ class TorchrunLauncher:
         parameters (all for tests).
         """
         backend = resolve_backend(cfg.backend, cfg.base.device)
+        nproc = cfg.processes // cfg.nnodes
+        threads = offload_threads(cfg.offload, nproc, os.environ, os.cpu_count() or 1)
         job = {"worker": SCALING_WORKER, "backend": backend, "config": cfg.to_dict(),
                "fail_rank": fail_rank, "fail_at_step": fail_at_step, "params_out": params_out,
                "lag_rank": lag_rank, "lag_s": lag_s}
-        out = self.launch(job, cfg.processes // cfg.nnodes, cfg.interconnect)
+        out = self.launch(job, nproc, cfg.interconnect,
+                          {"OMP_NUM_THREADS": threads} if threads is not None else None)
         if out.results is not None and out.returncode == 0:
             rs = sorted(out.results, key=lambda d: d["rank"])
             slow = max(rs, key=lambda d: sum(d["step_times_s"]))

@@ -14,6 +14,7 @@ import json
 from importlib import resources
 from typing import Any, Sequence
 
+from dlbench.measure.mfu import device_key, measured_peaks
 from dlbench.report.table import Table, fmt_num
 
 
@@ -74,6 +75,25 @@ def own_host_peaks(r: Any, peak_records: Sequence[Any]) -> list[Any]:
            if getattr(p, "kind", None) == "peak" and mine and card_uuids(p)[:1]
            and card_uuids(p)[0] in mine]
     return own or list(peak_records)
+
+
+def own_card_peaks(r: Any, peak_records: Sequence[Any]) -> dict[str, dict[str, float]]:
+    """:func:`measured_peaks` for ``r``, keyed by ``r``'s own device key.
+
+    A peak run keys its ceiling by the label of the host it saw (``4x NVIDIA H100 ...`` with
+    every card visible), which differs from the label of a run limited to some of the cards
+    (``2x ...`` under ``CUDA_VISIBLE_DEVICES``); where the ceiling was measured on one of ``r``'s
+    own cards, it is that card's whatever the label, so it is filed under ``r``'s key."""
+    own = own_host_peaks(r, peak_records)
+    peaks = measured_peaks(own)
+    key = device_key(r.env or {})
+    mine = set(card_uuids(r))
+    by_uuid = [p for p in own if mine and card_uuids(p)[:1] and card_uuids(p)[0] in mine]
+    if key not in peaks and by_uuid:
+        latest = measured_peaks(by_uuid)
+        last = device_key(by_uuid[-1].env or {})
+        peaks[key] = latest.get(last) or next(iter(latest.values()), {})
+    return peaks
 
 
 def card_model(r: Any) -> str | None:

@@ -48,10 +48,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from dlbench.launch import tempdirs
 from dlbench.measure import stats
-from dlbench.measure.mfu import datasheet_mfu, measured_peaks, mfu
+from dlbench.measure.mfu import datasheet_mfu, mfu
 from dlbench.records.peak import ceilings
 from dlbench.reference import spec_for_env
-from dlbench.report.cards import own_host_peaks
+from dlbench.report.cards import own_card_peaks
 from dlbench.report.flags import short_window, window_cap, window_unit
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.report.tuned_tables import _payback_cell
@@ -325,7 +325,7 @@ def suite_run(run: str, columns: Sequence[str]) -> Callable[[Store], list[str]]:
             s = r.summary()
             # the ceiling of the card the record ran on where the store has one (cards of one
             # model differ by about 2%), else the latest of its GPU model
-            m = mfu(r, measured_peaks(own_host_peaks(r, peak_recs)) if peak_recs else None)
+            m = mfu(r, own_card_peaks(r, peak_recs) if peak_recs else None)
             cells = {"ms": fmt_num(s.median_s * 1e3, 4),
                      "steps": str(s.steps), "tflops": fmt_num(r.achieved_tflops(), 3),
                      "mfu": "–" if m.datasheet is None else f"{m.datasheet:.1%}",
@@ -1312,11 +1312,17 @@ SHARDED_RUNS = ("5f95571f9220", "a97b2333a494", "27242a480627", "c494a3d5ac40",
 SHARDED_H100_PAGE = "docs/results/2026-11-4x-h100-sharded.md"
 H100_4 = "pt2.11-cu130-4x-h100"
 #: Language-model training by strategy on four H100s of one host (two of them where a run says
-#: 2 GPUs): llama-3.2-1b fsdp at 8 sequences a GPU on 2 and 1 GPUs, fsdp+tp and fsdp at 4, fsdp
-#: with fp8 at 2, llama-3.1-8b fsdp with checkpointing at 2 and 4, the offload run the call's
-#: limit stopped, and the --repeat 2 group at 4 sequences a GPU.
-SHARDED_H100_RUNS = ("7a13c5e1260e", "d245cdae7171", "9836bac6be61", "8b512f33731f",
-                     "5b2577d3dd46", "253186615d82", "d692d9edd6ed", "b1cece3190ce")
+#: 2 GPUs), measured after the initialisation fix: llama-3.2-1b fsdp at 8 sequences a GPU on 2
+#: and 1 GPUs (a --repeat 2 group each), ddp at 4 on 2 and 1, tp at 2, fsdp at 4 with and without
+#: fp8, fsdp and fsdp+tp at 4 GPUs, selective checkpointing and CPU offload at 2; llama-3.1-8b
+#: fsdp with checkpointing at 4 and 2, and its offload runs, which the calls' limits stopped.
+SHARDED_H100_RUNS = ("e9b6882bf599", "daa88c4f778a", "186a8ed34a71", "4770487b4cd1",
+                     "a4cf95a70989", "71009351ad5b", "8db10112938b", "cbdef414efd6",
+                     "840b81e437de", "e6df4e9cf288", "a086769e7471", "d0ccccdc4f6e",
+                     "bca347b2cbb0")
+#: The same host's first measurements, taken with the initialisation bug (every rank trained
+#: from PyTorch's default weights), kept apart in ``superseded/`` as the page's evidence.
+SHARDED_H100_SUPERSEDED = f"{H100_4}/superseded"
 SHARDED_H100_MAXBATCH_RUN = "209422b59fcf"
 #: Generation on one card of the same host: bf16 and fp8 graph-captured at batch 1, fp8
 #: compiled at 1 and 64, then bf16 compiled at 64 and 1 (a later call).

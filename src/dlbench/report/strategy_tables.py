@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from dlbench.measure.mfu import datasheet_mfu, device_key, measured_peaks
+from dlbench.measure.mfu import datasheet_mfu, device_key
 from dlbench.records.base import repeat_groups
 from dlbench.records.scaling import scaling_factor
-from dlbench.report.cards import own_host_peaks
+from dlbench.report.cards import own_card_peaks
 from dlbench.report.exposed_tables import NOTE as EXPOSED_NOTE
 from dlbench.report.exposed_tables import exposed_cell, has_figure
 from dlbench.report.flags import flags
@@ -139,7 +139,7 @@ def strategy_table(records: Sequence[Any], peak_records: Sequence[Any] = ()) -> 
             ds = datasheet_mfu(per_gpu, r.env, b.precision)[0]
             # the ceiling of a card this run used where the store has one (a store may merge
             # several hosts' runs), else the latest of its GPU model
-            peaks = measured_peaks(own_host_peaks(r, peak_records))
+            peaks = own_card_peaks(r, peak_records)
             peak = peaks.get(device_key(r.env), {}).get(b.precision)
             meas = per_gpu / peak if peak else None
         # The same strategy and levers at one GPU; else ddp's or fsdp's with the same fp8
