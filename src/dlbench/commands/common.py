@@ -436,7 +436,8 @@ def add_strategy_flags(p: argparse.ArgumentParser, strategies: str, gpus: str) -
                         "parameters, gradients and optimizer state, which then live in pinned "
                         "host memory; each block's parameters are copied to the GPU for its "
                         "all-gather and its gradients back. The optimizer step then runs on the "
-                        "CPU (PyTorch's behaviour): for the largest models, slow")
+                        "CPU (PyTorch's behaviour): for the largest models, slow; each rank "
+                        "gets OMP_NUM_THREADS = the host's cores / ranks per host, unless set")
     p.add_argument("--fp8", action="store_true",
                    help="ddp, fsdp, tp, fsdp+tp: fp8 matmuls in the linear layers, through "
                         "torchao's float8 training (pip install torchao), applied before "
