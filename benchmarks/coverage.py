@@ -2,20 +2,35 @@
 
 For K configs of a suite (default: five of the default GPU suite), each is measured in M fresh
 processes through dlbench itself (``dlbench throughput ... --repeat M --resume`` into one store,
-telemetry off, the suite's warm-up and windows). The reference figure of a config is the mean
-over all its processes. From the store this script then counts, per config and overall:
+telemetry off, the suite's warm-up and windows). From the store this script then counts, per
+config and overall, how often a stated interval covers the mean of processes *other* than the
+ones that stated it (a mean that holds the judged process would be pulled towards it):
 
-  (a) how often one process's stated 95% interval covers the reference: with the interval
-      dlbench states now (``stats.interval``: batch means over 200+ steps, else from the
-      effective sample size) and with the old one (``stats.mean_interval_batch_means``: batch
-      means at any length, a plain t over steps below 40 steps);
-  (b) how often the across-process interval of a group of R processes (the suites' repeat
-      count, ``suites.DEFAULT_REPEAT``) covers it, over every R-combination of the M processes.
-      The reference includes the group's own processes, which helps it a little; the held-out
-      column uses the mean of the other M - R processes instead;
+  (a) one process's stated 95% interval against the mean of the config's other M - 1
+      processes (leave-one-out): with the interval dlbench states now (``stats.interval``:
+      batch means over 200+ steps, else from the effective sample size) and with the old one
+      (``stats.mean_interval_batch_means``: batch means at any length, a plain t over steps
+      below 40 steps). That reference has an error of its own; its 95% half-width is given
+      beside the count;
+  (b) the across-process interval of a group of R processes (the suites' repeat count,
+      ``suites.DEFAULT_REPEAT``) against the mean of the M - R processes outside it (held out).
+      The independent count is over disjoint groups (R consecutive processes in stored order,
+      as ``--repeat R`` runs them: 3 groups of 3 in 10). Every R-combination is counted too,
+      the better point estimate (the average over every way of picking the groups) but not
+      independent trials: they share processes. Even a calibrated interval covers a held-out
+      mean less than 95% of the time (``calibrated_rate``: 93% for 3 against 7), since that
+      mean's error adds to the gap;
   (c) with --other (a store of the same configs from another card, e.g. this script run there):
-      the difference of the two cards' references, and that difference over the stated
-      half-widths (one process's median, a group of R's median, the reference's own).
+      the difference of the two cards' references (each the mean of all M processes), and that
+      difference over the stated half-widths (one process's median, a group of R's median, the
+      reference's own).
+
+Every count of independent trials comes as k/n with its 95% Wilson score interval. The trials
+of one config are not quite independent either (their references share processes); the
+binomial intervals take them as independent, so they are if anything too narrow. The earlier
+analysis (the reference the mean of all M, the judged process or group among them; every
+combination counted) is kept in the JSON under ``inclusive_reference`` for comparison; a config
+enters the totals where its references are means of at least MIN_REFERENCE processes.
 
 Writes a JSON result (every figure, the configs, the commands run, both environments) and prints
 a short table. Run it again with the same --db and it goes on where it stopped (--resume); with
@@ -31,9 +46,9 @@ by the next run), so a long experiment fits in several calls.
         --other results/coverage-h100/dlbench.db
     # only the analysis of stores that exist (seconds, no GPU)
     PYTHONPATH=src python3 benchmarks/coverage.py --db A.db --other B.db --analyse-only --out c.json
-    # CPU, tiny models (the test does this): 2 configs x 3 processes, about a minute
+    # CPU, tiny models (the test does this): 2 configs x 4 processes, about a minute
     PYTHONPATH=src python3 benchmarks/coverage.py --suite smoke --configs tiny_cnn:train,tiny_cnn:eval \\
-        --processes 3 --group 2 --device cpu --db /tmp/cov.db --out /tmp/cov.json
+        --processes 4 --group 2 --device cpu --db /tmp/cov.db --out /tmp/cov.json
 """
 
 from __future__ import annotations
@@ -48,6 +63,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any, Sequence
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -127,6 +143,42 @@ def measure(configs: list, processes: int, db: str, device: str, budget_s: float
 
 
 # -- analysing ---------------------------------------------------------------------------------
+#: The confidence of the binomial intervals given with every coverage rate.
+BINOMIAL_CONFIDENCE = 0.95
+#: The fewest processes a reference is the mean of for its trial to count in the totals: with
+#: one, the reference has no stated error and is as far off as the process it judges.
+MIN_REFERENCE = 2
+
+
+def wilson(k: int, n: int, confidence: float = BINOMIAL_CONFIDENCE) -> tuple[float, float]:
+    """The Wilson score interval of a binomial rate ``k / n``. Chosen over the plain normal
+    interval because coverage rates sit near 1, where that one overshoots 100% and collapses
+    to zero width at ``k = n``; Wilson stays inside [0, 1] and keeps its width there."""
+    if n <= 0:
+        raise ValueError("no trials")
+    if not 0 <= k <= n:
+        raise ValueError(f"{k} of {n}")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    p, z2 = k / n, z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4 * n * n)) / denom
+    # exact at the ends: rounding must not put 10/10 below 100% or 0/10 above 0%
+    return (0.0 if k == 0 else max(0.0, centre - half),
+            1.0 if k == n else min(1.0, centre + half))
+
+
+def rate(k: int, n: int) -> dict[str, Any]:
+    """A coverage count of independent trials: k of n, the rate and its binomial interval."""
+    low, high = wilson(k, n) if n else (None, None)
+    return {"covered": k, "n": n, "rate": k / n if n else None, "low": low, "high": high}
+
+
+def dependent_rate(k: int, n: int) -> dict[str, Any]:
+    """A count over overlapping trials: no binomial interval applies, so none is given."""
+    return {"covered": k, "n": n, "rate": k / n if n else None, "independent": False}
+
+
 def processes_by_config(store: Store) -> dict[str, list]:
     """Every ok throughput record of the store, by config key, in the order stored."""
     out: dict[str, list] = {}
@@ -151,24 +203,73 @@ def old_bounds(r) -> tuple[float, float]:
     return low, high
 
 
+def _rel_halfwidth(figs: Sequence[float]) -> float | None:
+    """The relative 95% half-width of the mean of ``figs`` (None for one figure: unknown)."""
+    m, h = stats.across_processes(figs)
+    return h / m if math.isfinite(h) else None
+
+
+def calibrated_group_rate(group: int, rest: int, confidence: float = 0.95) -> float | None:
+    """The rate at which an exact ``confidence`` t-interval of ``group`` normal figures covers
+    the mean of ``rest`` others: below ``confidence``, since the reference's own error adds to
+    the gap (the gap's variance is sigma^2 (1/R + 1/(M-R)), the interval's scale sigma^2/R)."""
+    if group < 2 or rest < 1:
+        return None
+    t = stats.t_quantile(0.5 + confidence / 2.0, group - 1) / math.sqrt(1.0 + group / rest)
+    return 2.0 * stats.t_cdf(t, group - 1) - 1.0
+
+
+def disjoint_groups(m: int, group: int) -> list[tuple[int, ...]]:
+    """Groups of ``group`` consecutive processes (stored order, as ``--repeat`` runs them) that
+    share no process, each leaving at least MIN_REFERENCE others for its reference. Only these
+    count as independent trials: every R-combination of M reuses each process many times."""
+    if m - group < MIN_REFERENCE:
+        return []
+    return [tuple(range(i, i + group)) for i in range(0, m - group + 1, group)]
+
+
 def analyse_config(procs: list, group: int) -> dict[str, Any]:
-    """Coverage of the reference (mean of every process) by one process's interval, old and
-    new, and by the across-process interval of every ``group``-combination."""
+    """One config's coverage counts.
+
+    One process: does its interval (new and old method) cover the mean of the *other* M - 1
+    processes? Judged against a mean that holds the process itself, an interval is helped by
+    its own figure. Groups: does the across-process interval of a disjoint group of ``group``
+    cover the mean of the processes outside it? Every combination is counted as well, marked
+    as not independent. The earlier inclusive figures (the reference the mean of all M) are
+    kept under ``inclusive_reference`` for comparison."""
     figs = [figure(r) for r in procs]
+    n_proc = len(figs)
     ref, ref_h = stats.across_processes(figs)
-    new = [r.summary().throughput_low <= ref <= r.summary().throughput_high for r in procs]
-    old = [lo <= ref <= hi for lo, hi in map(old_bounds, procs)]
-    combos = list(itertools.combinations(range(len(figs)), group)) if len(figs) > group else []
-    hits = held_hits = held_n = 0
-    widths = []
-    for idx in combos:
+    old = list(map(old_bounds, procs))
+    new = [(r.summary().throughput_low, r.summary().throughput_high) for r in procs]
+
+    # one process against the mean of the others (leave-one-out)
+    loo_refs, loo_rel_h = [], []
+    for i in range(n_proc):
+        others = figs[:i] + figs[i + 1:]
+        loo_refs.append(stats.mean(others))
+        loo_rel_h.append(_rel_halfwidth(others))
+    new_hits = [lo <= x <= hi for (lo, hi), x in zip(new, loo_refs)]
+    old_hits = [lo <= x <= hi for (lo, hi), x in zip(old, loo_refs)]
+    known_h = [h for h in loo_rel_h if h is not None]
+
+    # groups against the mean of the processes outside them
+    def judged(idx: Sequence[int]) -> tuple[bool, float, float | None]:
         m, h = stats.across_processes([figs[i] for i in idx])
-        hits += abs(m - ref) <= h
-        widths.append(h / m)
-        rest = [figs[i] for i in range(len(figs)) if i not in idx]
-        held = stats.mean(rest)
-        held_hits += abs(m - held) <= h
-        held_n += 1
+        rest = [figs[i] for i in range(n_proc) if i not in idx]
+        return abs(m - stats.mean(rest)) <= h, h / m, _rel_halfwidth(rest)
+
+    # every combination with a process left over: the earlier count and the groups' widths
+    # need no reference of MIN_REFERENCE, so they keep the earlier rule
+    every = list(itertools.combinations(range(n_proc), group)) if n_proc > group else []
+    combos = every if n_proc - group >= MIN_REFERENCE else []
+    all_judged = [judged(idx) for idx in combos]
+    disjoint = disjoint_groups(n_proc, group)
+    disjoint_judged = [judged(idx) for idx in disjoint]
+    every_mh = [stats.across_processes([figs[i] for i in idx]) for idx in every]
+    # the earlier count: every combination against the mean of all M, its own processes in it
+    incl_hits = sum(abs(m - ref) <= h for m, h in every_mh)
+
     methods: dict[str, int] = {}
     for r in procs:
         methods[r.summary().interval_method] = methods.get(r.summary().interval_method, 0) + 1
@@ -177,7 +278,9 @@ def analyse_config(procs: list, group: int) -> dict[str, Any]:
         "label": first.config.label,
         "key": first.config.key(),
         "unit": first.unit,
-        "processes": len(procs),
+        "processes": n_proc,
+        # the mean of all M: the config's best figure (compared across cards), not the
+        # reference any coverage count below is judged against
         "reference": ref,
         "reference_rel_halfwidth": ref_h / ref if math.isfinite(ref_h) else None,
         "process_figures": figs,
@@ -185,16 +288,44 @@ def analyse_config(procs: list, group: int) -> dict[str, Any]:
         "steps": [r.summary().steps for r in procs],
         "interval_methods": methods,
         "one_process": {
-            "new_covered": sum(new), "old_covered": sum(old), "n": len(procs),
+            "reference": "leave-one-out: the mean of the other processes",
+            # in the totals only where each reference is a mean of MIN_REFERENCE or more
+            "counted": n_proc - 1 >= MIN_REFERENCE,
+            "new": rate(sum(new_hits), n_proc),
+            "old": rate(sum(old_hits), n_proc),
+            "new_covers": new_hits,
+            "old_covers": old_hits,
             "new_median_rel_halfwidth": stats.percentile(
                 [r.summary().rel_halfwidth for r in procs], 50),
             "old_median_rel_halfwidth": stats.percentile(
                 [_old_rel(r) for r in procs], 50),
+            # the reference has an error of its own: a miss may be the reference's
+            "reference_rel_halfwidths": loo_rel_h,
+            "reference_median_rel_halfwidth": (stats.percentile(known_h, 50)
+                                               if known_h else None),
         },
         "group": {
-            "size": group, "combinations": len(combos), "covered": hits,
-            "held_out_covered": held_hits, "held_out_n": held_n,
-            "median_rel_halfwidth": stats.percentile(widths, 50) if widths else None,
+            "size": group,
+            "reference": "held-out: the mean of the processes outside the group",
+            "disjoint_groups": [list(idx) for idx in disjoint],
+            "disjoint": rate(sum(j[0] for j in disjoint_judged), len(disjoint)),
+            "disjoint_rel_halfwidths": [j[1] for j in disjoint_judged],
+            "disjoint_reference_rel_halfwidths": [j[2] for j in disjoint_judged],
+            "all_combinations": dependent_rate(sum(j[0] for j in all_judged), len(combos)),
+            "calibrated_rate": calibrated_group_rate(group, n_proc - group),
+            # over every combination: a width is a property of one group, so the median
+            # over all of them needs no independence (the card comparison divides by it)
+            "median_rel_halfwidth": (stats.percentile([h / m for m, h in every_mh], 50)
+                                     if every_mh else None),
+            "reference_median_rel_halfwidth": (stats.percentile(
+                [j[2] for j in all_judged if j[2] is not None], 50)
+                if any(j[2] is not None for j in all_judged) else None),
+        },
+        "inclusive_reference": {
+            "one_process": {"new_covered": sum(lo <= ref <= hi for lo, hi in new),
+                            "old_covered": sum(lo <= ref <= hi for lo, hi in old),
+                            "n": n_proc},
+            "group": dependent_rate(incl_hits, len(every)),
         },
     }
 
@@ -229,24 +360,74 @@ def compare_cards(mine: dict[str, dict], other: dict[str, dict]) -> list[dict[st
     return out
 
 
+METHOD = {
+    "one_process": "a process's stated 95% interval (new: stats.interval; old: batch means) "
+                   "against the mean of the config's other M - 1 processes (leave-one-out)",
+    "group": "the across-process 95% t-interval of R processes against the mean of the "
+             "config's other M - R processes (held out); the independent count is over "
+             "disjoint groups of R consecutive processes in stored order",
+    "all_combinations": "every R-combination against its held-out mean: the combinations "
+                        "share processes, so they are not independent trials and carry no "
+                        "binomial interval",
+    "calibrated_rate": "what an exact 95% t-interval of R normal figures would cover against "
+                       "a held-out mean of M - R (below 95%: that mean has an error too)",
+    "binomial_interval": f"the {BINOMIAL_CONFIDENCE:.0%} Wilson score interval (low, high)",
+    "counted": f"a config enters the totals where its references are means of at least "
+               f"{MIN_REFERENCE} processes",
+    "dependence": "the references of one config's trials share processes (a process's "
+                  "deviation from the mean of the others correlates about -1/(M-1) with "
+                  "another's, a disjoint group's about -R/(M-R)), so the binomial intervals, "
+                  "which take the trials as independent, are if anything too narrow",
+    "inclusive_reference": "the earlier analysis, kept for comparison: the reference the mean "
+                           "of all M processes, the judged process or group among them; "
+                           "every R-combination counted",
+}
+
+
 def analyse(db: str, group: int, other: str | None = None) -> dict[str, Any]:
     with Store(db) as store:
         by_key = processes_by_config(store)
     configs = {k: analyse_config(v, group) for k, v in by_key.items() if len(v) >= 2}
-    total = {name: sum(c["one_process"][name] for c in configs.values())
-             for name in ("new_covered", "old_covered", "n")}
-    gtotal = {name: sum(c["group"][name] for c in configs.values())
-              for name in ("covered", "combinations", "held_out_covered", "held_out_n")}
+    counted = [c for c in configs.values() if c["one_process"]["counted"]]
+
+    def total(path: Sequence[str], field: str, among=configs.values()) -> int:
+        out = 0
+        for c in among:
+            d = c
+            for p in path:
+                d = d[p]
+            out += d[field]
+        return out
+
+    one = ("one_process",)
+    incl_one, incl_grp = ("inclusive_reference", "one_process"), ("inclusive_reference", "group")
+    n_incl = total(incl_one, "n")
     result: dict[str, Any] = {
-        "store": db, "group_size": group, "configs": list(configs.values()),
-        "one_process": {**total,
-                        "new_rate": total["new_covered"] / total["n"] if total["n"] else None,
-                        "old_rate": total["old_covered"] / total["n"] if total["n"] else None},
-        "group": {**gtotal,
-                  "rate": (gtotal["covered"] / gtotal["combinations"]
-                           if gtotal["combinations"] else None),
-                  "held_out_rate": (gtotal["held_out_covered"] / gtotal["held_out_n"]
-                                    if gtotal["held_out_n"] else None)},
+        "store": db, "group_size": group, "method": METHOD,
+        "configs": list(configs.values()),
+        "one_process": {
+            "new": rate(total(one + ("new",), "covered", counted),
+                        total(one + ("new",), "n", counted)),
+            "old": rate(total(one + ("old",), "covered", counted),
+                        total(one + ("old",), "n", counted)),
+        },
+        "group": {
+            "size": group,
+            "disjoint": rate(total(("group", "disjoint"), "covered"),
+                             total(("group", "disjoint"), "n")),
+            # per disjoint trial, averaged: what calibrated intervals would have covered
+            "calibrated_rate": _calibrated_mean(configs.values()),
+            "all_combinations": dependent_rate(total(("group", "all_combinations"), "covered"),
+                                               total(("group", "all_combinations"), "n")),
+        },
+        "inclusive_reference": {
+            "one_process": {
+                "new_covered": total(incl_one, "new_covered"),
+                "old_covered": total(incl_one, "old_covered"), "n": n_incl,
+                "new_rate": total(incl_one, "new_covered") / n_incl if n_incl else None,
+                "old_rate": total(incl_one, "old_covered") / n_incl if n_incl else None},
+            "group": dependent_rate(total(incl_grp, "covered"), total(incl_grp, "n")),
+        },
         "env": _env_of(by_key),
     }
     if other:
@@ -258,31 +439,53 @@ def analyse(db: str, group: int, other: str | None = None) -> dict[str, Any]:
     return result
 
 
+def _calibrated_mean(configs) -> float | None:
+    pairs = [(c["group"]["disjoint"]["n"], c["group"]["calibrated_rate"]) for c in configs
+             if c["group"]["disjoint"]["n"]]
+    n = sum(k for k, _ in pairs)
+    return sum(k * r for k, r in pairs) / n if n else None
+
+
 def _env_of(by_key: dict[str, list]) -> dict | None:
     for recs in by_key.values():
         return recs[0].env
     return None
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1%}"
+def _pct(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}%}"
+
+
+def _count(r: dict[str, Any]) -> str:
+    """``k/n [low-high]``, or ``k/n`` where no interval applies."""
+    if not r["n"]:
+        return "-"
+    if "low" not in r:
+        return f"{r['covered']}/{r['n']}"
+    return f"{r['covered']}/{r['n']} [{r['low']:.0%}-{r['high']:.0%}]"
 
 
 def print_table(result: dict[str, Any]) -> None:
     g = result["group_size"]
-    print(f"{'config':44} {'procs':>5} {'spread':>7} {'1 proc new':>10} {'1 proc old':>10} "
-          f"{'group of ' + str(g):>11} {'held out':>9}")
+    print(f"{'config':36} {'procs':>5} {'spread':>6} {'1 proc new':>16} {'1 proc old':>16} "
+          f"{'loo ref':>7} {'disjoint ' + str(g) + 's':>16} {'all ' + str(g) + 's':>8}")
     for c in result["configs"]:
         one, grp = c["one_process"], c["group"]
-        print(f"{c['label'][:44]:44} {c['processes']:5d} {_pct(c['spread_rel']):>7} "
-              f"{one['new_covered']:>4}/{one['n']:<5} {one['old_covered']:>4}/{one['n']:<5} "
-              f"{grp['covered']:>5}/{grp['combinations']:<5} "
-              f"{grp['held_out_covered']:>4}/{grp['held_out_n']:<4}")
-    one, grp = result["one_process"], result["group"]
-    print(f"one process's 95% interval covers the reference: new {_pct(one['new_rate'])}, "
-          f"old {_pct(one['old_rate'])} of {one['n']} processes; a group of {g}'s: "
-          f"{_pct(grp['rate'])} of {grp['combinations']} groups ({_pct(grp['held_out_rate'])} "
-          "against the other processes' mean)")
+        print(f"{c['label'][:36]:36} {c['processes']:5d} {_pct(c['spread_rel']):>6} "
+              f"{_count(one['new']):>16} {_count(one['old']):>16} "
+              f"{_pct(one['reference_median_rel_halfwidth'], 2):>7} "
+              f"{_count(grp['disjoint']):>16} {_count(grp['all_combinations']):>8}")
+    one, grp, incl = result["one_process"], result["group"], result["inclusive_reference"]
+    print(f"one process's 95% interval covers the mean of the other processes: new "
+          f"{_pct(one['new']['rate'])} {_count(one['new'])}, old {_pct(one['old']['rate'])} "
+          f"{_count(one['old'])}; a disjoint group of {g}'s covers the mean of the rest: "
+          f"{_pct(grp['disjoint']['rate'])} {_count(grp['disjoint'])} (in brackets: the "
+          f"{BINOMIAL_CONFIDENCE:.0%} Wilson score interval)")
+    print(f"every group of {g} (not independent): {_pct(grp['all_combinations']['rate'])} "
+          f"{_count(grp['all_combinations'])}; the earlier inclusive reference: one process "
+          f"new {incl['one_process']['new_covered']}/{incl['one_process']['n']}, old "
+          f"{incl['one_process']['old_covered']}/{incl['one_process']['n']}, groups "
+          f"{_count(incl['group'])}")
     for card in (result.get("other") or {}).get("cards", []):
         print(f"other card: {card['label'][:44]}: {card['difference_rel']:+.2%} "
               f"(x{_num(card['over_one_process_halfwidth'])} one process's half-width, "
@@ -293,6 +496,17 @@ def print_table(result: dict[str, Any]) -> None:
 
 def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
+
+
+def _earlier_commands(out: Path, db: str) -> list[str]:
+    """The commands of an earlier result at ``out`` that analysed a store of the same name."""
+    try:
+        earlier = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return []
+    if Path(str(earlier.get("store", ""))).name != Path(db).name:
+        return []
+    return list(earlier.get("commands") or [])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -334,6 +548,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("the time budget ran out: run the same command again to go on "
                   "(--resume completes what is missing)", flush=True)
     result = analyse(args.db, args.group, args.other)
+    if args.analyse_only and args.out:
+        # analysing again keeps the record of how the store was measured
+        commands = _earlier_commands(Path(args.out), args.db)
     result["commands"] = commands
     print_table(result)
     if args.out:

@@ -7,13 +7,17 @@ mean in at least 93% of the windows, for short windows (8, 15, 30, 100 steps: th
 effective-sample-size interval) and long ones (250 and 1,000 steps: batch means). The method
 dlbench used before (batch means at every length, so a plain t over single steps below 40 steps)
 is shown to fall short, so that the test could fail. Last, benchmarks/coverage.py (the same
-question asked of real processes on a GPU) runs on the CPU with a tiny model.
+question asked of real processes on a GPU) runs on the CPU with a tiny model, its binomial
+interval is checked against published values, and the coverage figures the docs quote are
+checked against the committed JSON.
 """
 
+import importlib.util
 import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,27 +80,219 @@ def test_across_process_interval_covers():
     assert 0.93 <= hits / REPS <= 0.97
 
 
+ROOT = Path(__file__).resolve().parents[1]
+COVERAGE_DIR = ROOT / "results" / "pt2.11-cu130-h100-80gb-hbm3" / "coverage"
+
+
+def _script():
+    # loaded by path under its own name: "coverage" is also the name of coverage.py the package
+    spec = importlib.util.spec_from_file_location("dlbench_coverage_script",
+                                                  ROOT / "benchmarks" / "coverage.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_the_coverage_experiment_runs_through_dlbench(tmp_path):
-    # benchmarks/coverage.py on the CPU: 2 configs of the smoke suite x 3 fresh processes.
-    root = Path(__file__).resolve().parents[1]
+    # benchmarks/coverage.py on the CPU: 2 configs of the smoke suite x 4 fresh processes, so
+    # that a group of 2 leaves 2 others for its held-out reference.
     db, out = tmp_path / "cov.db", tmp_path / "cov.json"
-    env = dict(os.environ, PYTHONPATH=str(root / "src"), OMP_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, str(root / "benchmarks" / "coverage.py"), "--suite",
-                        "smoke", "--configs", "tiny_cnn:train,tiny_cnn:eval", "--processes", "3",
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "coverage.py"), "--suite",
+                        "smoke", "--configs", "tiny_cnn:train,tiny_cnn:eval", "--processes", "4",
                         "--group", "2", "--device", "cpu", "--db", str(db), "--out", str(out),
                         "--other", str(db)],
                        capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     result = json.loads(out.read_text())
-    assert [c["processes"] for c in result["configs"]] == [3, 3]
-    assert [c["group"]["combinations"] for c in result["configs"]] == [3, 3]
+    assert [c["processes"] for c in result["configs"]] == [4, 4]
     for c in result["configs"]:
-        assert c["reference"] == pytest.approx(sum(c["process_figures"]) / 3)
-        assert 0 <= c["one_process"]["new_covered"] <= 3
-        assert sum(c["interval_methods"].values()) == 3
-    assert 0 <= result["one_process"]["new_rate"] <= 1 and result["one_process"]["n"] == 6
+        figs = c["process_figures"]
+        assert c["reference"] == pytest.approx(sum(figs) / 4)
+        one, grp = c["one_process"], c["group"]
+        assert one["counted"] and one["new"]["n"] == 4 and 0 <= one["new"]["covered"] <= 4
+        # leave-one-out: each process is judged against the mean of the other three
+        for i, hit in enumerate(one["new_covers"]):
+            rec_ref = (sum(figs) - figs[i]) / 3
+            assert isinstance(hit, bool) and rec_ref > 0
+        assert one["new"]["low"] <= one["new"]["rate"] <= one["new"]["high"]
+        assert grp["disjoint_groups"] == [[0, 1], [2, 3]]
+        assert grp["disjoint"]["n"] == 2 and grp["all_combinations"]["n"] == 6
+        assert grp["all_combinations"]["independent"] is False
+        assert "low" not in grp["all_combinations"]
+        assert c["inclusive_reference"]["group"]["n"] == 6
+        assert sum(c["interval_methods"].values()) == 4
+    assert result["one_process"]["new"]["n"] == 8
+    assert 0 <= result["one_process"]["new"]["rate"] <= 1
+    assert result["group"]["disjoint"]["n"] == 4
+    assert result["inclusive_reference"]["one_process"]["n"] == 8
     assert result["env"]["accelerator"] == "cpu"
-    assert len(result["commands"]) == 2 and "--repeat 3" in result["commands"][0]
+    assert len(result["commands"]) == 2 and "--repeat 4" in result["commands"][0]
     # the store against itself: no difference between the "cards"
     assert [c["difference_rel"] for c in result["other"]["cards"]] == [0.0, 0.0]
-    assert "one process's 95% interval covers the reference" in p.stdout
+    assert "one process's 95% interval covers the mean of the other processes" in p.stdout
+    # analysing again keeps the commands that measured the store
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "coverage.py"), "--db",
+                        str(db), "--out", str(out), "--analyse-only", "--group", "2"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(out.read_text())["commands"] == result["commands"]
+
+
+def test_wilson_interval():
+    wilson = _script().wilson
+    # published values of the 95% Wilson score interval (Newcombe 1998, table I)
+    assert wilson(81, 263) == pytest.approx((0.2553, 0.3662), abs=5e-5)
+    assert wilson(15, 148) == pytest.approx((0.0624, 0.1605), abs=5e-5)
+    assert wilson(0, 20) == pytest.approx((0.0, 0.1611), abs=5e-5)
+    assert wilson(1, 29) == pytest.approx((0.0061, 0.1718), abs=5e-5)
+    assert wilson(10, 10)[1] == 1.0 and wilson(0, 10)[0] == 0.0
+    assert wilson(43, 50) == pytest.approx((0.7381, 0.9305), abs=5e-5)
+
+
+def _fake_process(x: float, low: float, high: float):
+    """A stored record as analyse_config reads it: figure ``x``, stated interval [low, high]."""
+    from types import SimpleNamespace as NS
+    steps = [1.0 / x, 1.0 / x]                       # samples_per_step 1: throughput x
+    summary = NS(throughput=x, throughput_low=low, throughput_high=high,
+                 rel_halfwidth=(high - low) / (2 * x), steps=2, interval_method="ess")
+    config = NS(label="fake", key=lambda: "k", stop=NS(confidence=0.95))
+    return NS(summary=lambda: summary, step_times_s=steps, samples_per_step=1, config=config,
+              unit="samples/s", env=None)
+
+
+def test_leave_one_out_and_held_out_references():
+    cov = _script()
+    # Process 4 (101) states [100.2, 101.8]: that holds the mean of all four (100.25), which it
+    # pulls towards itself, but not the mean of the other three (100.0).
+    procs = [_fake_process(x, x - 0.5, x + 0.5) for x in (100.0, 100.0, 100.0)]
+    procs.append(_fake_process(101.0, 100.2, 101.8))
+    c = cov.analyse_config(procs, 2)
+    assert c["inclusive_reference"]["one_process"]["new_covered"] == 4
+    assert c["one_process"]["new_covers"] == [True, True, True, False]
+    assert c["one_process"]["new"]["covered"] == 3 and c["one_process"]["new"]["n"] == 4
+    assert c["one_process"]["reference_rel_halfwidths"][3] == 0.0    # three equal figures
+    # groups of 2 in 4: the disjoint ones, (0, 1) against (2, 3)'s mean and (2, 3) against
+    # (0, 1)'s; every combination also, marked as not independent
+    assert c["group"]["disjoint_groups"] == [[0, 1], [2, 3]]
+    assert c["group"]["disjoint"]["n"] == 2 and c["group"]["all_combinations"]["n"] == 6
+    assert cov.disjoint_groups(10, 3) == [(0, 1, 2), (3, 4, 5), (6, 7, 8)]
+    assert cov.disjoint_groups(4, 3) == []            # one held-out process: no reference
+    assert cov.calibrated_group_rate(3, 7) == pytest.approx(0.9308, abs=1e-4)
+    assert cov.calibrated_group_rate(3, 10**9) == pytest.approx(0.95, abs=1e-6)
+
+
+def _short(label: str) -> str:
+    return " ".join(w for w in label.split() if w not in ("bf16", "cl"))
+
+
+def _k(r) -> str:
+    if "low" not in r:
+        return f"{r['covered']}/{r['n']}"
+    return f"{r['covered']}/{r['n']} [{r['low']:.0%}-{r['high']:.0%}]".replace("%-", "-")
+
+
+def _new_row(c, card=None) -> str:
+    one, grp = c["one_process"], c["group"]
+    cells = [_short(c["label"])] + ([card] if card else []) + [
+        f"{c['spread_rel']:.1%}", _k(one["new"]), _k(one["old"]),
+        f"{one['new_median_rel_halfwidth']:.2%} / {one['reference_median_rel_halfwidth']:.2%}",
+        _k(grp["disjoint"]), _k(grp["all_combinations"]),
+        f"{grp['median_rel_halfwidth']:.2%} / {grp['reference_median_rel_halfwidth']:.2%}"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _inclusive_row(c, card=None) -> str:
+    one, grp = c["inclusive_reference"]["one_process"], c["inclusive_reference"]["group"]
+    cells = [_short(c["label"])] + ([card] if card else []) + [
+        f"{one['new_covered']}/{one['n']}", f"{one['old_covered']}/{one['n']}",
+        f"{grp['covered']}/{grp['n']}"]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _pooled(configs, wilson, card_column: bool):
+    """The "all" row of ``configs`` pooled (from one result or several), as the README gives it,
+    and the pooled counts (covered, n) it shows."""
+    def tot(get):
+        return sum(get(c)["covered"] for c in configs), sum(get(c)["n"] for c in configs)
+
+    def cell(k, n, digits=0, interval=True):
+        s = f"{k}/{n} ({k / n:.{digits}%})"
+        if interval:
+            low, high = wilson(k, n)
+            s += f" [{low:.0%}-{high:.0%}]".replace("%-", "-")
+        return s
+    new = tot(lambda c: c["one_process"]["new"])
+    old = tot(lambda c: c["one_process"]["old"])
+    dis = tot(lambda c: c["group"]["disjoint"])
+    allc = tot(lambda c: c["group"]["all_combinations"])
+    cells = ["all", ""] + ([""] if card_column else []) + [
+        cell(*new), cell(*old), "", cell(*dis), cell(*allc, digits=1, interval=False), ""]
+    # an empty cell is "| |" in the README
+    return ("| " + " | ".join(cells) + " |").replace("|  |", "| |").replace("|  |", "| |"), \
+        new, old, dis, allc
+
+
+def test_the_docs_quote_the_committed_coverage_json():
+    # Every coverage figure the coverage README and the H100 results page quote is built here
+    # from the committed JSON: a figure changed on one side and not the other fails.
+    wilson = _script().wilson
+    readme = (COVERAGE_DIR / "README.md").read_text()
+    load = lambda name: json.loads((COVERAGE_DIR / name).read_text())  # noqa: E731
+    spawned_eval = load("coverage-card-688d70df-vs-e6579a50.json")["configs"][0]
+    spawned = [("688d70df", spawned_eval)] + [
+        ("e6579a50", c) for c in load("coverage-card-e6579a50.json")["configs"]]
+    forked = load("coverage-card-7f34a9a5-forked.json")
+    assert spawned_eval["label"].startswith("resnet50") and spawned_eval["processes"] == 10
+    for card, c in spawned:
+        assert _new_row(c, card) in readme, _new_row(c, card)
+        assert _inclusive_row(c, card) in readme, _inclusive_row(c, card)
+    for c in forked["configs"]:
+        assert _new_row(c) in readme, _new_row(c)
+        assert _inclusive_row(c) in readme, _inclusive_row(c)
+    # the "all" rows: the spawned one pools two results, the forked one is the JSON's total
+    for configs, card_column, total in (([c for _, c in spawned], True, None),
+                                        (forked["configs"], False, forked)):
+        row, new, old, dis, allc = _pooled(configs, wilson, card_column)
+        if total is not None:
+            assert new == (total["one_process"]["new"]["covered"],
+                           total["one_process"]["new"]["n"])
+            assert dis == (total["group"]["disjoint"]["covered"], total["group"]["disjoint"]["n"])
+            assert allc == (total["group"]["all_combinations"]["covered"],
+                            total["group"]["all_combinations"]["n"])
+        assert row in readme, row
+    # the inclusive "all" rows
+    incl = [sum(c["inclusive_reference"]["one_process"][f] for _, c in spawned)
+            for f in ("new_covered", "old_covered", "n")]
+    assert f"| all | | {incl[0]}/{incl[2]} | {incl[1]}/{incl[2]} |" in readme
+    fi = forked["inclusive_reference"]
+    assert (f"| all | {fi['one_process']['new_covered']}/{fi['one_process']['n']} | "
+            f"{fi['one_process']['old_covered']}/{fi['one_process']['n']} | "
+            f"{fi['group']['covered']}/{fi['group']['n']} |") in readme
+    # the prose (its lines joined): the forked totals and the calibrated rate
+    readme = re.sub(r"\s+", " ", readme)
+    one, grp = forked["one_process"]["new"], forked["group"]
+    assert (f"{one['covered']} times in {one['n']} here ({one['rate']:.0%}, "
+            f"[{one['low']:.0%}-{one['high']:.0%}]".replace("%-", "-")) in readme
+    assert f"({grp['calibrated_rate']:.1%})" in readme
+    # the prose says the calibrated rate lies just above the disjoint groups' interval
+    assert f"the upper end {grp['disjoint']['high']:.2%}" in readme
+    assert grp["disjoint"]["high"] < grp["calibrated_rate"] < grp["disjoint"]["high"] + 0.01
+    assert f"{grp['all_combinations']['rate']:.1%} here" in readme
+    # the H100 results page's summary
+    page = (ROOT / "docs" / "results" / "2026-11-h100.md").read_text()
+    page = re.sub(r"\s+", " ", page)
+    sp_new, sp_old, sp_dis, sp_all = _pooled([c for _, c in spawned], wilson, True)[1:]
+    lo, hi = wilson(*sp_new)
+    pct = lambda x: f"{x:.0%}".rstrip("%")  # noqa: E731  (the page writes 93-100%)
+    assert (f"{sp_new[0]} of {sp_new[1]} times (95% Wilson interval {pct(lo)}-{hi:.0%}; the old "
+            f"batch-means interval {sp_old[0]} of {sp_old[1]})") in page
+    lo, hi = wilson(*sp_dis)
+    assert f"in {sp_dis[0]} of {sp_dis[1]} disjoint groups ({pct(lo)}-{hi:.0%};" in page
+    assert f"not independent trials, {sp_all[0]} of {sp_all[1]})" in page
+    old = forked["one_process"]["old"]
+    d = grp["disjoint"]
+    assert (f"{one['covered']} of {one['n']} ({pct(one['low'])}-{one['high']:.0%}; old "
+            f"{old['covered']} of {old['n']}) and {d['covered']} of {d['n']} "
+            f"({pct(d['low'])}-{d['high']:.0%}; {grp['all_combinations']['covered']} of "
+            f"{grp['all_combinations']['n']})") in page
