@@ -37,6 +37,9 @@ class Progress(Protocol):
     def done(self, record: ThroughputRecord) -> None: ...
     def skipped(self, cfg: ThroughputConfig) -> None: ...
     def end(self) -> None: ...
+    # what the config being measured is doing now, where its launcher can tell (a torchrun
+    # job's rank 0: dlbench.launch.progress)
+    def status(self, text: str) -> None: ...
 
 
 class NullProgress:
@@ -45,6 +48,7 @@ class NullProgress:
     def done(self, record: ThroughputRecord) -> None: pass
     def skipped(self, cfg: ThroughputConfig) -> None: pass
     def end(self) -> None: pass
+    def status(self, text: str) -> None: pass
 
 
 def env_key(env: dict) -> str:

@@ -76,7 +76,8 @@ def run_scaling(configs: Sequence, db: str, command: str, env: dict, rendezvous,
     """A scaling sweep: each config a fresh torchrun job (on every host of ``rendezvous``);
     ``repeat`` N > 1 runs each config as N fresh jobs, one repeat group (``--repeat``)."""
     launcher = TorchrunLauncher(timeout_s=timeout_s, pg_timeout_s=pg_timeout_s,
-                                rendezvous=rendezvous)
+                                rendezvous=rendezvous,
+                                on_status=getattr(progress, "status", None))
     if configs and all(c.base.framework == "jax" for c in configs):
         # One process drives the local devices (jax.sharding): no job to start.
         from dlbench.frameworks.jax.data_parallel import JaxDataParallelLauncher  # heavy: jax

@@ -28,13 +28,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
-from dlbench.launch import signals, tempdirs
+from dlbench.launch import progress, signals, tempdirs
 from dlbench.launch.interconnect import interconnect_env
 from dlbench.measure.nccl_tuning import UNKNOWN
 from dlbench.records.base import ErrorType
@@ -45,6 +46,8 @@ from dlbench.records.scaling import ScalingConfig, ScalingRecord
 MONITOR_INTERVAL_S = 0.2
 # After asking torchrun to stop, how long before it and its ranks are killed.
 STOP_GRACE_S = 5.0
+# How often a waiting launcher passes rank 0's progress on (``on_status``).
+STATUS_EVERY_S = 1.0
 # The workers of the jobs this launcher builds itself (a caller may name any other).
 SCALING_WORKER = "dlbench.workloads.scaling_rank:run_rank"
 COMM_WORKER = "dlbench.workloads.comm:run_rank"
@@ -143,9 +146,12 @@ class TorchrunLauncher:
     survives_fatal = True   # every job is a fresh set of processes
 
     def __init__(self, timeout_s: float = 900.0, pg_timeout_s: float = 120.0,
-                 rendezvous: Rendezvous | None = None, extra_env: Mapping[str, str] | None = None
-                 ) -> None:
+                 rendezvous: Rendezvous | None = None, extra_env: Mapping[str, str] | None = None,
+                 on_status: Callable[[str], None] | None = None) -> None:
         self.timeout_s = timeout_s
+        # told, about once a second while a job runs, what its rank 0 is doing (a progress
+        # display's line: dlbench.launch.progress)
+        self.on_status = on_status
         self.pg_timeout_s = pg_timeout_s
         self.rdzv = rendezvous or Rendezvous()
         self.extra_env = dict(extra_env or {})
@@ -174,7 +180,7 @@ class TorchrunLauncher:
                 proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True)
                 try:
-                    proc.wait(timeout=self.timeout_s)
+                    self._wait(proc, out_dir)
                 except subprocess.TimeoutExpired:
                     timed_out = True
                     _stop(proc)
@@ -189,6 +195,22 @@ class TorchrunLauncher:
             results = json.loads(all_path.read_text()) if all_path.exists() else None
             tail = log_path.read_text(errors="replace")[-3000:]
         return JobOutcome(proc.returncode, results, rank_files, tail, timed_out, launch_env)
+
+    def _wait(self, proc: subprocess.Popen, out_dir: Path) -> None:
+        """Wait for the job (``TimeoutExpired`` past ``timeout_s``), passing rank 0's progress
+        to ``on_status`` about once a second."""
+        if self.on_status is None:
+            proc.wait(timeout=self.timeout_s)
+            return
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                proc.wait(timeout=max(0.0, min(STATUS_EVERY_S, deadline - time.monotonic())))
+                return
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    raise
+            self.on_status(progress.describe(progress.read_progress(out_dir), time.time()))
 
     # -- scaling ----------------------------------------------------------------------------------
     def run(self, cfg: ScalingConfig, env: dict, fail_rank: int | None = None,

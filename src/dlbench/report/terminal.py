@@ -82,6 +82,7 @@ class RichProgress:
             console=self.console, transient=False)
         self._task = None
         self._t0 = 0.0
+        self._label = ""
 
     def begin(self, total: int) -> None:
         self._t0 = time.perf_counter()
@@ -89,7 +90,12 @@ class RichProgress:
         self._task = self._progress.add_task("starting", total=total)
 
     def start(self, cfg: ThroughputConfig) -> None:
-        self._progress.update(self._task, description=printable(cfg.label))
+        self._label = printable(cfg.label)
+        self._progress.update(self._task, description=self._label)
+
+    def status(self, text: str) -> None:
+        """The running config's label, then what its job is doing (a torchrun job's rank 0)."""
+        self._progress.update(self._task, description=f"{self._label} · {printable(text)}")
 
     def done(self, record: ThroughputRecord) -> None:
         s = record.summary()
@@ -105,6 +111,7 @@ class RichProgress:
                     f"{fmt_num(s.throughput * record.units_per_sample)} {unit} "
                     f"±{fmt_pct(s.rel_halfwidth)} ({s.steps} steps)")
         self._progress.console.print(text, highlight=False)
+        self._progress.update(self._task, description=self._label)  # its job's status is over
         self._progress.advance(self._task)
 
     def skipped(self, cfg: ThroughputConfig) -> None:

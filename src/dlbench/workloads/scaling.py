@@ -27,6 +27,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dlbench import telemetry
+from dlbench.launch.progress import NoProgress, RankProgress
 from dlbench.measure.comm_profile import not_profiled, profile_comm
 from dlbench.measure.memory import peak_memory, reset_peak_memory
 from dlbench.measure.timer import synchronize
@@ -73,17 +74,20 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
                  fail_at_step: int | None = None,
                  on_done: Callable[[torch.nn.Module], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter,
-                 warmup_lag_s: float = 0.0, step_lag_s: float = 0.0) -> dict[str, Any]:
+                 warmup_lag_s: float = 0.0, step_lag_s: float = 0.0,
+                 progress: RankProgress | NoProgress | None = None) -> dict[str, Any]:
     """Measure this rank's part; returns its raw results (step times, warm-up, first step...).
 
     ``control`` is a gloo group of all ranks for the stop decision (None in a one-process job).
     ``fail_at_step`` raises on this rank at that measured step (fault injection for tests);
     ``on_done`` is given the trained (unwrapped) module at the end; ``warmup_lag_s`` makes this
     rank sleep after each warm-up step (a slow host), ``step_lag_s`` in every step (slow steps),
-    both for tests.
+    both for tests. ``progress`` is told the phases and counts the steps (rank 0 of a torchrun
+    job reports them to the parent: :mod:`dlbench.launch.progress`).
     """
     base = cfg.base
     rank = dist.get_rank() if dist.is_initialized() else 0
+    progress = progress or NoProgress()
     world = dist.get_world_size() if dist.is_initialized() else 1
     device = rank_device(cfg, local_rank)
     spec = get_model(base.model)
@@ -114,6 +118,7 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
         if control is not None and base.telemetry_interval_s is not None \
                 and device.type == "cuda":  # the same answer on every rank: all or none wait
             dist.barrier(group=control)  # no rank starts work during the idle baseline
+        progress.phase("building the model")
         t = clock()
         model = spec.build_on(device, size)  # DDP then broadcasts rank 0's weights
         x, y = spec.make_batch(batch, device, size, generator=gen)
@@ -130,16 +135,20 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
 
         if step_lag_s:
             step = _lagged(step, step_lag_s)
+        step = progress.counting(step)  # rank 0 reports its steps to the parent
 
         # First step apart: compilation, autotuning, NCCL communicator set-up.
         window = MeasuredWindow(device, clock=clock, mark=sampler.mark,
                                 agree=RankZero(control) if control is not None else None)
+        progress.phase("first step (compile, communicators)")
         out = window.first_step(step)
         check_finite(base, out)
 
         # All ranks run the same warm-up steps: rank 0's clock ends it (see MeasuredWindow).
+        progress.phase("warm-up")
         window.warm_up(_lagged(step, warmup_lag_s) if warmup_lag_s else step,
                        base.warmup_steps, base.warmup_seconds)
+        progress.phase("measured window")
         out = window.run(_failing(step, fail_at_step, rank) if fail_at_step is not None
                          else step, base.stop)
         w = window.times()
@@ -148,6 +157,7 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
         if on_done is not None:  # the parameters the window's steps trained, before any more
             on_done(model)
         # After the window and the memory peak: the profiler's cost shows in neither.
+        progress.phase("profiling communication")
         comm = _comm_profile(cfg, step, device, world)
     tele = telemetry.finish(sampler.stop(), len(w.step_times_s) * batch * per_host)
 

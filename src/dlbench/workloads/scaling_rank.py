@@ -11,6 +11,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from dlbench.launch import progress
 from dlbench.records.scaling import ScalingConfig
 from dlbench.workloads.fsdp import full_parameters
 from dlbench.workloads.scaling import measure_rank
@@ -29,7 +30,7 @@ def run_rank(job: dict[str, Any], local_rank: int, control: dist.ProcessGroup | 
     keep = (lambda m: saved.setdefault("params", full_parameters(m))) \
         if job.get("params_out") else None
     result = measure_rank(cfg, local_rank, control, fail_at_step=fail, on_done=keep,
-                          warmup_lag_s=lag)
+                          warmup_lag_s=lag, progress=progress.for_rank(job, rank))
     if job.get("params_out") and rank == 0:
         torch.save(saved["params"], job["params_out"])
     return result

@@ -1,0 +1,115 @@
+"""What a running job's first rank is doing, for the parent to show while it waits.
+
+A torchrun job is a set of processes the parent only waits on: without word from them, a job
+that compiles for a minute and then steps every 13 s (an 8B model whose optimizer runs on the
+CPU) shows a clock and nothing else for minutes. Rank 0 therefore keeps a small JSON file in the
+job's folder (:class:`RankProgress`): the phase it is in (building the model, the first step,
+warm-up, the measured window, the communication profile) and the steps of that phase. It
+rewrites the file at most once a second, atomically, and only on the host side between steps,
+so the window pays one clock read per step and one small write a second (well under 0.1% of
+any step that takes a second to report). The parent reads it (:func:`read_progress`) and
+renders one line (:func:`describe`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+PROGRESS_FILE = "progress.json"
+#: The most often rank 0 rewrites its file.
+WRITE_EVERY_S = 1.0
+
+T = TypeVar("T")
+
+
+class RankProgress:
+    """Rank 0's phase and step count, written to ``folder/progress.json``."""
+
+    def __init__(self, folder: str | Path, clock: Callable[[], float] = time.monotonic,
+                 every_s: float = WRITE_EVERY_S) -> None:
+        self.path = Path(folder) / PROGRESS_FILE
+        self._clock = clock
+        self._every_s = every_s
+        self._phase = ""
+        self._steps = 0
+        self._phase_t0 = clock()
+        self._last_write = -float("inf")
+
+    def phase(self, name: str) -> None:
+        """A new phase begins: its step count starts at 0, and the file says so at once."""
+        self._phase, self._steps, self._phase_t0 = name, 0, self._clock()
+        self._write(self._phase_t0)
+
+    def counting(self, step: Callable[[], T]) -> Callable[[], T]:
+        """``step``, counted in the current phase."""
+        def counted() -> T:
+            out = step()
+            self._steps += 1
+            now = self._clock()
+            if now - self._last_write >= self._every_s:
+                self._write(now)
+            return out
+        return counted
+
+    def _write(self, now: float) -> None:
+        self._last_write = now
+        doc = {"phase": self._phase, "steps": self._steps,
+               "phase_s": round(now - self._phase_t0, 3), "time": time.time()}
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, self.path)  # a reader never sees half a file
+        except OSError:
+            pass  # progress is a courtesy: a full disk must not fail the measurement
+
+
+class NoProgress:
+    """What the ranks other than rank 0 (and a job without a folder) report: nothing."""
+
+    def phase(self, name: str) -> None:
+        pass
+
+    def counting(self, step: Callable[[], T]) -> Callable[[], T]:
+        return step
+
+
+def for_rank(job: dict[str, Any], rank: int) -> RankProgress | NoProgress:
+    """Rank 0 of a job with a folder reports; every other rank does not."""
+    folder = job.get("out_dir")
+    return RankProgress(folder) if rank == 0 and folder else NoProgress()
+
+
+def read_progress(folder: str | Path) -> dict[str, Any] | None:
+    """Rank 0's last report in ``folder``; None before its first or if it cannot be read."""
+    try:
+        doc = json.loads((Path(folder) / PROGRESS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def describe(doc: dict[str, Any] | None, now: float | None = None) -> str:
+    """One line for a progress display: ``"rank 0: window, step 12 (2.01 s a step)"``.
+
+    Seconds a step are the phase's time over its steps; the phase's age is counted up to
+    ``now`` (wall clock) from the report's time, so a step that takes long still shows time
+    passing."""
+    if not doc or not doc.get("phase"):
+        return "starting the ranks"
+    phase, steps = str(doc["phase"]), int(doc.get("steps") or 0)
+    since = float(doc.get("phase_s") or 0.0)
+    if now is not None and doc.get("time"):
+        since += max(0.0, now - float(doc["time"]))
+    text = f"rank 0: {phase}"
+    if steps:
+        text += f", step {steps} ({float(doc.get('phase_s') or 0.0) / steps:.2f} s a step)"
+    return text + f", {_clock(since)} in it"
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 60}:{s % 60:02d}"
