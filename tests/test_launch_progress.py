@@ -18,21 +18,35 @@ class FakeClock:
         return self.t
 
 
-def test_a_phase_is_written_at_once_and_steps_at_most_once_a_second(tmp_path):
+def test_a_phase_is_written_at_once_and_steps_when_flushed(tmp_path):
     clock = FakeClock()
-    rp = progress.RankProgress(tmp_path, clock=clock)
+    rp = progress.RankProgress(tmp_path, clock=clock, thread=False)
     rp.phase("warm-up")
     assert progress.read_progress(tmp_path)["phase"] == "warm-up"
     step = rp.counting(lambda: "out")
     clock.t += 0.4
     assert step() == "out"                      # the step's own result comes back
-    assert progress.read_progress(tmp_path)["steps"] == 0   # 0.4 s since the last write
+    assert progress.read_progress(tmp_path)["steps"] == 0   # a step never writes
     clock.t += 0.7
     step()
+    rp.flush()                                   # what the thread does once a second
     doc = progress.read_progress(tmp_path)
     assert (doc["steps"], doc["phase_s"]) == (2, 1.1)
     rp.phase("measured window")                  # a new phase counts from 0
     assert progress.read_progress(tmp_path)["steps"] == 0
+
+
+def test_the_thread_writes_the_steps(tmp_path):
+    import time
+    rp = progress.RankProgress(tmp_path, every_s=0.05)
+    rp.phase("measured window")
+    step = rp.counting(lambda: None)
+    for _ in range(3):
+        step()
+    deadline = time.monotonic() + 10
+    while progress.read_progress(tmp_path)["steps"] != 3:
+        assert time.monotonic() < deadline, "the thread never wrote the steps"
+        time.sleep(0.02)
 
 
 def test_the_line_the_parent_shows():
@@ -48,7 +62,7 @@ def test_an_unreadable_or_unwritable_progress_file_is_no_error(tmp_path):
     (tmp_path / progress.PROGRESS_FILE).write_text("{half")
     assert progress.read_progress(tmp_path) is None
     assert progress.read_progress(tmp_path / "missing") is None
-    rp = progress.RankProgress(tmp_path / "missing")   # a folder that is not there
+    rp = progress.RankProgress(tmp_path / "missing", thread=False)   # no such folder
     rp.phase("warm-up")                                 # progress must never fail a job
     assert rp.counting(lambda: 1)() == 1
 

@@ -4,67 +4,79 @@ A torchrun job is a set of processes the parent only waits on: without word from
 that compiles for a minute and then steps every 13 s (an 8B model whose optimizer runs on the
 CPU) shows a clock and nothing else for minutes. Rank 0 therefore keeps a small JSON file in the
 job's folder (:class:`RankProgress`): the phase it is in (building the model, the first step,
-warm-up, the measured window, the communication profile) and the steps of that phase. It
-rewrites the file at most once a second, atomically, and only on the host side between steps,
-so the window pays one clock read per step and one small write a second (well under 0.1% of
-any step that takes a second to report). The parent reads it (:func:`read_progress`) and
-renders one line (:func:`describe`).
+warm-up, the measured window, the communication profile) and the steps of that phase. A step
+pays one counter increment; a daemon thread rewrites the file, atomically, about once a second.
+The parent reads it (:func:`read_progress`) and renders one line (:func:`describe`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 PROGRESS_FILE = "progress.json"
-#: The most often rank 0 rewrites its file.
+#: How often rank 0's thread rewrites its file.
 WRITE_EVERY_S = 1.0
 
 T = TypeVar("T")
 
 
 class RankProgress:
-    """Rank 0's phase and step count, written to ``folder/progress.json``."""
+    """Rank 0's phase and step count, written to ``folder/progress.json``.
+
+    A phase change is written at once (between phases, outside any window); the steps are
+    counted by the wrapper :meth:`counting` (one increment a step) and written by a daemon
+    thread about once a second, so no step waits on the file system. ``thread=False`` leaves
+    the writing to :meth:`flush` (tests, with a fake clock)."""
 
     def __init__(self, folder: str | Path, clock: Callable[[], float] = time.monotonic,
-                 every_s: float = WRITE_EVERY_S) -> None:
+                 every_s: float = WRITE_EVERY_S, thread: bool = True) -> None:
         self.path = Path(folder) / PROGRESS_FILE
         self._clock = clock
-        self._every_s = every_s
         self._phase = ""
         self._steps = 0
         self._phase_t0 = clock()
-        self._last_write = -float("inf")
+        self._written: tuple[str, int] | None = None
+        if thread:
+            threading.Thread(target=self._keep_writing, args=(every_s,), daemon=True,
+                             name="dlbench-progress").start()
 
     def phase(self, name: str) -> None:
         """A new phase begins: its step count starts at 0, and the file says so at once."""
         self._phase, self._steps, self._phase_t0 = name, 0, self._clock()
-        self._write(self._phase_t0)
+        self.flush()
 
     def counting(self, step: Callable[[], T]) -> Callable[[], T]:
         """``step``, counted in the current phase."""
         def counted() -> T:
             out = step()
             self._steps += 1
-            now = self._clock()
-            if now - self._last_write >= self._every_s:
-                self._write(now)
             return out
         return counted
 
-    def _write(self, now: float) -> None:
-        self._last_write = now
-        doc = {"phase": self._phase, "steps": self._steps,
-               "phase_s": round(now - self._phase_t0, 3), "time": time.time()}
+    def flush(self) -> None:
+        """Write the phase and its steps now, if they changed since the last write."""
+        phase, steps = self._phase, self._steps
+        if (phase, steps) == self._written:
+            return
+        self._written = (phase, steps)
+        doc = {"phase": phase, "steps": steps, "phase_s": round(self._clock() - self._phase_t0, 3),
+               "time": time.time()}
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             tmp.write_text(json.dumps(doc))
             os.replace(tmp, self.path)  # a reader never sees half a file
         except OSError:
             pass  # progress is a courtesy: a full disk must not fail the measurement
+
+    def _keep_writing(self, every_s: float) -> None:
+        while True:
+            time.sleep(every_s)
+            self.flush()
 
 
 class NoProgress:
