@@ -82,3 +82,31 @@ def test_an_old_method_name_reads_under_its_new_name_with_its_old_key(old_store)
         "SELECT record_json FROM results WHERE id=?", (fb.id,)).fetchone()[0]
     fresh = ThroughputConfig.from_dict({**fb.config.to_dict(), "method": "fwd-bwd"})
     assert fresh.key() == fb.config.key()
+
+
+def test_a_scaling_record_from_its_ranks_reports():
+    """The job's record from its ranks' JSON: raw times in rank order whatever order the
+    reports came in, the slowest rank's clocks, rank 0's memory and loss; a rank's own
+    bookkeeping (ok, time) is not part of the measurement."""
+    from dlbench.records.scaling import ScalingConfig, ScalingRank, ScalingRecord
+    from dlbench.records.throughput import ThroughputConfig
+
+    def report(rank, steps, first, loss):
+        return {"rank": rank, "host": f"h{rank}", "ok": True, "time": 1.0 + rank,
+                "step_times_s": steps, "warmup_times_s": [0.5], "samples_per_step": 4,
+                "first_step_s": first, "build_s": 2.0 + rank, "window_wall_s": sum(steps),
+                "stop_reason": "converged", "unit": "tokens", "units_per_sample": 128,
+                "flops_per_sample": 10 if rank == 0 else None, "memory": {"peak": rank},
+                "final_loss": loss, "telemetry": None,
+                "comm_profile": {"steps": 3} if rank == 1 else None}
+    cfg = ScalingConfig(base=ThroughputConfig(model="tiny_mlp", batch_size=4, device="cpu"),
+                        gpus=2)
+    ranks = [ScalingRank.from_dict(report(1, [0.2, 0.3], 9.0, 2.0)),
+             ScalingRank.from_dict(report(0, [0.1, 0.1], 7.0, 1.0))]
+    rec = ScalingRecord.from_ranks(cfg, {}, ranks, {"X": "1"}, "gloo")
+    assert rec.rank_step_times_s == ((0.1, 0.1), (0.2, 0.3))
+    assert rec.rank_hosts == ("h0", "h1")
+    assert (rec.first_step_s, rec.build_s, rec.window_wall_s) == (9.0, 3.0, 0.5)
+    assert (rec.memory, rec.final_loss, rec.flops_per_sample) == ({"peak": 0}, 1.0, 10)
+    assert rec.rank_comm_profile == ({"steps": 3},)
+    assert rec.units_per_sample == 128 and rec.launch_env == {"X": "1"} and rec.ok

@@ -40,7 +40,7 @@ from dlbench.launch.interconnect import interconnect_env
 from dlbench.measure.nccl_tuning import UNKNOWN
 from dlbench.records.base import ErrorType
 from dlbench.records.comm import CommConfig, CommRecord
-from dlbench.records.scaling import ScalingConfig, ScalingRecord
+from dlbench.records.scaling import ScalingConfig, ScalingRank, ScalingRecord
 
 # How often torchrun's agent looks at its workers: a failed rank is noticed within this.
 MONITOR_INTERVAL_S = 0.2
@@ -231,21 +231,8 @@ class TorchrunLauncher:
         out = self.launch(job, nproc, cfg.interconnect,
                           {"OMP_NUM_THREADS": threads} if threads is not None else None)
         if out.results is not None and out.returncode == 0:
-            rs = sorted(out.results, key=lambda d: d["rank"])
-            slow = max(rs, key=lambda d: sum(d["step_times_s"]))
-            return ScalingRecord(
-                config=cfg, env=env, rank_step_times_s=tuple(tuple(d["step_times_s"]) for d in rs),
-                rank_warmup_times_s=tuple(tuple(d["warmup_times_s"]) for d in rs),
-                rank_samples_per_step=tuple(d["samples_per_step"] for d in rs),
-                rank_hosts=tuple(d["host"] for d in rs),
-                first_step_s=max(d["first_step_s"] for d in rs),
-                build_s=max(d["build_s"] for d in rs), window_wall_s=slow["window_wall_s"],
-                stop_reason=rs[0]["stop_reason"], unit=rs[0]["unit"],
-                units_per_sample=rs[0]["units_per_sample"],
-                flops_per_sample=rs[0]["flops_per_sample"], memory=rs[0]["memory"],
-                final_loss=rs[0]["final_loss"], launch_env=out.launch_env, backend=backend,
-                telemetry=rs[0].get("telemetry"),
-                rank_comm_profile=tuple(d["comm_profile"] for d in rs if d.get("comm_profile")))
+            ranks = [ScalingRank.from_dict(d) for d in out.results]
+            return ScalingRecord.from_ranks(cfg, env, ranks, out.launch_env, backend)
         rank, kind, msg = out.first_failure()
         errors = {str(r): d.get("error") or "" for r, d in out.rank_files.items() if not d.get("ok")}
         where = f"rank {rank}: " if rank is not None else ""

@@ -188,6 +188,45 @@ def scaling_efficiency(factor: float, gpus: int, base_gpus: int = 1) -> float:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ScalingRank:
+    """What one rank of a scaling job measured, as its worker reports it
+    (:func:`dlbench.workloads.scaling.measure_rank`); the job's ranks make one
+    :class:`ScalingRecord` (:meth:`ScalingRecord.from_ranks`)."""
+
+    rank: int
+    host: str
+    step_times_s: tuple[float, ...]
+    warmup_times_s: tuple[float, ...]
+    samples_per_step: int
+    first_step_s: float
+    build_s: float
+    window_wall_s: float
+    stop_reason: str | None
+    unit: str
+    units_per_sample: int
+    flops_per_sample: int | None           # rank 0 counts them; None on the others
+    memory: dict[str, int | None]
+    final_loss: float | None
+    telemetry: dict[str, Any] | None = None
+    comm_profile: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ScalingRank":
+        """From a rank's JSON (the fields above; the launcher's own keys, such as ``ok`` and
+        ``time``, are not the measurement's and are left out)."""
+        return cls(rank=int(d["rank"]), host=str(d["host"]),
+                   step_times_s=tuple(d["step_times_s"]),
+                   warmup_times_s=tuple(d["warmup_times_s"]),
+                   samples_per_step=int(d["samples_per_step"]),
+                   first_step_s=float(d["first_step_s"]), build_s=float(d["build_s"]),
+                   window_wall_s=float(d["window_wall_s"]), stop_reason=d.get("stop_reason"),
+                   unit=str(d["unit"]), units_per_sample=int(d["units_per_sample"]),
+                   flops_per_sample=d.get("flops_per_sample"), memory=dict(d.get("memory") or {}),
+                   final_loss=d.get("final_loss"), telemetry=d.get("telemetry"),
+                   comm_profile=d.get("comm_profile"))
+
+
+@dataclass(frozen=True, kw_only=True)
 class ScalingRecord(StepRateMixin, Record):
     """One scaling measurement (or its failure), with every rank's raw times.
 
@@ -227,6 +266,27 @@ class ScalingRecord(StepRateMixin, Record):
     # the rank measured none), ``source``, ``steps``, ``cost_s``
     # (dlbench.measure.comm_profile); () in records made before it existed.
     rank_comm_profile: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def from_ranks(cls, config: ScalingConfig, env: dict, ranks: "list[ScalingRank]",
+                   launch_env: dict[str, str], backend: str | None) -> "ScalingRecord":
+        """The job's record from its ranks' reports: every rank's raw times in rank order; the
+        slowest rank's first step, build and window clock; rank 0's memory, loss, FLOPs and
+        telemetry (its host's GPUs)."""
+        rs = sorted(ranks, key=lambda r: r.rank)
+        slow = max(rs, key=lambda r: math.fsum(r.step_times_s))
+        first = rs[0]
+        return cls(
+            config=config, env=env, rank_step_times_s=tuple(r.step_times_s for r in rs),
+            rank_warmup_times_s=tuple(r.warmup_times_s for r in rs),
+            rank_samples_per_step=tuple(r.samples_per_step for r in rs),
+            rank_hosts=tuple(r.host for r in rs),
+            first_step_s=max(r.first_step_s for r in rs), build_s=max(r.build_s for r in rs),
+            window_wall_s=slow.window_wall_s, stop_reason=first.stop_reason, unit=first.unit,
+            units_per_sample=first.units_per_sample, flops_per_sample=first.flops_per_sample,
+            memory=first.memory, final_loss=first.final_loss, launch_env=launch_env,
+            backend=backend, telemetry=first.telemetry,
+            rank_comm_profile=tuple(r.comm_profile for r in rs if r.comm_profile))
 
     def exposed_comm(self) -> ExposedSummary | None:
         """Exposed communication per step and its share of the profiled steps, over the ranks
