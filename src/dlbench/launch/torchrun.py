@@ -294,19 +294,7 @@ class TorchrunLauncher:
             what = dict(algorithm=nccl.get("algorithm") or UNKNOWN,
                         protocol=nccl.get("protocol") or UNKNOWN,
                         algorithm_note=nccl.get("note") if nccl else why)
-            errors = [f"rank {r}: {x['error']}" for r, x in enumerate(rows) if x.get("error")]
-            if errors:
-                records.append(CommRecord(config=c, env=env, status="error",
-                                          error_type=ErrorType.EXCEPTION, error="\n".join(errors),
-                                          count=row["count"], **common, **what))
-                continue
-            wrong = sum(x["wrong"] for x in rows)  # summed over ranks, as nccl-tests' #wrong
-            records.append(CommRecord(
-                config=c, env=env, status="ok" if wrong == 0 else "error",
-                error_type=None if wrong == 0 else "wrong_result",
-                error=None if wrong == 0 else f"{wrong} element(s) differ from the expected result",
-                rank_times_s=tuple(tuple(x["times_s"]) for x in rows), count=row["count"],
-                wrong=wrong, **common, **what))
+            records.append(CommRecord.from_ranks(c, env, rows, **common, **what))
         return records
 
     def _probe_comm(self, job: dict[str, Any], ranks_per_node: int, interconnect: str

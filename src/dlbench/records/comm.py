@@ -14,7 +14,7 @@ from dlbench.config import INTERCONNECT_PROFILES, ConfigError, choice
 from dlbench.measure.bandwidth import COMM_OPS, algbw, busbw_factor
 from dlbench.measure.nccl_tuning import UNKNOWN, busbw_comparable
 from dlbench.measure.stats import mean, percentile
-from dlbench.records.base import Record, asdict, config_key, known_fields
+from dlbench.records.base import ErrorType, Record, asdict, config_key, known_fields
 
 #: How the timed iterations are issued (``--timing``):
 #: ``eager``: one Python call per iteration, a CUDA event after each (nccl-tests' ``-I``);
@@ -129,6 +129,27 @@ class CommRecord(Record):
     algorithm_note: str | None = None
     nccl_version: str | None = None
     nccl_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_ranks(cls, config: CommConfig, env: dict, rows: "list[dict[str, Any]]",
+                   **job: Any) -> "CommRecord":
+        """One op at one size from every rank's row for it (rank order): its raw times, its
+        #wrong summed over the ranks (as nccl-tests' count), an error row where a rank raised
+        or a result was wrong. ``job`` holds what the job knows of all its rows (``launch_env``,
+        ``rank_hosts``, ``nccl_version``, ``nccl_env``, and what NCCL chose for this size:
+        ``algorithm``, ``protocol``, ``algorithm_note``)."""
+        count = rows[0]["count"]
+        errors = [f"rank {r}: {x['error']}" for r, x in enumerate(rows) if x.get("error")]
+        if errors:
+            return cls(config=config, env=env, status="error", error_type=ErrorType.EXCEPTION,
+                       error="\n".join(errors), count=count, **job)
+        wrong = sum(x["wrong"] for x in rows)
+        return cls(
+            config=config, env=env, status="ok" if wrong == 0 else "error",
+            error_type=None if wrong == 0 else "wrong_result",
+            error=None if wrong == 0 else f"{wrong} element(s) differ from the expected result",
+            rank_times_s=tuple(tuple(x["times_s"]) for x in rows), count=count, wrong=wrong,
+            **job)
 
     @property
     def time_s(self) -> float | None:
