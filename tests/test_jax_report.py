@@ -113,3 +113,41 @@ def test_gpt2_training_rows_say_the_attention_dropout_differs():
     infer = throughput_table([_rec("torch", 0.010, model="gpt2", mode="eval"),
                               _rec("jax", 0.009, model="gpt2", mode="eval")])
     assert "attention" not in dict(zip(infer.columns, infer.rows[0]))["flags"]
+
+
+def _row(table):
+    return dict(zip(table.columns, table.rows[0]))
+
+
+def test_a_jax_record_that_dropped_at_pytorchs_rates_is_not_flagged():
+    """A JAX record says what its step dropped (env.jax.dropout); at the PyTorch model's
+    config rates both sides did the same work, and the row says nothing of dropout."""
+    from dataclasses import replace
+    from dlbench.frameworks import dropout
+    jax = replace(_rec("jax", 0.009, model="gpt2"),
+                  env={"jax": {"dropout": dropout.applied("gpt2", "train")}})
+    row = _row(throughput_table([_rec("torch", 0.010, model="gpt2"), jax]))
+    assert "drops" not in row["flags"]
+    half = replace(jax, env={"jax": {"dropout": {"embedding": 0.1, "residual": 0.1}}})
+    flags = _row(throughput_table([_rec("torch", 0.010, model="gpt2"), half]))["flags"]
+    assert "PT drops attention probabilities (0.1), JAX does not" in flags
+    assert "predates" not in flags
+
+
+def test_a_jax_gpt2_record_from_before_the_rule_says_it_predates_it():
+    flags = _row(throughput_table([_rec("torch", 0.010, model="gpt2"),
+                                   _rec("jax", 0.009, model="gpt2")]))["flags"]
+    assert "attention probabilities" in flags and "predates equal dropout" in flags
+
+
+def test_the_view_states_the_dropout_rule_and_what_still_differs():
+    t = throughput_table([_rec("torch", 0.010, model="gpt2"), _rec("jax", 0.009, model="gpt2"),
+                          _rec("torch", 0.010, model="vgg16"), _rec("jax", 0.009, model="vgg16")])
+    rule = [n for n in t.notes if n.startswith("dropout:")]
+    assert len(rule) == 1
+    assert "gpt2 attention 0.1, embedding 0.1, residual 0.1" in rule[0]
+    assert "vgg16 classifier 0.5" in rule[0]
+    still = [n for n in t.notes if n.startswith("still differs between the sides")]
+    assert len(still) == 1
+    for what in ("Philox", "threefry", "attention kernel", "layout", "BatchNorm"):
+        assert what in still[0]

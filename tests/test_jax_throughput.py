@@ -98,6 +98,10 @@ def test_a_jax_window_on_the_cpu(model, mode, method):
     assert (rec.final_loss is None) == (mode == "eval")
     assert rec.env["jax"]["jax"] == jax.__version__ and rec.env["jax"]["xla_platform"] == "cpu"
     assert rec.env["jax"]["xla_python_client_preallocate"] == "false"
+    # What the step dropped, for the comparison view: the rule's rates (dlbench.frameworks.
+    # dropout; none for these tiny models, as for their PyTorch models).
+    from dlbench.frameworks import dropout
+    assert rec.env["jax"]["dropout"] == dropout.applied(model, mode) == {}
 
 
 def test_training_lowers_the_loss_on_its_fixed_batch():
@@ -139,3 +143,4 @@ def test_the_api_takes_the_framework(tmp_path):
                                      telemetry_interval_s=None, db=str(tmp_path / "a.db"))
     assert rec.ok and rec.config.framework == "jax" and rec.env["jax"]["flax"]
     assert dlbench.load(str(tmp_path / "a.db"))[0].config.framework == "jax"
+

@@ -13,6 +13,11 @@ Peak memory is what each framework's allocator reports (PyTorch ``max_memory_all
 ``memory_stats()['peak_bytes_in_use']``), with JAX's preallocation off
 (``XLA_PYTHON_CLIENT_PREALLOCATE=false``, which dlbench sets unless told otherwise): by
 default JAX takes 75% of the GPU's memory when it starts, and that block would read as the peak.
+
+Dropout is equal by rule (:mod:`dlbench.frameworks.dropout`): both training steps drop at the
+PyTorch model's config rates, inference at none; a note says so, a row whose sides dropped
+differently (a JAX record written before the rule: GPT-2's attention probabilities undropped)
+says what differs, and a note line lists what the rule cannot make equal.
 Reads records only.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Sequence
 
+from dlbench.frameworks import dropout
 from dlbench.measure.stats import across_processes
 from dlbench.records.base import repeat_groups
 from dlbench.report.cards import different_cards
@@ -134,19 +140,57 @@ def _flags(side: Sequence[Any]) -> str:
     return "; ".join(seen)
 
 
-def work_differs(model: str, mode: str) -> str | None:
-    """What the two sides of a pair compute differently, where they do (else None). GPT-2's
-    transformers config drops attention probabilities (attn_pdrop 0.1) in training, and PyTorch's
-    SDPA does it inside its fused kernel; the JAX twin's jax.nn.dot_product_attention has no
-    dropout, so in training the JAX side does a little less work."""
-    if mode == "train" and model.startswith("gpt2"):
-        return "PT drops attention probabilities (0.1), JAX does not"
-    return None
+#: Where each rate of :data:`dlbench.frameworks.dropout.RATES` drops, in a row's words.
+_DROPS = {"attention": "attention probabilities", "embedding": "embeddings",
+          "residual": "residual branches", "classifier": "classifier activations"}
+
+#: What equal dropout leaves different between the two sides' steps.
+STILL_DIFFERS_NOTE = (
+    "still differs between the sides: the dropout masks come from different generators "
+    "(PyTorch's Philox, drawn inside SDPA's fused kernel for attention; JAX's threefry through "
+    "jax.random, drawn by XLA ops of their own), so equal rates are equal work, not equal "
+    "numbers; the attention kernel (PyTorch's SDPA picks a fused one; JAX runs XLA's "
+    "einsum-softmax-einsum, jax.nn.dot_product_attention's default); the layout (PyTorch as; "
+    "JAX NHWC); BatchNorm statistics on more than one GPU (JAX's over the global batch, "
+    "PyTorch's per GPU); the initial weights (each framework's own generator, the same "
+    "distributions)")
+
+
+def work_differs(torch_side: Sequence[Any], jax_side: Sequence[Any]) -> str | None:
+    """What the two sides of a pair drop differently, where they do (else None): PyTorch's
+    step drops at its model's config rates in training; a JAX record says what its step dropped
+    (``env.jax.dropout``), and one written before the rule did not drop GPT-2's attention
+    probabilities (``jax.nn.dot_product_attention`` has no dropout), a little less work."""
+    t, j = dropout.of_torch(torch_side[0]), dropout.of_jax(jax_side[0])
+    if t is None or j is None or t == j:
+        return None
+    parts = []
+    for where in sorted(set(t) | set(j)):
+        a, b = t.get(where, 0.0), j.get(where, 0.0)
+        if a != b:
+            what = _DROPS.get(where, where)
+            parts.append(f"PT drops {what} ({a:g}), JAX does not" if not b else
+                         f"JAX drops {what} ({b:g}), PT does not" if not a else
+                         f"{what} dropped at {a:g} by PT, {b:g} by JAX")
+    old = any(dropout.predates_rule(r) for r in jax_side)
+    return "; ".join(parts) + (" (JAX record predates equal dropout)" if old else "")
+
+
+def dropout_note(models_modes: Sequence[tuple[str, str]]) -> str:
+    """The rule, with the rates of the table's training rows' models."""
+    seen: dict[str, str] = {}
+    for model, mode in models_modes:
+        if mode == "train" and model in dropout.RATES:
+            seen.setdefault(model, dropout.describe(dropout.RATES[model]))
+    rates = "; ".join(f"{m} {d}" for m, d in seen.items())
+    return ("dropout: both sides' training steps drop at the PyTorch model's own config rates, "
+            "at the same places" + (f" ({rates})" if rates else "") + "; inference drops "
+            "nothing; each JAX record says what its step dropped (env.jax.dropout)")
 
 
 def throughput_table(records: Sequence[Any]) -> Table | None:
     """PyTorch vs JAX per model, mode, precision, batch and GPU count; None without a pair."""
-    rows = []
+    rows, models_modes = [], []
     for rep, by in pairs(records):
         c = cfg_of(rep)
         t, j = by["torch"], by["jax"]
@@ -157,9 +201,10 @@ def throughput_table(records: Sequence[Any]) -> Table | None:
         if any(different_cards(a, b) for a in t for b in j):
             # Cards of one model differ by more than one process's interval (report.cards).
             notes.append("PT and JAX on different cards")
-        differs = work_differs(c.model, c.mode)
+        differs = work_differs(t, j)
         if differs:
             notes.append(differs)
+        models_modes.append((c.model, c.mode))
         rows.append((c.model, c.mode, c.precision, str(c.batch_size),
                      str(getattr(rep.config, "gpus", 1)), unit, torch_setting(t[0]),
                      _with_interval(t), _with_interval(j), f"{ratio:.2f}",
@@ -184,8 +229,10 @@ def throughput_table(records: Sequence[Any]) -> Table | None:
              "flags: as in the throughput table (noisy: the window ended before its interval "
              "target; throttled: the GPU slowed during it); 'different cards': the two sides "
              "ran on different cards of one GPU model, which differ by more than one "
-             "process's interval (dlbench gpus --cards); a row whose two sides compute "
-             "differently says what differs (GPT-2 training: attention dropout)")
+             "process's interval (dlbench gpus --cards); a row whose two sides dropped "
+             "differently says what differs (a JAX GPT-2 training record written before "
+             "equal dropout: attention probabilities not dropped)",
+             dropout_note(models_modes), STILL_DIFFERS_NOTE)
     return Table("PyTorch vs JAX, throughput", cols, tuple(rows), notes)
 
 

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 from dlbench import telemetry
+from dlbench.frameworks import dropout
 from dlbench.frameworks.jax import step as jstep  # sets XLA preallocation before jax starts
 from dlbench.frameworks.jax import versions
 from dlbench.frameworks.jax.models import get_jax_model
@@ -144,8 +145,11 @@ def measure(cfg, env: dict, clock: Callable[[], float] = time.perf_counter, flop
     spec = get_model(jm.torch_name)
     size = cfg.input_size or spec.input_size
     dtype = jstep.compute_dtype(cfg.precision)
+    # What this step drops (the PyTorch model's config rates in training, none in inference:
+    # dlbench.frameworks.dropout), so the comparison view can say both sides did the same work.
     env = {**env, "jax": {**versions(), "xla_python_client_preallocate":
-                          os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")}}
+                          os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
+                          "dropout": dropout.applied(cfg.model, cfg.mode)}}
     jdev, device = jax_device(cfg.device)
     sharding = replicated = None
     batch = cfg.batch_size

@@ -2,16 +2,19 @@
 
 Each twin has the PyTorch model's layers, widths and parameter count (``tests/test_jax_models``
 compares them), so the FLOPs counted on the PyTorch model (:mod:`dlbench.measure.flops`) are
-this model's too. Differences of layout or of a kernel choice, and one of work:
+this model's too. Differences of layout or of a kernel choice (the work is the same):
 
 - images are NHWC, XLA's native layout on GPUs (PyTorch's default is NCHW);
 - ``dtype`` is the compute dtype (bf16 for mixed precision) and parameters stay fp32, which
   is what PyTorch's autocast does;
-- attention is :func:`jax.nn.dot_product_attention` (cuDNN's fused kernel where XLA picks it),
-  as PyTorch's SDPA is; GPT-2's embedding and residual dropout (0.1, ``GPT2Config``'s) are
-  kept, its attention-probability dropout is not: ``jax.nn.dot_product_attention`` has none,
-  where PyTorch's SDPA drops probabilities inside its fused kernel (the comparison view says
-  so on GPT-2's training rows: :func:`dlbench.report.frameworks.work_differs`).
+- attention is :func:`jax.nn.dot_product_attention` (its default implementation is XLA's
+  einsum, softmax, einsum), where PyTorch's SDPA picks a fused kernel;
+- dropout follows :mod:`dlbench.frameworks.dropout`: in training the PyTorch model's config
+  rates at the same places (VGG-16's classifier; GPT-2's embedding, residual and attention
+  probabilities), in inference none. ``jax.nn.dot_product_attention`` has no dropout, so where
+  attention probabilities are dropped (GPT-2 in training, as PyTorch's SDPA does inside its
+  kernel) :func:`_attention` writes out that same XLA computation with the dropout between
+  softmax and the second einsum.
 
 Flax Linen, not NNX: a Linen model is a pure function of its parameter tree, which is what
 ``jax.jit`` with donated buffers wants, across every Flax version from 0.10 on; NNX's object
@@ -26,6 +29,8 @@ from typing import Any, Callable, Sequence
 import flax.linen as nn  # heavy: jax
 import jax  # heavy: jax
 import jax.numpy as jnp  # heavy: jax
+
+from dlbench.frameworks.dropout import RATES
 
 # torch's defaults, so both frameworks train the same model: BN momentum 0.1 (Flax counts the
 # other way), eps 1e-5; LayerNorm eps 1e-6 (torchvision ViT) and 1e-5 (GPT-2).
@@ -104,6 +109,7 @@ class ResNet(nn.Module):
 class VGG16(nn.Module):
     num_classes: int = 1000
     dtype: Any = jnp.float32
+    dropout: float = RATES["vgg16"]["classifier"]  # torchvision's classifier dropout
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -117,13 +123,34 @@ class VGG16(nn.Module):
         x = x.reshape(x.shape[0], -1)
         for _ in range(2):
             x = nn.relu(nn.Dense(4096, dtype=self.dtype)(x))
-            x = nn.Dropout(0.5, deterministic=not train)(x)
+            x = nn.Dropout(self.dropout, deterministic=not train)(x)
         return nn.Dense(self.num_classes, dtype=self.dtype)(x)
 
 
 # -- transformers: ViT-B/16 (torchvision) and GPT-2 small (transformers) ----------------------
+def _attention(q, k, v, causal: bool, drop: nn.Dropout | None):
+    """Multi-head attention over [B, T, heads, head_dim]. Without dropout it is
+    :func:`jax.nn.dot_product_attention`. With it (``drop``, in training), the computation that
+    function's default (XLA) implementation runs, the logits and softmax in fp32, with the
+    probabilities dropped before they weight the values, as PyTorch's SDPA does with
+    ``dropout_p``: the same work on both sides. Each element is dropped on its own (no
+    broadcast mask), as in PyTorch."""
+    if drop is None:
+        return jax.nn.dot_product_attention(q, k, v, is_causal=causal)
+    logits = jnp.einsum("bthd,bshd->bhts", q, k, preferred_element_type=jnp.float32)
+    logits = logits * (1.0 / q.shape[-1] ** 0.5)
+    if causal:
+        t, s = logits.shape[-2:]
+        keep = jnp.tril(jnp.ones((t, s), bool))
+        logits = jnp.where(keep, logits, jnp.finfo(jnp.float32).min)
+    probs = drop(jax.nn.softmax(logits, axis=-1).astype(v.dtype))
+    return jnp.einsum("bhts,bshd->bthd", probs, v)
+
+
 class _Block(nn.Module):
-    """Pre-LN transformer block: LN, multi-head attention, residual; LN, MLP (GELU), residual."""
+    """Pre-LN transformer block: LN, multi-head attention, residual; LN, MLP (GELU), residual.
+    ``dropout`` after the attention projection and after the MLP; ``attn_dropout`` on the
+    attention probabilities."""
 
     dim: int
     heads: int
@@ -133,6 +160,7 @@ class _Block(nn.Module):
     dropout: float
     dtype: Any
     tanh_gelu: bool = False  # GPT-2's GELU (tanh approximation); ViT's is exact
+    attn_dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x, train: bool):
@@ -140,7 +168,9 @@ class _Block(nn.Module):
         h = nn.LayerNorm(epsilon=self.eps, dtype=self.dtype)(x)
         qkv = nn.Dense(3 * d, dtype=self.dtype)(h).reshape(b, t, 3, self.heads, d // self.heads)
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-        a = jax.nn.dot_product_attention(q, k, v, is_causal=self.causal).reshape(b, t, d)
+        drop = (nn.Dropout(self.attn_dropout, deterministic=False)
+                if train and self.attn_dropout else None)
+        a = _attention(q, k, v, self.causal, drop).reshape(b, t, d)
         a = nn.Dense(d, dtype=self.dtype)(a)
         x = x + nn.Dropout(self.dropout, deterministic=not train)(a)
         h = nn.LayerNorm(epsilon=self.eps, dtype=self.dtype)(x)
@@ -181,10 +211,12 @@ class GPT2(nn.Module):
     dim: int = 768
     depth: int = 12
     heads: int = 12
-    dropout: float = 0.1
+    dropout: float = RATES["gpt2"]["residual"]  # GPT2Config's resid_pdrop
     dtype: Any = jnp.float32
     tied: bool = True  # GPT-2's lm head is the input embedding; tiny_gpt's is its own
     tanh_gelu: bool = True
+    attn_dropout: float = RATES["gpt2"]["attention"]  # GPT2Config's attn_pdrop
+    embd_dropout: float = RATES["gpt2"]["embedding"]  # GPT2Config's embd_pdrop
 
     @nn.compact
     def __call__(self, ids, train: bool = True):
@@ -193,10 +225,10 @@ class GPT2(nn.Module):
         wpe = nn.Embed(self.positions, self.dim, embedding_init=nn.initializers.normal(0.02),
                        dtype=self.dtype)
         x = wte(ids) + wpe(jnp.arange(ids.shape[1]))[None]
-        x = nn.Dropout(self.dropout, deterministic=not train)(x)
+        x = nn.Dropout(self.embd_dropout, deterministic=not train)(x)
         for _ in range(self.depth):
             x = _Block(self.dim, self.heads, 4 * self.dim, 1e-5, True, self.dropout,
-                       self.dtype, self.tanh_gelu)(x, train)
+                       self.dtype, self.tanh_gelu, self.attn_dropout)(x, train)
         x = nn.LayerNorm(epsilon=1e-5, dtype=self.dtype)(x)
         if self.tied:
             return wte.attend(x)  # the lm head tied to the input embedding, as GPT-2's
@@ -246,7 +278,7 @@ JAX_MODELS: dict[str, JaxModel] = {m.name: m for m in (
     JaxModel("tiny_cnn", "image", _image(TinyCNN), "tiny_cnn"),
     JaxModel("tiny_gpt", "text", lambda dtype, size, vocab: GPT2(
         vocab=vocab, positions=size, dim=32, depth=2, heads=2, dropout=0.0, dtype=dtype,
-        tied=False, tanh_gelu=False), "tiny_gpt"),
+        tied=False, tanh_gelu=False, attn_dropout=0.0, embd_dropout=0.0), "tiny_gpt"),
 )}
 
 #: dlbench train's models that have a JAX twin: name -> build(dtype, in_channels, classes).
