@@ -1,6 +1,7 @@
 """Statistics on known numbers."""
 
 import math
+import random
 
 import pytest
 
@@ -80,6 +81,66 @@ def test_method_by_window_length():
     long = stats.interval([1.0, 2.0] * 100)                                  # 200 steps
     assert long.method == stats.BATCH_MEANS and long.ess == 10 and long.df == 9
     assert stats.interval([1.0, 2.0] * 500).ess == stats.MAX_BLOCKS
+
+
+def test_ar1_floor_known_value():
+    # Runs of 4 ones and 4 twos, 24 steps: lag-1 autocorrelation 13/24; Kendall's correction
+    # gives phi = (24 * 13/24 + 1) / 21 = 2/3, AR(1) time (1 + phi) / (1 - phi) = 5, and 5 /
+    # (1 - 5/24) = 120/19 for the variance the window's own mean hides. Geyer's sum says less
+    # (25/12 at M = 1, 50/17 after its bias correction), so the floor wins; the degrees of
+    # freedom stay Geyer's: min(24 / (50/17) - 1, 24 / 3) = 7.16.
+    xs = ([1.0] * 4 + [2.0] * 4) * 3
+    assert stats.integrated_time(xs) == pytest.approx((25 / 12, 1))
+    assert stats.correlation_time(xs) == pytest.approx((120 / 19, 7.16))
+    iv = stats.interval(xs)
+    assert iv.ess == pytest.approx(24 / (120 / 19)) and iv.df == pytest.approx(7.16)
+    # below MIN_AR_STEPS the floor does not apply: 16 steps of the same runs
+    short = ([1.0] * 4 + [2.0] * 4) * 2
+    tau, lag = stats.integrated_time(short)
+    assert stats.correlation_time(short)[0] == pytest.approx(
+        tau / (1 - min((2 * max(lag, 3) + 1) / 16, 0.5)))
+
+
+def test_a_window_too_short_for_its_correlation_counts_as_one_step():
+    # Ten steps at one level, then ten at another: the lag-1 correlation (17/20) puts the AR(1)
+    # time beyond half the window, so the window is one effective step and its interval a t
+    # quantile (1 degree of freedom here) times the steps' own standard deviation.
+    xs = [1.0] * 10 + [2.0] * 10
+    iv = stats.interval(xs)
+    assert iv.method == stats.ESS and iv.ess == 1.0 and iv.df == 1.0
+    assert iv.halfwidth == pytest.approx(12.7062047 * stats.stdev(xs), rel=1e-6)
+
+
+def test_batches_follow_the_correlation_time():
+    # 400 steps in runs of 20 (a slow square wave): tau is about 20, so batches of 10 tau leave
+    # room for 2, not 10: the ESS interval. The same steps alternating every step: 20 batches.
+    slow = ([1.0] * 20 + [2.0] * 20) * 10
+    assert stats.interval(slow).method == stats.ESS
+    fast = [1.0, 2.0] * 200
+    assert stats.interval(fast).method == stats.BATCH_MEANS and stats.interval(fast).ess == 20
+
+
+def test_long_windows_estimate_tau_on_group_means(monkeypatch):
+    # Above MAX_TAU_POINTS steps Geyer's sum runs on at most that many group means: a random
+    # walk of 30,000 steps (its sum would otherwise run over thousands of lags, n products
+    # each) costs a few hundred thousand products, and is one effective step.
+    rng = random.Random(1)
+    walk, x = [], 0.0
+    for _ in range(30000):
+        x += rng.gauss(0.0, 1.0)
+        walk.append(100.0 + x)
+    products = []
+    counted = stats._autocovariance
+
+    def count(d, lag):
+        products.append(len(d) - lag)
+        return counted(d, lag)
+    monkeypatch.setattr(stats, "_autocovariance", count)
+    iv = stats.interval(walk)
+    assert sum(products) < 1_000_000
+    assert iv.method == stats.ESS and iv.ess == pytest.approx(1.0, abs=0.01)
+    # steps alternating around a level: the group means (pairs) are constant, tau is 1
+    assert stats.correlation_time([1.0, 2.0] * 1000)[0] == 1.0
 
 
 def test_across_processes_known_value():
