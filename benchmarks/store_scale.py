@@ -5,8 +5,10 @@ The store is made of real records: every record of a committed store (default
 results/pt2.14-cpu/dlbench.db.gz: CPU throughput and net records) copied over and over with new
 ids, run ids and times, in runs of ``--per-run`` results; every three runs share a tag
 (``sweep-K``, a resumed sweep). Each command runs as its own process (``python -m dlbench``,
-the same interpreter); its wall time and peak RSS (``os.wait4``'s ``ru_maxrss``) are measured.
-The store is generated once into ``--store`` and reused while it holds N results.
+the same interpreter); its wall time, CPU time and peak RSS (``os.wait4``'s ``ru_maxrss``: the
+largest one process's) are measured, CPU time including the worker processes a large export
+starts, and the peak RSS of the command and its workers together is sampled (``/proc``, every
+50 ms). The store is generated once into ``--store`` and reused while it holds N results.
 
     python benchmarks/store_scale.py [-n 100000] [--store /tmp/store-scale.db] [--out F.json]
     python benchmarks/store_scale.py --src /tmp/before/src   # another dlbench tree, same store
@@ -108,12 +110,31 @@ def count(store: Path) -> int:
         return -1
 
 
+def tree_rss_mb(pid: int) -> float:
+    """The resident memory of ``pid`` and of every process under it, together (MB; Linux
+    /proc; 0 where it cannot be read): an export's worker processes included."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return total / 1024
+
+
 def timed(argv: list[str], env: dict[str, str], timeout: float) -> dict:
-    """Run ``python -m dlbench ARGV``: wall seconds, peak RSS (MB) and exit code."""
+    """Run ``python -m dlbench ARGV``: wall seconds, CPU seconds (its worker processes
+    included), peak RSS (MB: of the largest process, from ``wait4``; and of the process with
+    its workers together, sampled every 50 ms) and exit code."""
     t0 = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-m", "dlbench", *argv], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = t0 + timeout
+    tree_peak, sampled = 0.0, 0.0
     while True:
         pid, status, usage = os.wait4(p.pid, os.WNOHANG)
         if pid:
@@ -122,13 +143,16 @@ def timed(argv: list[str], env: dict[str, str], timeout: float) -> dict:
             p.kill()
             pid, status, usage = os.wait4(p.pid, 0)
             break
+        if time.perf_counter() - sampled >= 0.05:
+            tree_peak, sampled = max(tree_peak, tree_rss_mb(p.pid)), time.perf_counter()
         time.sleep(0.01)
     wall = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
     err = p.stderr.read().decode(errors="replace") if p.stderr else ""
     return {"argv": ["dlbench", *argv], "wall_s": round(wall, 3),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "rc": p.returncode,
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "peak_tree_rss_mb": round(tree_peak, 1), "rc": p.returncode,
             "timed_out": wall > timeout, "stderr_tail": err[-300:]}
 
 
@@ -185,13 +209,15 @@ def main() -> int:
                 if p.is_file():
                     p.unlink()
         print(f"{name:5} {r['wall_s']:9.2f} s wall {r['cpu_s']:9.2f} s cpu "
-              f"{r['peak_rss_mb']:9.1f} MB  rc {r['rc']}"
+              f"{r['peak_rss_mb']:9.1f} MB ({r['peak_tree_rss_mb']:.1f} MB with its workers)"
+              f"  rc {r['rc']}"
               + (f"  {r['records_per_s']} records/s" if r.get("records_per_s") else "")
               + ("  TIMED OUT" if r["timed_out"] else ""), flush=True)
         if r.get("same_as"):
             o = r["same_as"]
             print(f"  --same-as {o['wall_s']:9.2f} s wall {o['cpu_s']:9.2f} s cpu "
-                  f"{o['peak_rss_mb']:9.1f} MB  rc {o['rc']}  {o['records_per_s']} records/s; "
+                  f"{o['peak_rss_mb']:9.1f} MB ({o['peak_tree_rss_mb']:.1f} MB with its workers)"
+                  f"  rc {o['rc']}  {o['records_per_s']} records/s; "
                   f"bytes {'identical' if o['identical'] else 'DIFFER: ' + str(o['differ'])}",
                   flush=True)
     shutil.rmtree(out_dir, ignore_errors=True)

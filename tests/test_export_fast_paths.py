@@ -136,3 +136,55 @@ def test_a_kept_summary_is_only_ever_that_of_the_same_step_times():
     ranks = ((1.0, 2.0, 3.0), (2.0, 2.0, 2.5))
     assert stats.aggregate(ranks, (4, 4)) == stats._aggregate(ranks, (4, 4), 0.95)
     assert stats.aggregate(ranks, (4, 4)) is stats.aggregate(ranks, (4, 4))
+
+
+# A plain document (a dict of string keys, JSON's own types within) is written by its shape's
+# template: its scalars in one call of the C encoder, its layout kept per shape. Keys and
+# strings holding "%" or control characters must come out as json.dumps writes them, at any
+# indent, and a kept template must serve a document of that shape whatever its scalars and the
+# lengths of its lists of scalars.
+PLAIN_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(), st.sampled_from(["%s", "%", "%(x)s", "\x00", "a\x00b", "\n", -0.0, 2 ** 70]))
+PLAIN_KEYS = st.one_of(st.text(), st.sampled_from(["%", "%s", "%%d", "\x00", "k\n"]))
+PLAIN = st.recursive(PLAIN_SCALARS, lambda inner: st.one_of(
+    st.lists(inner), st.lists(inner).map(tuple), st.dictionaries(PLAIN_KEYS, inner)),
+    max_leaves=40)
+
+
+def _varied(value):
+    """``value`` of the same shape with other scalars, each list of scalars one longer."""
+    if isinstance(value, dict):
+        return {k: _varied(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        out = [_varied(v) for v in value]
+        if value and all(type(v) in (str, int, float, bool, type(None)) for v in value):
+            out.append(0.1)
+        return out
+    if type(value) is bool:
+        return not value
+    if type(value) in (int, float):
+        return value * 3 + 1
+    if type(value) is str:
+        return value + "%\x01"
+    return value
+
+
+@hypothesis.settings(max_examples=400, deadline=None, derandomize=True)
+@hypothesis.given(st.dictionaries(PLAIN_KEYS, PLAIN), st.integers(0, 3))
+def test_a_plain_document_by_its_template_is_what_json_dumps_writes(doc, level):
+    for value in (doc, _varied(doc)):
+        want = json.dumps(value, indent=1).replace("\n", "\n" + " " * level)
+        assert export.dumps_indent1(value, level) == want
+
+
+def test_every_kinds_document_is_written_by_a_kept_template(records):
+    export._TEMPLATES.clear()
+    first = [export.json_element(r) for r in records]
+    kept = len(export._TEMPLATES)
+    assert 0 < kept <= len(records)
+    for r, text in zip(records, first):
+        assert export.json_element(r) == text == export.to_json([r])[2:-2], r.kind
+        doc = json.loads(text)
+        assert text == " " + json.dumps(doc, indent=1).replace("\n", "\n ")
+    assert len(export._TEMPLATES) == kept  # met again: nothing new made

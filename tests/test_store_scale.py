@@ -1,6 +1,7 @@
 """Reading a large store: ``results ls --results`` decodes only the rows it shows, exports are
-streamed a record at a time with the bytes the whole-list exporters write, and a FIFO or other
-special file is refused as a ``results merge`` source instead of hanging
+streamed with the bytes the whole-list exporters write (a large selection converted in worker
+processes, in order, with the warnings and errors of one process), and a FIFO or other special
+file is refused as a ``results merge`` source instead of hanging
 (docs/reliability.md#large-stores, benchmarks/store_scale.py)."""
 
 from __future__ import annotations
@@ -227,3 +228,139 @@ def test_a_regular_source_still_merges(big, tmp_path, capsys):
     with Store(target, readonly=True) as st:
         assert len(st.results(kind="throughput")) + len(st.results(kind="net")) == N
     assert "2000 result(s) added" in capsys.readouterr().err
+
+
+# -- exports over worker processes -------------------------------------------------------------
+# A selection of store_mod.PARALLEL_MIN rows or more is decoded and converted in forked workers
+# (Store.map_results); the bytes, the warnings and the errors are those of one process.
+
+@pytest.fixture
+def two_cpus(monkeypatch):
+    """Workers as on a machine of two CPUs, whatever this one has."""
+    monkeypatch.setattr(store_mod, "_usable_cpus", lambda: 2)
+
+
+@pytest.fixture(scope="module")
+def with_bad_rows(tmp_path_factory) -> tuple[Path, list[str]]:
+    """A store of 1,500 results and, spread over its chunks, four rows that cannot be read
+    (each stored just after a readable one, with its time): the store and their ids."""
+    db = tmp_path_factory.mktemp("bad") / "bad.db"
+    _bench().generate(_bench().TEMPLATE, db, 1500, PER_RUN)
+    bad = {"bad000000001": b"\xff\xfe not UTF-8", "bad000000002": '{"kind": "throughput"}',
+           "bad000000003": "[1, 2]", "bad000000004": "{not JSON"}
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT * FROM results ORDER BY rowid").fetchall()
+    for i, (rid, blob) in enumerate(bad.items()):
+        row = rows[100 + 350 * i]
+        con.execute("INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (rid, *row[1:11], blob))
+    con.commit()
+    con.close()
+    return db, list(bad)
+
+
+def test_workers_convert_in_order_and_name_each_unreadable_row_as_one_process_does(
+        with_bad_rows):
+    db, bad = with_bad_rows
+    got = {}
+    for workers in (1, 2):
+        said: list[str] = []
+        with Store(db, readonly=True, on_warning=said.append) as st:
+            got[workers] = (list(st.map_results(export.json_element, workers=workers)), said)
+    assert got[1] == got[2]
+    elements, said = got[2]
+    assert len(elements) == 1500
+    assert [w.split()[1] for w in said] == bad  # in stored order, once each
+    with Store(db, readonly=True, on_warning=lambda m: None) as st:
+        assert elements == [export.json_element(r) for r in st.stream_results()]
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_an_export_over_workers_is_the_bytes_of_one_process(with_bad_rows, tmp_path, fmt,
+                                                            monkeypatch, capsys):
+    db, bad = with_bad_rows
+    written = {}
+    for cpus in (1, 2):
+        monkeypatch.setattr(store_mod, "_usable_cpus", lambda: cpus)
+        out = tmp_path / str(cpus) / f"all.{fmt}"
+        out.parent.mkdir()
+        assert main(["results", "export", "--format", fmt, "-o", str(out), "--db", str(db)]) == 0
+        err = capsys.readouterr().err.replace(str(out.parent), "DIR")
+        written[cpus] = ({p.name: p.read_bytes() for p in out.parent.iterdir()}, err)
+    assert written[1] == written[2]
+    files, err = written[2]
+    assert sorted(files) == ([f"all.{fmt}"] if fmt == "json" else
+                             ["all-net.csv", "all-throughput.csv"])  # no temporary file left
+    assert all(err.count(rid) == 1 for rid in bad)
+    with Store(db, readonly=True, on_warning=lambda m: None) as st:
+        recs = st.results()
+    if fmt == "json":
+        assert files["all.json"].decode() == export.to_json(recs) + "\n"
+    else:
+        assert files["all-net.csv"].decode() == export.to_csv(recs, "net")
+
+
+def test_a_whole_store_export_over_workers_is_the_bytes_of_the_whole_list_exporter(
+        big, two_cpus, capsys):
+    with Store(big, readonly=True) as st:
+        recs = st.results()
+    assert main(["results", "export", "--db", str(big)]) == 0
+    assert capsys.readouterr().out == export.to_json(recs) + "\n"
+    assert main(["results", "export", "--format", "csv", "--kind", "throughput",
+                 "--db", str(big)]) == 0
+    assert capsys.readouterr().out == export.to_csv(recs, "throughput")
+
+
+def test_an_error_in_a_worker_is_raised_after_the_records_before_it(big):
+    with Store(big, readonly=True) as st:
+        ids = [r.id for r in st.stream_results()]
+        wrong = ids[1300]
+
+        def convert(r):
+            if r.id == wrong:
+                raise ValueError(f"cannot convert {r.id}")
+            return r.id
+
+        got = []
+        with pytest.raises(ValueError, match=f"cannot convert {wrong}") as info:
+            for rid in st.map_results(convert, workers=2):
+                got.append(rid)
+    assert got == ids[:1300]
+    assert "raise ValueError" in str(info.value.__cause__)  # the worker's traceback
+
+
+def test_workers_run_only_a_few_chunks_ahead(big, monkeypatch):
+    sent = []
+    chunks = store_mod._chunks
+
+    def counted(first, cur):
+        for chunk in chunks(first, cur):
+            sent.append(len(chunk))
+            yield chunk
+    monkeypatch.setattr(store_mod, "_chunks", counted)
+    with Store(big, readonly=True) as st:
+        it = st.map_results(lambda r: r.id, workers=2)
+        next(it)
+        assert len(sent) <= 2 * 2 + 1 and sum(sent) < N  # not the whole store
+        it.close()
+
+
+def test_a_small_selection_starts_no_worker(big, monkeypatch):
+    def refused(*args, **kwargs):
+        raise AssertionError("workers started")
+    monkeypatch.setattr(Store, "_map_in_workers", refused)
+    with Store(big, readonly=True) as st:
+        assert len(list(st.map_results(lambda r: r.id, tag="sweep-2", workers=2))) == 300
+        assert len(list(st.map_results(lambda r: r.id, workers=1))) == N
+
+
+def test_the_benchmark_counts_a_commands_memory_with_its_workers():
+    bench = _bench()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        alone = bench.tree_rss_mb(child.pid)
+        assert 0 < alone < bench.tree_rss_mb(os.getpid())  # this process and the child
+    finally:
+        child.kill()
+        child.wait()
+    assert bench.tree_rss_mb(child.pid) == 0  # gone: nothing to read

@@ -18,16 +18,22 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
+import pickle
+import signal
 import socket
 import sqlite3
 import stat
 import sys
 import tempfile
+import threading
 import time
+import traceback
 import types
 import typing
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Iterator
@@ -484,6 +490,63 @@ class Store:
         finally:
             cur.close()
 
+    def map_results(self, convert: Callable[[Any], T], run_id: str | None = None,
+                    kind: str | None = None, status: str | None = None,
+                    model: str | None = None, tag: str | None = None,
+                    workers: int | None = None) -> Iterator[T]:
+        """``convert(record)`` for each record of :meth:`stream_results`, in the same order and
+        with the same warnings, for a reader (an export) whose work per record is decoding and
+        converting it. A selection of :data:`PARALLEL_MIN` rows or more is decoded and converted
+        in ``workers`` processes (default: one per usable CPU, at most :data:`MAX_WORKERS`),
+        :data:`CHUNK` rows a task and at most two tasks a worker ahead of the caller, so memory
+        stays bounded; a smaller one, or one CPU, stays in this process. Workers are forked
+        (where the platform cannot fork, every selection stays here): they inherit ``convert``,
+        which may be any callable, and need import nothing; an exception it raises is raised
+        here, after the records before it."""
+        where, args = _where(run_id, kind, status, model, tag)
+        cur = self._db.execute(f"SELECT id, CAST(record_json AS BLOB) FROM results{where}"
+                               " ORDER BY created_at, rowid", args)
+        try:
+            rows = cur.fetchmany(PARALLEL_MIN)
+            n = min(_usable_cpus(), MAX_WORKERS) if workers is None else workers
+            if len(rows) == PARALLEL_MIN and n > 1 and hasattr(os, "fork"):
+                yield from self._map_in_workers(convert, _chunks(rows, cur), n)
+                return
+            while rows:  # small: starting processes would cost more than it saves
+                for record in self._decoded(rows):
+                    yield convert(record)
+                rows = cur.fetchmany(_BATCH)
+        finally:
+            cur.close()
+
+    def _map_in_workers(self, convert: Callable[[Any], T], chunks: Iterator[list],
+                        n: int) -> Iterator[T]:
+        """:meth:`map_results` over ``n`` forked workers: chunks go out in order and their
+        results are taken back in that order, each worker kept two chunks ahead. A worker
+        that dies (killed, out of memory) raises BrokenProcessPool here rather than leaving
+        its chunk awaited for ever."""
+        import multiprocessing  # heavy: only a large export starts workers; others need not
+        from concurrent.futures import ProcessPoolExecutor  # heavy: as multiprocessing
+
+        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_work_init, initargs=(convert, os.getpid()))
+        try:
+            pending = deque(pool.submit(_work, c) for c in itertools.islice(chunks, 2 * n))
+            while pending:
+                done, exc = pending.popleft().result()
+                more = next(chunks, None)
+                if more is not None:  # sent before this chunk is handed on: no worker idles
+                    pending.append(pool.submit(_work, more))
+                for ok, item in done:
+                    if ok:
+                        yield item
+                    else:
+                        self._skip_reason(*item)
+                if exc is not None:
+                    raise exc
+        finally:  # on an error or Ctrl-C, the chunks not started are dropped, not converted
+            pool.shutdown(wait=False, cancel_futures=True)
+
     def last_results(self, limit: int, run_id: str | None = None) -> list[Any]:
         """The last ``limit`` readable records (all of them: 0), in stored order, as
         ``results(run_id=...)[-limit:]``; only the rows it returns, and the unreadable ones met
@@ -520,10 +583,12 @@ class Store:
                 self._skip(rid, exc)
 
     def _skip(self, rid: str, exc: Exception) -> None:
+        self._skip_reason(rid, _reason(exc))
+
+    def _skip_reason(self, rid: str, reason: str) -> None:
         if rid not in self._warned:  # once per row, however many queries meet it
             self._warned.add(rid)
-            self.warn(f"result {rid} in {self.path} cannot be read and is skipped "
-                      f"({_reason(exc)})")
+            self.warn(f"result {rid} in {self.path} cannot be read and is skipped ({reason})")
 
     def get(self, ref: str) -> Any:
         """One result by id or unique id prefix (a prefix, not a LIKE pattern)."""
@@ -682,6 +747,111 @@ class Store:
 
 #: Rows fetched at a time by the readers that stream (:meth:`Store.stream_results`).
 _BATCH = 256
+
+#: Rows a worker of :meth:`Store.map_results` decodes and converts per task, and the rows a
+#: selection needs before workers are started (forking them takes a few milliseconds; a
+#: thousand records take a few tenths of a second).
+CHUNK = 256
+PARALLEL_MIN = 1024
+#: Beyond a few workers the parent, which writes every record, is what bounds an export; and
+#: each worker holds some 40 MB.
+MAX_WORKERS = 8
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, where the platform tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _chunks(first: list, cur: sqlite3.Cursor) -> Iterator[list[tuple[str, bytes]]]:
+    """The rows of ``first`` and then of ``cur``, :data:`CHUNK` at a time, as plain tuples
+    (what a worker is sent must pickle; a ``sqlite3.Row`` does not)."""
+    rows = first
+    while rows:
+        for i in range(0, len(rows), CHUNK):
+            yield [(rid, blob) for rid, blob in rows[i:i + CHUNK]]
+        rows = cur.fetchmany(CHUNK)
+
+
+#: What a worker of :meth:`Store.map_results` does to each record it decodes.
+_CONVERT: Callable[[Any], Any] | None = None
+
+
+def _work_init(convert: Callable[[Any], Any], parent: int) -> None:
+    """A worker's start: it keeps ``convert``, leaves Ctrl-C (sent to the whole process group)
+    to the parent, which stops the pool, takes back the default SIGTERM and SIGHUP (the
+    parent's handlers, inherited, would turn them into a KeyboardInterrupt and its
+    traceback), and ends itself if the parent dies without stopping it (SIGKILL)."""
+    global _CONVERT
+    _CONVERT = convert
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True,
+                     name="exit-with-parent").start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Wait for this worker to lose its parent, then end it: a worker waiting for chunks would
+    otherwise wait for ever (each holds the queue open for the others)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _work(rows: list[tuple[str, bytes]]) -> tuple[list[tuple[bool, Any]], Exception | None]:
+    """A worker's task: per row, ``(True, convert(record))``, or ``(False, (id, reason))`` for a
+    row that cannot be read (the parent names it, as :meth:`Store._skip` does); an exception of
+    ``convert`` ends the chunk and comes back beside the rows before it, with its traceback."""
+    out: list[tuple[bool, Any]] = []
+    for rid, blob in rows:
+        try:
+            record = _parse(blob)
+        except Exception as exc:  # noqa: BLE001 - any unreadable row is skipped, and named
+            out.append((False, (rid, _reason(exc))))
+            continue
+        try:
+            out.append((True, _CONVERT(record)))
+        except Exception as exc:  # noqa: BLE001 - raised again in the parent, in its place
+            return out, _sendable(exc)
+    return out, None
+
+
+class WorkerTraceback(Exception):
+    """Where a worker of :meth:`Store.map_results` raised the exception it is the cause of."""
+
+    def __str__(self) -> str:
+        return "\n" + self.args[0]
+
+
+class _Raised:
+    """An exception of a worker on its way to the parent, which unpickles it as the exception
+    itself with the worker's traceback as its cause (pickling keeps no cause)."""
+
+    def __init__(self, exc: Exception, where: str) -> None:
+        self.exc, self.where = exc, where
+
+    def __reduce__(self) -> tuple:
+        return _with_cause, (self.exc, self.where)
+
+
+def _with_cause(exc: Exception, where: str) -> Exception:
+    exc.__cause__ = WorkerTraceback(where)
+    return exc
+
+
+def _sendable(exc: Exception) -> Any:
+    """``exc`` as a worker sends it: the parent gets it with the worker's traceback as its
+    cause, or, where it cannot be pickled, a RuntimeError saying what it was."""
+    where = "".join(traceback.format_exception(exc))
+    try:
+        pickle.dumps(exc)
+    except Exception:  # noqa: BLE001 - whatever stops pickling, the message still goes
+        exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+    return _Raised(exc, where)
 
 
 def _where(run_id: str | None, kind: str | None, status: str | None, model: str | None,

@@ -9,7 +9,9 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from dlbench import env as envmod
 from dlbench.commands.common import (
@@ -294,14 +296,15 @@ def _seconds(t: float | None) -> str:
 
 
 def _results_export(args: argparse.Namespace, store: Store) -> int:
-    """Records are read, converted and written one at a time (:meth:`Store.stream_results`):
-    memory stays that of one record, whatever the store's size; the bytes are those of
-    ``export.to_json`` / ``export.to_csv`` over the whole selection."""
+    """Records are read, converted and written as they come (:meth:`Store.map_results`, which
+    converts a large selection in worker processes, in order): memory stays that of a few
+    chunks of records, whatever the store's size; the bytes are those of ``export.to_json`` /
+    ``export.to_csv`` over the whole selection."""
     run_id = None if args.run == "all" else store.resolve_run(args.run)
     rows = dict(run_id=run_id, tag=args.tag, kind=args.kind)
     if args.format == "json":
         with _Sink(args, args.output) as sink:
-            for chunk in _json_chunks(store.stream_results(**rows), sink):
+            for chunk in _json_chunks(store.map_results(export.json_element, **rows), sink):
                 sink.write(chunk)
         return EXIT_OK
     # the kinds come from the kind column: deciding the files decodes nothing
@@ -320,10 +323,12 @@ def _results_export(args: argparse.Namespace, store: Store) -> int:
             sinks[k] = _Sink(args, p)
         for k in kinds:
             sinks[k].write(export.to_csv([], k))  # the header
-        for r in store.stream_results(**rows):  # one pass, each record to its kind's file
-            if r.kind in sinks:
-                sinks[r.kind].write(export.csv_row(r))
-                sinks[r.kind].count += 1
+        # one pass, each record to its kind's file
+        for row in store.map_results(partial(_csv_item, frozenset(sinks)), **rows):
+            if row is not None:
+                kind, text = row
+                sinks[kind].write(text)
+                sinks[kind].count += 1
     except BaseException:
         for sink in sinks.values():
             sink.abandon()
@@ -333,13 +338,19 @@ def _results_export(args: argparse.Namespace, store: Store) -> int:
     return EXIT_OK
 
 
-def _json_chunks(records: Iterable, sink: "_Sink"):
-    """``export.to_json(records) + "\n"`` in pieces, one record at a time: an array of
-    ``json.dumps(..., indent=1)``, so each element is the record's own document indented once."""
+def _csv_item(kinds: frozenset[str], r: Any) -> tuple[str, str] | None:
+    """(kind, CSV row) of a record of one of ``kinds``; None for another."""
+    return (r.kind, export.csv_row(r)) if r.kind in kinds else None
+
+
+def _json_chunks(elements: Iterable[str], sink: "_Sink"):
+    """``export.to_json(records) + "\n"`` in pieces, from each record's element
+    (``export.json_element``): an array of ``json.dumps(..., indent=1)``, so each element is the
+    record's own document indented once."""
     first = True
-    for r in records:
-        one = export.to_json([r])  # "[\n" + the element + "\n]"
-        yield ("[\n" if first else ",\n") + one[2:-2]
+    for element in elements:
+        yield "[\n" if first else ",\n"
+        yield element
         first = False
         sink.count += 1
     yield "[]\n" if first else "\n]\n"
