@@ -16,6 +16,7 @@ import pytest
 from markdown_it import MarkdownIt
 from rich.console import Console
 
+from dlbench.store import RunInfo
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report import export, terminal
 from dlbench.report import html as report_html
@@ -248,7 +249,7 @@ def test_table_markdown_escapes_data():
 
 def test_markdown_report_of_hostile_strings():
     recs = [_record(), _failed(f"boom {IMAGE} {SCRIPT}")]
-    runs = [report_html.RunMeta(run_id="run-hostile", command=f"dlbench throughput {LINK} | x",
+    runs = [RunInfo(run_id="run-hostile", command=f"dlbench throughput {LINK} | x",
                                 tag=HOSTILE, device=f"dev {AUTOLINK}")]
     md = report_html.render_markdown(recs, runs, title=f"{IMAGE} {SCRIPT} {LINK}")
     assert _live(md) == []
@@ -264,7 +265,7 @@ def test_markdown_report_of_hostile_strings():
 def test_html_report_escapes_hostile_strings():
     # (no control character in the model name: the charts draw it, and fonts have no ESC glyph)
     recs = [_record(model=f"m{MARKUP}{IMAGE}{SCRIPT}"), _failed(f"boom {SCRIPT}")]
-    runs = [report_html.RunMeta(run_id="run-hostile", command=f"dlbench {SCRIPT}",
+    runs = [RunInfo(run_id="run-hostile", command=f"dlbench {SCRIPT}",
                                 tag=HOSTILE, device=SCRIPT)]
     text = report_html.render_html(recs, runs, title=f"{SCRIPT}{IMAGE}", source=SCRIPT)
     assert not re.search(r"<script\b", text, re.I)

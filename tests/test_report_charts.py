@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from dlbench.store import RunInfo
 from dlbench.records.maxbatch import MaxBatchConfig, MaxBatchRecord, Probe
 from dlbench.records.peak import PeakConfig, PeakRecord
 from dlbench.records.scaling import ScalingConfig, ScalingRecord
@@ -178,7 +179,7 @@ def test_page_is_self_contained_and_ids_unique(page):
 def test_user_text_is_escaped_in_titles_and_captions():
     evil_gpu = dict(H100, gpus=[{"name": "NVIDIA H100 80GB HBM3 <img src=x onerror=alert(1)>"}])
     recs = [thr(env=evil_gpu, telemetry=telemetry()), thr(batch=32, env=evil_gpu)]
-    runs = [report_html.RunMeta(run_id=RUN, command=COMMAND, tag=EVIL)]
+    runs = [RunInfo(run_id=RUN, command=COMMAND, tag=EVIL)]
     text = report_html.render_html(recs, runs, title=EVIL)
     assert "<img" not in text and "<script" not in text
     caps = captions(text)

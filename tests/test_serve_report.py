@@ -14,11 +14,12 @@ import pytest
 from fakes.serve_records import (every_column_records, failed_serve, serve_record,
                                  telemetry_record)
 
+from dlbench.store import RunInfo
 from dlbench.records import record_from_dict
 from dlbench.records.serve import ServeConfig
 from dlbench.report import compare as cmp
 from dlbench.report import export
-from dlbench.report.html import RunMeta, all_charts, render_html, render_markdown
+from dlbench.report.html import all_charts, render_html, render_markdown
 from dlbench.report.serve_tables import serve_tables
 from dlbench.report.tables import tables_for
 from dlbench.store import Store
@@ -100,7 +101,7 @@ def test_the_report_draws_the_latency_throughput_and_goodput_charts():
            [serve_record(None, r, ttft_s=0.1 * r) for r in (5.0, 10.0, 40.0)]
     for i, r in enumerate(recs):
         recs[i] = dataclasses.replace(r, run_id="run-serve")
-    runs = [RunMeta("run-serve", "dlbench serve --concurrency 1,4,16 --rate 5,10,40")]
+    runs = [RunInfo(run_id="run-serve", command="dlbench serve --concurrency 1,4,16 --rate 5,10,40")]
     charts = [c for c in all_charts(recs, runs) if "Serving" in c.title or "Goodput" in c.title]
     assert [c.title.split(" ")[0] for c in charts] == ["Serving", "Goodput"]
     assert all("<svg" in c.svg for c in charts) and charts[0].commands == (runs[0].command,)

@@ -9,6 +9,7 @@ import pytest
 import torch
 from fakes.datasets import mnist5k_dir
 
+from dlbench.store import RunInfo
 from dlbench.cli import main
 from dlbench.data import load_dataset
 from dlbench.measure.stats import percentile
@@ -113,7 +114,7 @@ def test_curves_chart_in_the_html_report(run, mnist5k):
     (chart,) = training_charts(recs, {"r1": "dlbench train --dataset mnist5k"})
     assert "tiny_mlp on mnist5k" in chart.title and "2 run(s)" in chart.title
     assert chart.svg.startswith("<svg") and chart.commands == ("dlbench train --dataset mnist5k",)
-    page = report_html.render_html(recs, [report_html.RunMeta("r1", "dlbench train")])
+    page = report_html.render_html(recs, [RunInfo(run_id="r1", command="dlbench train")])
     assert "against iteration and wall time" in page and "Time to train (MLPerf-style)" in page
     # the running mean: about 1% of the series per point, each point the mean of its window
     xs, ys = smooth(range(1000), [float(i) for i in range(1000)])

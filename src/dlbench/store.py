@@ -97,18 +97,21 @@ CREATE INDEX IF NOT EXISTS results_created ON results(created_at);
 """
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunInfo:
+    """A row of the store's ``runs`` table, with its results' and errors' counts; what the
+    reports show of a run (the defaults serve a report of runs made by hand)."""
+
     run_id: str
-    started_at: str
-    finished_at: str | None
-    status: str
     command: str
-    suite: str | None
-    tag: str | None
-    device: str | None
-    results: int
-    errors: int
+    started_at: str | None = None
+    finished_at: str | None = None
+    status: str | None = None
+    suite: str | None = None
+    tag: str | None = None
+    device: str | None = None
+    results: int = 0
+    errors: int = 0
 
 
 class StoreError(RuntimeError):

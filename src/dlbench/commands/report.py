@@ -86,17 +86,14 @@ def _report(args: argparse.Namespace, out: Path | None) -> int:
     if out is None:
         return EXIT_OK
     from dlbench.report import html as report_html  # heavy: matplotlib, torch
-    runs = [report_html.RunMeta(run_id=r.run_id, command=r.command, tag=r.tag, suite=r.suite,
-                                device=r.device, started_at=r.started_at, status=r.status)
-            for r in run_rows]
     if args.markdown:
-        text = report_html.render_markdown(records, runs, args.title)
+        text = report_html.render_markdown(records, run_rows, args.title)
     else:
-        text = report_html.render_html(records, runs, args.title, source=str(args.db),
+        text = report_html.render_html(records, run_rows, args.title, source=str(args.db),
                                        generated_at=utc_now())
     # whole or not at all; a missing directory is created, as it always was
     outfile.write_text(out, text, args.db, make_dirs=True)
     if not args.quiet:
-        terminal.stderr.print(f"wrote {out} ({len(records)} result(s), {len(runs)} run(s))",
+        terminal.stderr.print(f"wrote {out} ({len(records)} result(s), {len(run_rows)} run(s))",
                               markup=False, highlight=False)
     return EXIT_OK

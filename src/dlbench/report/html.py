@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from dlbench import env as envmod
@@ -24,6 +23,7 @@ from dlbench.report.charts.frameworks import framework_charts
 from dlbench.report.charts.serve import serve_charts
 from dlbench.report.table import Table, md_escape
 from dlbench.report.tuned_tables import lever_tables
+from dlbench.store import RunInfo
 from dlbench.suites import canonical
 
 _CSS = """
@@ -62,19 +62,6 @@ def table_html(t: Table) -> str:
             f'</tr></thead><tbody>{"".join(body)}</tbody></table>{notes}</div>')
 
 
-@dataclass(frozen=True)
-class RunMeta:
-    """What the report needs of a run (from the store's ``runs`` table)."""
-
-    run_id: str
-    command: str
-    tag: str | None = None
-    suite: str | None = None
-    device: str | None = None
-    started_at: str | None = None
-    status: str | None = None
-
-
 # -- tables ---------------------------------------------------------------------------------------
 
 def environment_tables(records: Sequence[Any]) -> list[Table]:
@@ -99,7 +86,7 @@ def environment_tables(records: Sequence[Any]) -> list[Table]:
     return out
 
 
-def run_table(runs: Sequence[RunMeta]) -> Table:
+def run_table(runs: Sequence[RunInfo]) -> Table:
     # A store written before the suites' renaming holds their old names: show today's.
     rows = tuple((r.run_id, r.started_at or "-", r.status or "-", canonical(r.suite) or "-",
                   r.tag or "-", r.device or "-", r.command) for r in runs)
@@ -130,7 +117,7 @@ CHART_BUILDERS: tuple[charts.Builder, ...] = (
 )
 
 
-def all_charts(records: Sequence[Any], runs: Sequence[RunMeta]) -> list[Chart]:
+def all_charts(records: Sequence[Any], runs: Sequence[RunInfo]) -> list[Chart]:
     """Every chart whose data the records hold, in :data:`CHART_BUILDERS` order."""
     commands = {r.run_id: r.command for r in runs}
     return [c for build in CHART_BUILDERS for c in build(records, commands)]
@@ -150,7 +137,7 @@ def _device(records: Sequence[Any]) -> str:
     return " / ".join(labels) or "?"
 
 
-def render_html(records: Sequence[Any], runs: Sequence[RunMeta], title: str = "dlbench report",
+def render_html(records: Sequence[Any], runs: Sequence[RunInfo], title: str = "dlbench report",
                 source: str | None = None, generated_at: str | None = None) -> str:
     """The whole report as one HTML document (no external resources, no scripts)."""
     device = _device(records)
@@ -180,7 +167,7 @@ def render_html(records: Sequence[Any], runs: Sequence[RunMeta], title: str = "d
             f"</body></html>\n")
 
 
-def render_markdown(records: Sequence[Any], runs: Sequence[RunMeta],
+def render_markdown(records: Sequence[Any], runs: Sequence[RunInfo],
                     title: str = "dlbench report") -> str:
     """The report's tables as Markdown (for a README or an issue); no charts."""
     device = _device(records)
