@@ -56,6 +56,8 @@ def test_the_line_the_parent_shows():
         "rank 0: measured window, step 4 (2.00 s a step), 0:11 in it"
     assert progress.describe({"phase": "building the model", "steps": 0, "phase_s": 75.0}) == \
         "rank 0: building the model, 1:15 in it"
+    # whatever the file holds, the launcher that waits on the job is never stopped by it
+    assert progress.describe({"phase": "warm-up", "steps": "many"}) == "running"
 
 
 def test_an_unreadable_or_unwritable_progress_file_is_no_error(tmp_path):

@@ -112,13 +112,16 @@ def describe(doc: dict[str, Any] | None, now: float | None = None) -> str:
     passing."""
     if not doc or not doc.get("phase"):
         return "starting the ranks"
-    phase, steps = str(doc["phase"]), int(doc.get("steps") or 0)
-    since = float(doc.get("phase_s") or 0.0)
-    if now is not None and doc.get("time"):
-        since += max(0.0, now - float(doc["time"]))
+    try:
+        phase, steps = str(doc["phase"]), int(doc.get("steps") or 0)
+        phase_s = float(doc.get("phase_s") or 0.0)
+        since = phase_s + (max(0.0, now - float(doc["time"]))
+                           if now is not None and doc.get("time") else 0.0)
+    except (TypeError, ValueError):  # a file that is not rank 0's: say nothing of it
+        return "running"
     text = f"rank 0: {phase}"
     if steps:
-        text += f", step {steps} ({float(doc.get('phase_s') or 0.0) / steps:.2f} s a step)"
+        text += f", step {steps} ({phase_s / steps:.2f} s a step)"
     return text + f", {_clock(since)} in it"
 
 
