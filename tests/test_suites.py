@@ -104,6 +104,30 @@ def test_the_default_gpu_suite_runs_every_config_in_several_processes():
     assert {(c.warmup_steps, c.warmup_seconds) for c in configs} == {(5, 1.0)}
 
 
+def test_the_cpu_suite_is_sized_for_two_cores():
+    # Every figure to a 5% interval in about two minutes on 2 cores: inputs and batches small
+    # enough for steps of 0.1-0.55 s on two idle cores (a window of 10 s or more then holds 20
+    # steps or more, which its interval needs), and caps that keep the windows, warm-up
+    # included, under two minutes where other jobs slow every step.
+    from dlbench.suites import CPU_LM_STOP, CPU_STOP
+    _, configs = suite_for("cpu", CPU)
+    assert [(c.model, c.mode, c.batch_size, c.input_size) for c in configs] == [
+        ("resnet50", "train", 8, 112), ("resnet50", "eval", 16, 112),
+        ("vit_b_16", "eval", 4, 112), ("bert-base", "train", 1, 64), ("gpt2", "train", 1, 64)]
+    assert {(c.precision, c.compile, c.method) for c in configs} == {("fp32", None, "standard")}
+    assert {c.stop for c in configs} == {CPU_STOP, CPU_LM_STOP}
+    for c in configs:
+        assert c.stop.target_rel_ci == 0.05   # the interval the suite promises, flagged if missed
+        assert c.stop.confidence == 0.95
+        # the minimum time, not the minimum of steps, sizes an idle window; a window of slow
+        # steps runs past its cap only until it has its 10
+        assert 10.0 <= c.stop.min_seconds < c.stop.max_seconds <= 25.0
+        assert 2 <= c.stop.min_steps <= 10
+        assert c.warmup_steps <= 2 and c.warmup_seconds <= 1.0
+    assert sum(c.stop.min_seconds + c.warmup_seconds for c in configs) <= 75.0     # idle
+    assert sum(c.stop.max_seconds + c.warmup_seconds for c in configs) <= 115.0    # capped
+
+
 def test_the_other_suites_run_one_process_per_config():
     assert {name: s.repeat for name, s in SUITES.items() if name != "default"} == {
         "cpu": 1, "classic-cnn": 1, "ms-per-batch": 1, "smoke": 1}
