@@ -29,7 +29,6 @@ figures the docs quote are checked against the committed JSON.
 """
 
 import functools
-import importlib.util
 import json
 import math
 import os
@@ -41,6 +40,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import cli
 
 from dlbench.measure import stats
 
@@ -184,12 +184,9 @@ COVERAGE_DIR = ROOT / "results" / "pt2.11-cu130-h100-80gb-hbm3" / "coverage"
 
 
 def _script():
-    # loaded by path under its own name: "coverage" is also the name of coverage.py the package
-    spec = importlib.util.spec_from_file_location("dlbench_coverage_script",
-                                                  ROOT / "benchmarks" / "coverage.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    # loaded by path under its own name ("benchmarks_coverage"): "coverage" is also the name of
+    # coverage.py the package
+    return cli.script("coverage")
 
 
 def test_the_coverage_experiment_runs_through_dlbench(tmp_path):

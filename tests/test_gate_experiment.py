@@ -5,7 +5,6 @@ and how one trial's sides are judged."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import statistics
@@ -14,6 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+
+from fakes import cli
 
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report import compare as cmp
@@ -25,11 +26,7 @@ GUIDE = ROOT / "docs" / "reports.md"
 
 @pytest.fixture(scope="module")
 def gate():
-    spec = importlib.util.spec_from_file_location("gate_experiment", ROOT / "benchmarks" /
-                                                  "gate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return cli.script("gate")
 
 
 # -- the published figures ------------------------------------------------------------------------

@@ -7,7 +7,6 @@ file is refused as a ``results merge`` source instead of hanging
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
 import os
 import sqlite3
@@ -17,6 +16,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from fakes import cli
 
 import dlbench.store as store_mod
 from dlbench.cli import main
@@ -29,11 +30,7 @@ PER_RUN = 100
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("store_scale",
-                                                  ROOT / "benchmarks" / "store_scale.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return cli.script("store_scale")
 
 
 @pytest.fixture(scope="module")
