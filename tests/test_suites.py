@@ -1,5 +1,7 @@
 """Suites are built for the device that is there."""
 
+from pathlib import Path
+
 import pytest
 
 from dlbench.config import ConfigError
@@ -126,6 +128,15 @@ def test_the_cpu_suite_is_sized_for_two_cores():
         assert c.warmup_steps <= 2 and c.warmup_seconds <= 1.0
     assert sum(c.stop.min_seconds + c.warmup_seconds for c in configs) <= 75.0     # idle
     assert sum(c.stop.max_seconds + c.warmup_seconds for c in configs) <= 115.0    # capped
+    # what the README and the throughput guide say of it is these sums
+    least = sum(c.stop.min_seconds + c.warmup_seconds for c in configs)
+    most = sum(c.stop.max_seconds + c.warmup_seconds for c in configs)
+    root = Path(__file__).resolve().parents[1]
+    readme = " ".join((root / "README.md").read_text().split())
+    guide = (root / "docs" / "throughput.md").read_text()
+    assert f"its windows and warm-ups {least:.0f} to {most:.0f} s in all" in readme
+    assert f"Its windows and warm-ups take {least:.0f} s at least and {most:.0f} s at most" in guide
+    assert "each figure to a 5% interval" in readme
 
 
 def test_the_other_suites_run_one_process_per_config():

@@ -12,11 +12,12 @@ The parent reads it (:func:`read_progress`) and renders one line (:func:`describ
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
+
+from dlbench.launch.rank import write_json
 
 PROGRESS_FILE = "progress.json"
 #: How often rank 0's thread rewrites its file.
@@ -66,10 +67,8 @@ class RankProgress:
         self._written = (phase, steps)
         doc = {"phase": phase, "steps": steps, "phase_s": round(self._clock() - self._phase_t0, 3),
                "time": time.time()}
-        tmp = self.path.with_name(self.path.name + ".tmp")
         try:
-            tmp.write_text(json.dumps(doc))
-            os.replace(tmp, self.path)  # a reader never sees half a file
+            write_json(self.path, doc)  # a reader never sees half a file
         except OSError:
             pass  # progress is a courtesy: a full disk must not fail the measurement
 

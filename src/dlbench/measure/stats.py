@@ -35,7 +35,7 @@ import itertools
 import math
 import operator
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 # A result whose relative standard deviation reaches this is flagged noisy (pyperf warns at 10%).
 NOISY_CV = 0.10
@@ -430,8 +430,26 @@ class Summary:
         return self.cv >= NOISY_CV
 
 
-#: The last few summaries of :func:`summarize`, with the very arguments they came from.
-_RECENT: list[tuple[tuple[float, ...], int, float, Summary]] = []
+#: The last few summaries of :func:`summarize` and :func:`aggregate`, with the very arguments
+#: they came from (see :func:`_remembered`).
+_RECENT: list[tuple[tuple, tuple, Summary]] = []
+_RECENT_AGGREGATES: list[tuple[tuple, tuple, Summary]] = []
+_REMEMBERED = 4
+
+
+def _remembered(cache: list[tuple[tuple, tuple, Summary]], same: tuple, equal: tuple,
+                compute: Callable[[], Summary]) -> Summary:
+    """``compute()``, or the summary ``cache`` kept for the very objects ``same`` (compared by
+    identity: tuples, which cannot change, so a large window is never compared element by
+    element) and the values ``equal`` (compared by type and value)."""
+    for s_key, e_key, s in cache:
+        if all(a is b for a, b in zip(s_key, same)) and all(
+                type(a) is type(b) and a == b for a, b in zip(e_key, equal)):
+            return s
+    s = compute()
+    cache.insert(0, (same, equal, s))
+    del cache[_REMEMBERED:]
+    return s
 
 
 def summarize(step_times: Sequence[float], samples_per_step: int,
@@ -442,15 +460,8 @@ def summarize(step_times: Sequence[float], samples_per_step: int,
     the last few are kept, keyed on the identity of the step times, which a tuple (what a
     record holds) cannot change, so an export computes a record's summary once."""
     if type(step_times) is tuple:
-        for times, per_step, conf, s in _RECENT:
-            if (times is step_times and type(per_step) is type(samples_per_step)
-                    and per_step == samples_per_step and type(conf) is type(confidence)
-                    and conf == confidence):
-                return s
-        s = _summarize(step_times, samples_per_step, confidence)
-        _RECENT.insert(0, (step_times, samples_per_step, confidence, s))
-        del _RECENT[4:]
-        return s
+        return _remembered(_RECENT, (step_times,), (samples_per_step, confidence),
+                           lambda: _summarize(step_times, samples_per_step, confidence))
     return _summarize(step_times, samples_per_step, confidence)
 
 
@@ -500,18 +511,10 @@ def aggregate(rank_step_times: Sequence[Sequence[float]], rank_samples_per_step:
     """
     if (type(rank_step_times) is tuple and type(rank_samples_per_step) is tuple
             and all(type(t) is tuple for t in rank_step_times)):
-        for times, per_step, conf, s in _RECENT_AGGREGATES:
-            if (times is rank_step_times and per_step is rank_samples_per_step
-                    and type(conf) is type(confidence) and conf == confidence):
-                return s
-        s = _aggregate(rank_step_times, rank_samples_per_step, confidence)
-        _RECENT_AGGREGATES.insert(0, (rank_step_times, rank_samples_per_step, confidence, s))
-        del _RECENT_AGGREGATES[4:]
-        return s
+        return _remembered(_RECENT_AGGREGATES, (rank_step_times, rank_samples_per_step),
+                           (confidence,),
+                           lambda: _aggregate(rank_step_times, rank_samples_per_step, confidence))
     return _aggregate(rank_step_times, rank_samples_per_step, confidence)
-
-
-_RECENT_AGGREGATES: list[tuple[tuple, tuple, float, Summary]] = []
 
 
 def _aggregate(rank_step_times: Sequence[Sequence[float]], rank_samples_per_step: Sequence[int],

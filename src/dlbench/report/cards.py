@@ -64,36 +64,31 @@ def card_uuids(r: Any) -> tuple[str, ...]:
     return tuple(str(gpus[i].get("uuid")) for i in used if i < len(gpus) and gpus[i].get("uuid"))
 
 
-def own_host_peaks(r: Any, peak_records: Sequence[Any]) -> list[Any]:
+def _on_own_cards(r: Any, peak_records: Sequence[Any]) -> list[Any]:
     """Of ``peak_records``, those that measured one of the cards ``r`` ran on (a peak run
-    measures its host's first visible GPU); every one of them where none did (older records
-    without UUIDs, or a store whose peak ran on another host), so that the caller's
-    device-model lookup decides as before. Cards of one model differ by about 2%: a ceiling
-    from another host's card would move a result's measured MFU by as much."""
+    measures its host's first visible GPU)."""
     mine = set(card_uuids(r))
-    own = [p for p in peak_records
-           if getattr(p, "kind", None) == "peak" and mine and card_uuids(p)[:1]
-           and card_uuids(p)[0] in mine]
-    return own or list(peak_records)
+    return [p for p in peak_records
+            if getattr(p, "kind", None) == "peak" and mine and card_uuids(p)[:1]
+            and card_uuids(p)[0] in mine]
 
 
 def own_card_peaks(r: Any, peak_records: Sequence[Any]) -> dict[str, dict[str, float]]:
-    """:func:`measured_peaks` for ``r``, keyed by ``r``'s own device key.
+    """:func:`measured_peaks` for ``r``: the latest matmul ceiling measured on one of its own
+    cards, filed under ``r``'s device key; else, by device key, the latest of each GPU model.
 
     A peak run keys its ceiling by the label of the host it saw (``4x NVIDIA H100 ...`` with
     every card visible), which differs from the label of a run limited to some of the cards
-    (``2x ...`` under ``CUDA_VISIBLE_DEVICES``); where the ceiling was measured on one of ``r``'s
-    own cards, it is that card's whatever the label, so it is filed under ``r``'s key."""
-    own = own_host_peaks(r, peak_records)
-    peaks = measured_peaks(own)
-    key = device_key(r.env or {})
-    mine = set(card_uuids(r))
-    by_uuid = [p for p in own if mine and card_uuids(p)[:1] and card_uuids(p)[0] in mine]
-    if key not in peaks and by_uuid:
-        latest = measured_peaks(by_uuid)
-        last = device_key(by_uuid[-1].env or {})
-        peaks[key] = latest.get(last) or next(iter(latest.values()), {})
-    return peaks
+    (``2x ...`` under ``CUDA_VISIBLE_DEVICES``); measured on one of ``r``'s own cards, the
+    ceiling is that card's whatever the label. Cards of one model differ by about 2%: a
+    ceiling from another card would move a result's measured MFU by as much; the model's is
+    the fallback for records without UUIDs or a store whose peak ran on another host."""
+    mine = [p for p in _on_own_cards(r, peak_records)
+            if p.config.verb == "matmul" and p.ok]
+    if not mine:
+        return measured_peaks(peak_records)
+    latest = measured_peaks(mine)[device_key(mine[-1].env or {})]
+    return {device_key(r.env or {}): latest}
 
 
 def card_model(r: Any) -> str | None:

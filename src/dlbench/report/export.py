@@ -1135,8 +1135,8 @@ def dumps_indent1(o: Any, level: int = 0) -> str:
 # share their layout (keys, nesting) and differ in their scalars and the lengths of their raw
 # samples, so a document is encoded as (1) its shape, found in one walk that also collects its
 # scalars in the order they are written, (2) those scalars in ONE call of the C encoder, and (3)
-# a %-template of the shape (keys, brackets, line breaks and indents, a slot per scalar or per
-# run of raw samples), made the first time the shape is met, filled with them.
+# a %-template of the shape (keys, brackets, line breaks and indents, a placeholder per scalar
+# or per run of raw samples), made the first time the shape is met, filled with them.
 
 _SEP = "\x00"  # between the scalars' texts: ensure_ascii writes no control character raw
 _STR_KEYS = frozenset({str})
@@ -1177,15 +1177,15 @@ def _templated(o: dict, level: int) -> str | None:
         made = _TEMPLATES[key] = (_template(shape, level, seps), seps)
     template, seps = made
     texts = "".join(_SCALAR_RUN(scalars, 0))[1:-1].split(_SEP)
-    if runs:  # each run of raw samples fills one slot, its texts joined by its separator
-        slots: list[str] = []
+    if runs:  # each run of raw samples fills one placeholder, its texts joined by its separator
+        filled: list[str] = []
         pos = 0
         for (start, n), sep in zip(runs, seps):
-            slots += texts[pos:start]
-            slots.append(sep.join(texts[start:start + n]))
+            filled += texts[pos:start]
+            filled.append(sep.join(texts[start:start + n]))
             pos = start + n
-        slots += texts[pos:]
-        texts = slots
+        filled += texts[pos:]
+        texts = filled
     return template % tuple(texts)
 
 
@@ -1209,7 +1209,7 @@ def _shape(o: Any, scalars: list[Any], runs: list[tuple[int, int]]) -> Any:
     if t is list or t is tuple:
         if not o:
             return "[]"
-        if _SCALARS.issuperset(map(type, o)):  # raw samples: one slot, whatever their number
+        if _SCALARS.issuperset(map(type, o)):  # raw samples: one placeholder, whatever their number
             runs.append((len(scalars), len(o)))
             scalars.extend(o)
             return "R"
