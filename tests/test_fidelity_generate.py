@@ -21,11 +21,12 @@ def _fidelity(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path, fuse", [("static", True), ("eager", False)])
+@pytest.mark.parametrize("path, fuse", [("static", True), ("eager", False), ("compile", False)])
 def test_generate_mode_runs_both_sides(tmp_path, path, fuse):
     # Two rounds of a tiny Llama (4+4 tokens; static with fused projections: dlbench's loop
     # against a bare one, both over the same fused model; eager: generate() through dlbench
-    # against generate() called bare): each round is a dlbench window of 2 to 8 seconds (the
+    # against generate() called bare; compile: one decode step compiled by inductor for the
+    # process, run by both sides): each round is a dlbench window of 2 to 8 seconds (the
     # script's CPU stopping rule) and as many bare requests.
     out = tmp_path / "fidelity.json"
     p = _fidelity("--generate", "--device", "cpu", "--model", "test-llama", "--prompt-len", "4",
@@ -54,6 +55,13 @@ def test_generate_mode_runs_both_sides(tmp_path, path, fuse):
     med = result["median_ratio"]
     assert math.isfinite(med) and med > 0
     assert result["band"] == [0.98, 1.02] and result["pass"] == (p.returncode == 0)
+    if path == "compile":
+        # One real compile for the process: the step's guards held for every model and cache
+        # the two rounds built (two per round), so dynamo compiled no second graph.
+        assert result["compile"] == "shared, once per process"
+        assert [r["dynamo_graphs"] for r in result["rounds"]] == [1, 1]
+    else:
+        assert "compile" not in result and "dynamo_graphs" not in result["rounds"][0]
     lines = p.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:2]] == ["round 1", "round 2"]
     assert "tokens/s" in lines[0]
@@ -79,3 +87,87 @@ def test_generate_mode_refuses_training_options_and_graph_on_cpu(args, message, 
     with pytest.raises(SystemExit) as e:
         cli.script("fidelity").main(["--device", "cpu", *args])
     assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_compile_path_runs_one_compiled_step_on_both_sides(tmp_path, monkeypatch):
+    # --path compile compiles the decode step once per process, and dlbench's workload and the
+    # bare loop both run that one compiled step in every round (each on its own model and
+    # cache), so that a round compares the harnesses, not two compiles. torch.compile is faked
+    # here (it records its calls and returns the function, counting who calls it): the script's
+    # main in this process, two rounds of test-llama 4+4 in short windows.
+    import torch
+
+    from dlbench.measure.stopping import StopRule
+    from dlbench.workloads import generate as generate_workload
+
+    fid = cli.script("fidelity")
+    compiled, runs = [], []  # torch.compile's calls; (side, model, cache) of each step run
+    side = ["bare"]
+
+    def fake_compile(fn=None, **kwargs):
+        compiled.append((fn, kwargs))
+
+        def step(model, cache, token, position):
+            runs.append((side[0], model, cache))
+            return fn(model, cache, token, position)
+        return step
+
+    measure = generate_workload.measure
+
+    def dlbench_measure(*args, **kwargs):  # marks the steps run inside dlbench's workload
+        side[0] = "dlbench"
+        try:
+            return measure(*args, **kwargs)
+        finally:
+            side[0] = "bare"
+
+    real_reset = torch._dynamo.reset
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(generate_workload, "measure", dlbench_measure)
+    monkeypatch.setattr(fid, "StopRule", lambda **_: StopRule(
+        min_steps=3, min_seconds=0.0, max_seconds=0.3, target_rel_ci=0.5))
+    # What main sets for its own process, kept from this one.
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", torch.backends.cudnn.allow_tf32)
+    out = tmp_path / "fidelity.json"
+    code = fid.main(["--generate", "--device", "cpu", "--model", "test-llama", "--path",
+                     "compile", "--prompt-len", "4", "--output-len", "4", "--rounds", "2",
+                     "--out", str(out)])
+    assert code in (0, 1)
+    # One compile for the process: the script's decode step, with the arguments dlbench's
+    # StaticLoop passes for its own; dlbench's request for StaticLoop.decode never reached it.
+    assert compiled == [(fid.decode_step, {"fullgraph": True, "dynamic": False})]
+    # Both sides ran it, in both rounds: four models (one per side and round) and four caches.
+    assert {s for s, _, _ in runs} == {"dlbench", "bare"}
+    models = {id(m): m for _, m, _ in runs}  # the list holds them: no id is reused
+    caches = {id(c) for _, _, c in runs}
+    assert len(models) == 4 and len(caches) == 4
+    by_side = {s: {id(m) for t, m, _ in runs if t == s} for s in ("dlbench", "bare")}
+    assert len(by_side["dlbench"]) == 2 and len(by_side["bare"]) == 2
+    assert not by_side["dlbench"] & by_side["bare"]
+    # The seam is closed after each dlbench run: torch.compile and dynamo's reset are back.
+    assert torch.compile is fake_compile and torch._dynamo.reset is real_reset
+    result = json.loads(out.read_text())
+    assert result["compile"] == "shared, once per process"
+    assert [r["dlbench_first"] for r in result["rounds"]] == [True, False]
+    graphs = [r["dynamo_graphs"] for r in result["rounds"]]
+    assert graphs[0] == graphs[1]  # nothing compiled again in round 2
+
+
+def test_compile_path_refuses_a_workload_that_no_longer_asks_for_the_step(monkeypatch):
+    # The seam is dlbench's own torch.compile call for StaticLoop.decode: a workload run that
+    # makes none (its decode loop changed) stops the script, rather than letting dlbench's side
+    # compile a step of its own and the rounds compare compiles again.
+    import torch
+
+    fid = cli.script("fidelity")
+    monkeypatch.setattr(torch, "compile", lambda fn=None, **kw: fn)
+    shared = fid.SharedDecode()
+    with pytest.raises(SystemExit, match="no longer matches dlbench's workload"):
+        with shared.in_dlbench():
+            pass  # no torch.compile(StaticLoop.decode) in this "run"
+    assert shared.handed == 0
+    with pytest.raises(SystemExit, match="update SharedDecode.COMPILE_KWARGS"):
+        with shared.in_dlbench():
+            loop = object.__new__(fid.generate_workload.StaticLoop)
+            torch.compile(loop.decode, fullgraph=True, dynamic=True)

@@ -94,3 +94,5 @@ def test_a_running_scale_job_reports_its_phases_to_the_parent():
     firsts = [next((i for i, s in enumerate(seen) if phase in s), None) for phase in order]
     present = [i for i in firsts if i is not None]
     assert present == sorted(present)
+    # the profile is off: no line may say it runs
+    assert not any("profiling communication" in s for s in seen), seen

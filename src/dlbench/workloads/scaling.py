@@ -157,7 +157,9 @@ def measure_rank(cfg: ScalingConfig, local_rank: int, control: dist.ProcessGroup
         if on_done is not None:  # the parameters the window's steps trained, before any more
             on_done(model)
         # After the window and the memory peak: the profiler's cost shows in neither.
-        progress.phase("profiling communication")
+        # Named for what runs: with the profile off (or one rank) the job only finishes.
+        progress.phase("profiling communication" if world > 1 and cfg.comm_profile_steps
+                       else "finishing")
         comm = _comm_profile(cfg, step, device, world)
     tele = telemetry.finish(sampler.stop(), len(w.step_times_s) * batch * per_host)
 
