@@ -99,7 +99,7 @@ def measure_throughput(model: str, batch_size: int | None = None, *, precision: 
 
 def measure_generation(model: str, batch_size: int = 1, *, prompt_len: int = 128,
                        output_len: int = 128, precision: str | None = None,
-                       path: str = "eager", device: str = "auto",
+                       fp8_recipe: str = "dynamic", path: str = "eager", device: str = "auto",
                        stop: StopRule | None = None, warmup_requests: int = 1,
                        db: str | os.PathLike | None = None, tag: str | None = None,
                        isolate: bool = False, check: bool = True,
@@ -114,6 +114,9 @@ def measure_generation(model: str, batch_size: int = 1, *, prompt_len: int = 128
         prompt_len, output_len: tokens per prompt and tokens generated per prompt.
         precision: ``bf16``, ``fp16``, ``fp32`` or ``fp8`` (the linear layers through torchao;
             an sm_89+ GPU); None for bf16 on a GPU, fp32 on the CPU.
+        fp8_recipe: how fp8 quantizes the linear layers (``--fp8-recipe``): ``dynamic`` (fp8
+            weights and inputs) or ``weight-only`` (fp8 weights, bf16 inputs and matmuls: the
+            batch-1 decode recipe); another than ``dynamic`` needs precision ``fp8``.
         path: ``eager`` (``model.generate()``), ``static``, ``graph`` or ``compile``.
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
         stop: when the window of requests ends (default: the command's).
@@ -129,7 +132,8 @@ def measure_generation(model: str, batch_size: int = 1, *, prompt_len: int = 128
     [cfg], _ = generate_runs.plan(
         [model], [batch_size], [prompt_len], [output_len],
         [precision or ("bf16" if gpu else "fp32")], [path], device=device,
-        stop=stop or GENERATE_STOP, warmup_requests=warmup_requests, **config)
+        stop=stop or GENERATE_STOP, warmup_requests=warmup_requests, fp8_recipe=fp8_recipe,
+        **config)
     command = f"dlbench.measure_generation({model!r}, batch_size={batch_size})"
     with _store(db) as where:
         env = envmod.capture_environment()

@@ -34,7 +34,14 @@ from dlbench.commands.common import (
 )
 from dlbench.config import ConfigError
 from dlbench.measure.stopping import StopRule
-from dlbench.records.generate import GENERATE_PRECISIONS, GENERATE_STOP, PATHS, TUNED_PATHS
+from dlbench.records.generate import (
+    FP8_LABELS,
+    FP8_RECIPES,
+    GENERATE_PRECISIONS,
+    GENERATE_STOP,
+    PATHS,
+    TUNED_PATHS,
+)
 from dlbench.report import export, terminal
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.store import Store
@@ -76,7 +83,11 @@ setup.
 weights with per-row scales, inputs quantized per token: its H100 inference recipe), after
 --fuse; the LM head, embedding, attention and KV cache stay bf16. It needs a GPU with fp8
 tensor cores (compute capability 8.9+: L4, L40S, RTX 4090, H100, H200, B200) and torchao
-(pip install torchao, a version matching your torch)."""
+(pip install torchao, a version matching your torch).
+--fp8-recipe weight-only quantizes the same weights the same way but leaves the inputs bf16:
+each weight is dequantized into a bf16 matmul (torchao's Float8WeightOnlyConfig, per-row
+scales). Memory-bound decode at batch 1 reads a byte per weight either way, without the
+dynamic recipe's quantization of every input; its rows read fp8-wo."""
 
 EXAMPLES = """\
 examples:
@@ -84,6 +95,7 @@ examples:
   dlbench generate -m llama-3.1-8b -b 1,8,32,64,auto --tuned --fuse --fold-gqa
   dlbench generate -m llama-3.2-1b --prompt-len 128,1024 --output-len 256 --path graph
   dlbench generate -m llama-3.1-8b -b 1,64 --precision bf16,fp8 --path compile --fuse
+  dlbench generate -m llama-3.1-8b --precision fp8 --fp8-recipe weight-only --path compile
   dlbench generate -m 'hf:path/to/model_dir' -b 4      # a local config (and its weights)
   dlbench generate --list-models
 """
@@ -111,6 +123,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: bf16 on a GPU, fp32 on the CPU); fp8: the linear layers in "
                         "fp8 through torchao, the rest bf16 (an sm_89+ GPU: H100/H200/L4/Ada; "
                         "pip install torchao)")
+    p.add_argument("--fp8-recipe", choices=FP8_RECIPES, default=FP8_RECIPES[0],
+                   help="how --precision fp8 quantizes the linear layers: dynamic (default: fp8 "
+                        "weights and inputs, fp8 matmuls) or weight-only (fp8 weights "
+                        "dequantized into bf16 matmuls: the batch-1 decode recipe); labelled "
+                        f"{FP8_LABELS['dynamic']} and {FP8_LABELS['weight-only']}")
     p.add_argument("--path", action="append", type=csv_list(one_of(PATHS, None, "path")),
                    help=f"{', '.join(PATHS)} (default eager; see above)")
     p.add_argument("--tuned", action="store_true",
@@ -187,7 +204,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         warmup_requests=args.warmup, seed=args.seed,
         telemetry_interval_s=args.telemetry_interval or None, profile_requests=args.profile,
         auto_batch=jobs.device_auto_batch(args.device) if AUTO in batches else None,
-        fuse=args.fuse, fold_gqa=args.fold_gqa)
+        fuse=args.fuse, fold_gqa=args.fold_gqa, fp8_recipe=args.fp8_recipe)
     jobs.preflight(configs)  # a model too large for the device: refused before the store opens
     for a in chosen:  # printed even with --quiet: the batch is part of what is measured
         terminal.stderr.print(f"-b auto: {escape(a.model)} {a.precision} "

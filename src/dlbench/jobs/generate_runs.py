@@ -7,10 +7,11 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from dlbench.config import ConfigError
 from dlbench.jobs.runs import launcher_for
 from dlbench.measure.stopping import StopRule
 from dlbench.models.lm import get_lm
-from dlbench.records.generate import GENERATE_STOP, GenerateConfig
+from dlbench.records.generate import FP8_RECIPES, GENERATE_STOP, GenerateConfig
 from dlbench.store import Store
 from dlbench.sweep import Progress, SweepOutcome, run_sweep
 
@@ -34,12 +35,17 @@ def plan(models: Sequence[str], batches: Sequence[int | str], prompt_lens: Seque
          device: str = "auto", stop: StopRule = GENERATE_STOP, warmup_requests: int = 1,
          seed: int = 0, telemetry_interval_s: float | None = 0.1, profile_requests: int = 0,
          auto_batch: Callable[[str, str, int, int], int] | None = None, fuse: bool = False,
-         fold_gqa: bool = False) -> tuple[list[GenerateConfig], list[AutoBatch]]:
+         fold_gqa: bool = False, fp8_recipe: str = FP8_RECIPES[0]
+         ) -> tuple[list[GenerateConfig], list[AutoBatch]]:
     """The product of the listed values, model outermost and the paths innermost (so each
     batch's eager and tuned figures are measured one after the other), and what ``-b auto``
     chose. Every model name is checked first: an unknown one fails in a second. ``fuse`` fuses
     the projections and ``fold_gqa`` folds grouped-query attention on every path but eager
-    (which is ``generate()`` as a user calls it)."""
+    (which is ``generate()`` as a user calls it); ``fp8_recipe`` is the fp8 configs' recipe,
+    refused (:class:`ConfigError`) where no precision is fp8 and it is not the default."""
+    if fp8_recipe != FP8_RECIPES[0] and "fp8" not in precisions:
+        raise ConfigError(f"--fp8-recipe {fp8_recipe} applies to --precision fp8 only; the "
+                          f"precisions here are {', '.join(precisions)}")
     for m in models:
         get_lm(m)
     chosen: list[AutoBatch] = []
@@ -61,7 +67,8 @@ def plan(models: Sequence[str], batches: Sequence[int | str], prompt_lens: Seque
                 path=path, device=device, stop=stop, warmup_requests=warmup_requests,
                 seed=seed, telemetry_interval_s=telemetry_interval_s,
                 profile_requests=profile_requests, fuse=fuse and path != "eager",
-                fold_gqa=fold_gqa and path != "eager"))
+                fold_gqa=fold_gqa and path != "eager",
+                fp8_recipe=fp8_recipe if precision == "fp8" else FP8_RECIPES[0]))
     return out, chosen
 
 

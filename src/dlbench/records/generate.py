@@ -34,8 +34,18 @@ PATHS = ("eager", "static", "graph", "compile")
 #: The paths a ``--tuned`` sweep measures: what a user gets, and the fastest setup.
 TUNED_PATHS = ("eager", "compile")
 #: The precisions (``--precision``). fp8 needs an sm_89+ GPU and torchao: the linear layers'
-#: weights and inputs in fp8 e4m3, the rest in bf16 (:mod:`dlbench.workloads.fp8_inference`).
+#: weights (and, with the dynamic recipe, their inputs) in fp8 e4m3, the rest in bf16
+#: (:mod:`dlbench.workloads.fp8_inference`).
 GENERATE_PRECISIONS = ("bf16", "fp16", "fp32", "fp8")
+#: How ``--precision fp8`` quantizes the linear layers (``--fp8-recipe``; the first is the
+#: default).
+#: dynamic     - fp8 weights and inputs (each input quantized per token at every call): one
+#:               fp8 matmul per layer, torchao's H100 inference recipe;
+#: weight-only - fp8 weights, bf16 inputs: each weight dequantized into a bf16 matmul, the
+#:               batch-1 decode recipe (a byte per weight read, no activation quantization).
+FP8_RECIPES = ("dynamic", "weight-only")
+#: How a label names each recipe's precision (``fp8``, ``fp8-wo``).
+FP8_LABELS = {"dynamic": "fp8", "weight-only": "fp8-wo"}
 
 #: The window of a generation benchmark: a request is seconds long, so fewer of them than the
 #: steps of a training window, and a longer cap.
@@ -54,8 +64,14 @@ class GenerateConfig:
         output_len: tokens generated for each prompt, end-of-sequence ignored (``--output-len``).
         precision: the weights', KV cache's and activations' type (``--precision``): bf16,
             fp16, fp32 (IEEE, no TF32) or fp8 (the linear layers' weights in fp8 e4m3 with
-            per-row scales and their inputs quantized to fp8 per token, through torchao; the
-            embedding, the LM head, attention and the KV cache in bf16; an sm_89+ GPU).
+            per-row scales through torchao, their inputs quantized to fp8 per token or left
+            bf16 as ``fp8_recipe`` says; the embedding, the LM head, attention and the KV
+            cache in bf16; an sm_89+ GPU).
+        fp8_recipe: how fp8 quantizes the linear layers (``--fp8-recipe``; see
+            :data:`FP8_RECIPES`): ``dynamic`` (the default: fp8 weights and inputs, fp8
+            matmuls) or ``weight-only`` (fp8 weights, bf16 inputs and matmuls); only with
+            precision fp8. In the identity only when not the default, so records made before
+            it existed keep their keys.
         path: ``eager``, ``static``, ``graph`` or ``compile`` (``--path``; see :data:`PATHS`).
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (``--device``).
         warmup_requests: untimed requests after the first (``--warmup``).
@@ -88,6 +104,7 @@ class GenerateConfig:
     profile_requests: int = 0
     fuse: bool = False
     fold_gqa: bool = False
+    fp8_recipe: str = "dynamic"
 
     #: Read by the launcher (which interpreter starts a worker) and by listings.
     framework: ClassVar[str] = "torch"
@@ -103,6 +120,10 @@ class GenerateConfig:
                               f"prefill, the rest from decode steps), got {self.output_len}")
         choice("--precision", self.precision, GENERATE_PRECISIONS)
         choice("--path", self.path, PATHS)
+        choice("--fp8-recipe", self.fp8_recipe, FP8_RECIPES)
+        if self.fp8_recipe != FP8_RECIPES[0] and self.precision != "fp8":
+            raise ConfigError(f"--fp8-recipe {self.fp8_recipe} applies to --precision fp8 "
+                              f"only, not {self.precision}")
         if not (self.device in DEVICES or self.device.startswith("cuda:")):
             raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if self.warmup_requests < 0:
@@ -126,6 +147,8 @@ class GenerateConfig:
         for lever in ("fuse", "fold_gqa"):
             if not ident[lever]:
                 del ident[lever]
+        if ident["fp8_recipe"] == FP8_RECIPES[0]:
+            del ident["fp8_recipe"]
         return ident
 
     def key(self) -> str:
@@ -157,9 +180,23 @@ class GenerateConfig:
 
     @property
     def label(self) -> str:
-        """``llama-3.1-8b b1 bf16 128+128 compile``."""
-        return (f"{self.model} b{self.batch_size} {self.precision} {self.tokens_label} "
+        """``llama-3.1-8b b1 bf16 128+128 compile``; weight-only fp8 ``... b1 fp8-wo ...``."""
+        return (f"{self.model} b{self.batch_size} {self.precision_label} {self.tokens_label} "
                 f"{self.path_label}")
+
+    @property
+    def precision_label(self) -> str:
+        """The precision and fp8's recipe: ``bf16``, ``fp8`` (dynamic), ``fp8-wo``
+        (weight-only)."""
+        return FP8_LABELS[self.fp8_recipe] if self.precision == "fp8" else self.precision
+
+    @property
+    def matmul_precision(self) -> str:
+        """The element type the linear layers' matmuls run in, whose peak a prefill's MFU is
+        against: the precision, but bf16 for weight-only fp8 (its weights are dequantized into
+        a bf16 matmul)."""
+        weight_only = self.precision == "fp8" and self.fp8_recipe == "weight-only"
+        return "bf16" if weight_only else self.precision
 
     @property
     def path_label(self) -> str:

@@ -560,6 +560,10 @@ GENERATE = (
     _c("config", "output_len", lambda r, s: r.config.output_len,
        "tokens generated for each prompt (end-of-sequence ignored)"),
     _c("config", "precision", lambda r, s: r.config.precision, "fp32, fp16, bf16, fp8"),
+    _c("config", "fp8_recipe", lambda r, s: r.config.fp8_recipe,
+       "how fp8 quantizes the linear layers (--fp8-recipe): dynamic (fp8 weights and inputs, "
+       "fp8 matmuls) or weight-only (fp8 weights, bf16 inputs and matmuls; labelled fp8-wo); "
+       "dynamic, the default, on rows of other precisions, where it does not apply"),
     _c("config", "path", lambda r, s: r.config.path,
        "eager (model.generate()), static (static KV cache), graph (+ CUDA graph), compile "
        "(+ torch.compile)"),
@@ -616,8 +620,9 @@ GENERATE = (
     _c("result", "prefill_tflops", lambda r, s: r.prefill_tflops(),
        "counted matmul FLOPs of the prefill over the mean time to first token, TFLOP/s"),
     _c("result", "prefill_mfu_datasheet", lambda r, s: prefill_mfu(r).datasheet,
-       "prefill_tflops over the datasheet dense peak of the precision, fp8's for fp8 (empty: "
-       "CPU, or a GPU or precision the spec table lacks)"),
+       "prefill_tflops over the datasheet dense peak of the precision, fp8's for fp8, bf16's "
+       "for weight-only fp8 (whose matmuls run in bf16) (empty: CPU, or a GPU or precision the "
+       "spec table lacks)"),
     _c("result", "decode_bytes_per_step", lambda r, s: r.decode_bytes_per_step(),
        "bytes a decode step must read: every weight once, as held (fp8: a byte each and their "
        "scales), the KV cache it attends to"),

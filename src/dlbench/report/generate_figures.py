@@ -102,13 +102,14 @@ class PrefillMfu:
 
 
 def prefill_mfu(r: Any, peak_records: Sequence[Any] = ()) -> PrefillMfu:
-    """Prefill MFU against the datasheet dense peak of the record's precision and against the
-    measured matmul ceiling of its device (the latest ``dlbench peak`` run among
-    ``peak_records``). The datasheet has no CPU peaks; a measured CPU ceiling counts."""
+    """Prefill MFU against the datasheet dense peak of the precision the record's matmuls run
+    in (:attr:`~dlbench.records.generate.GenerateConfig.matmul_precision`: bf16 for weight-only
+    fp8) and against the measured matmul ceiling of its device (the latest ``dlbench peak`` run
+    among ``peak_records``). The datasheet has no CPU peaks; a measured CPU ceiling counts."""
     ach = r.prefill_tflops() if r.ok else None
     if ach is None:
         return PrefillMfu(None, None, None, "no prefill figure")
-    prec = r.config.precision
+    prec = r.config.matmul_precision
     ds = why = None
     if on_cpu(r):
         why = "CPU: no datasheet peak table for CPUs"

@@ -41,7 +41,7 @@ def _short_error(r: Any) -> str:
 
 def _head(r: Any) -> tuple[str, ...]:
     c = r.config
-    return (c.model, str(c.batch_size), c.tokens_label, c.precision, c.path_label)
+    return (c.model, str(c.batch_size), c.tokens_label, c.precision_label, c.path_label)
 
 
 def _peaks(records: Sequence[Any], peak_records: Sequence[Any] | None) -> list[Any]:
@@ -128,7 +128,8 @@ def efficiency_table(records: Sequence[Any], peak_records: Sequence[Any] | None 
     notes = (
         "prefill TFLOP/s = counted matmul FLOPs of the prefill over the mean TTFT; prefill MFU "
         "against the datasheet dense peak of the precision (fp8: the fp8 peak, though attention "
-        "and the LM head run in bf16); MFU measured against the matmul "
+        "and the LM head run in bf16; fp8-wo, weight-only fp8: the bf16 peak, its matmuls' "
+        "type); MFU measured against the matmul "
         "ceiling of the latest 'dlbench peak' run of the card (else of the device) ('-': none, "
         "or a CPU, which has no datasheet peak)",
         "decode GB/s = bytes a decode step must read (every weight once, the KV cache it "
@@ -151,8 +152,8 @@ def _latest(recs: Sequence[Any]) -> Any:
 
 def path_pairs(records: Sequence[Any]) -> list[tuple[Any, Any]]:
     """(eager record, other path's record) for each setup (:meth:`GenerateConfig.pair_key`:
-    model, batch, lengths, precision) measured eager and another way; setups in order of
-    first appearance, paths in :data:`~dlbench.records.generate.PATHS` order."""
+    model, batch, lengths, precision and fp8 recipe) measured eager and another way; setups in
+    order of first appearance, paths in :data:`~dlbench.records.generate.PATHS` order."""
     by: dict[str, dict[str, list[Any]]] = {}
     for r in records:
         if r.kind == "generate":
@@ -203,7 +204,8 @@ def paths_table(records: Sequence[Any],
         te, to = eager.output_tokens_per_s(), other.output_tokens_per_s()
         pe, po = eager.tpot(), other.tpot()
         rows.append((
-            c.model, str(c.batch_size), c.tokens_label, c.precision, c.path_label, _rate(eager),
+            c.model, str(c.batch_size), c.tokens_label, c.precision_label, c.path_label,
+            _rate(eager),
             _rate(other), f"{to / te:.2f}x" if te and to else "-",
             f"{_ms(pe.mean_s) if pe else '-'} / {_ms(po.mean_s) if po else '-'}",
             f"{setup_s(eager):.1f} / {setup_s(other):.1f}",

@@ -1,24 +1,38 @@
 """fp8 inference of a decoder LM's linear layers (``dlbench generate --precision fp8``) through
-torchao's float8 quantization, the recipe torchao documents for H100-class GPUs.
+torchao's float8 quantization, in one of two recipes (``--fp8-recipe``, :data:`RECIPES`).
 
-:func:`quantize` runs ``torchao.quantization.quantize_`` with
+``dynamic`` (the default), the recipe torchao documents for H100-class GPUs: :func:`quantize`
+runs ``torchao.quantization.quantize_`` with
 ``Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())`` on the model built in bf16:
 each eligible layer's weight becomes fp8 (e4m3) with one fp32 scale per output row, and at every
 call its input is quantized to fp8 with one scale per token (dynamic scales), so the layer is
 one scaled fp8 matmul (``torch._scaled_mm``) with a bf16 output. A decode step reads those
 weights at one byte per parameter, plus their scales.
 
-Left in bf16, as torchao's and gpt-fast's recipes leave them: the LM head (its logits are what
-greedy decoding takes the argmax of, where fp8's 3-bit mantissa would change the tokens most;
-torchtitan's fp8 training leaves it too), the input embedding (a lookup, not a matmul), the
-norms, and every linear layer whose dimensions do not divide by 16 (``torch._scaled_mm`` needs
-multiples of 16). The KV cache and attention stay bf16.
+``weight-only``: ``Float8WeightOnlyConfig(weight_dtype=float8_e4m3fn, granularity=PerRow())``
+stores the same weights (fp8 e4m3, one fp32 scale per output row) and leaves the input bf16:
+the weight is dequantized to bf16 in the matmul, which runs in bf16. It is the recipe for
+decode at batch 1, which is bound by memory: a step reads every weight once, at one byte as
+with the dynamic recipe, for a matrix-vector product that leaves the tensor cores idle either
+way, so fp8 matmuls have little to gain there, while the dynamic recipe still quantizes every
+input (an absolute-max reduction and a cast per layer and step) before each one. Where the
+matmuls are bound by compute (the prefill, large batches) only the dynamic recipe's fp8
+matmuls can be faster than bf16's. Both count the weights at one byte per parameter, plus
+their scales, in the decode roofline; a weight-only prefill's MFU is against the bf16 peak,
+the type its matmuls run in.
+
+Left in bf16 by both, as torchao's and gpt-fast's recipes leave them: the LM head (its logits
+are what greedy decoding takes the argmax of, where fp8's 3-bit mantissa would change the tokens
+most; torchtitan's fp8 training leaves it too), the input embedding (a lookup, not a matmul),
+the norms, and every linear layer whose dimensions do not divide by 16 (``torch._scaled_mm``
+needs multiples of 16; the weight-only recipe keeps the same layers, so the two differ in the
+recipe alone). The KV cache and attention stay bf16.
 
 With ``--fuse`` the model is fused first and each fused weight
 (:class:`~dlbench.workloads.fusion.FusedWeight`, computed with ``F.linear`` as a linear layer's
-is) is quantized as one: one fp8 matmul per group. Scales are per row and rows belong to one
-part each, so fusing then quantizing equals quantizing each part. ``--fold-gqa`` changes
-attention only.
+is) is quantized as one: one matmul with fp8 weights per group. Scales are per row and rows
+belong to one part each, so fusing then quantizing equals quantizing each part. ``--fold-gqa``
+changes attention only.
 
 torchao is optional (``pip install torchao``, a version matching the installed torch);
 :func:`check_ready` says before any model is built what is missing, an sm_89+ GPU or torchao,
@@ -34,6 +48,7 @@ import torch
 from torch import nn
 
 from dlbench.config import ConfigError
+from dlbench.records.generate import FP8_RECIPES
 from dlbench.workloads import fp8
 from dlbench.workloads.devices import UnsupportedError
 from dlbench.workloads.fusion import FusedWeight
@@ -44,6 +59,8 @@ INSTEAD = "use --precision bf16 (or fp32 on the CPU)"
 #: The torchao module dlbench quantizes with.
 MODULE = "torchao.quantization"
 WHAT = "float8 inference (torchao.quantization)"
+#: The recipes (``--fp8-recipe``), the default first.
+RECIPES = FP8_RECIPES
 
 
 def check_installed() -> None:
@@ -75,36 +92,64 @@ def layer_filter(model: nn.Module) -> Callable[[nn.Module, str], bool]:
     return quantizes
 
 
-def recipe() -> tuple[Callable[..., Any], Any]:
-    """torchao's ``quantize_`` and the dynamic fp8 config with per-row scales, under the names
-    of the installed torchao: ``Float8DynamicActivationFloat8WeightConfig`` since 0.9, the
-    function ``float8_dynamic_activation_float8_weight`` before. ``set_inductor_config`` is
-    turned off where it exists: on, it sets inductor's global options (coordinate-descent
-    tuning...) for the rest of the process, so every later compiled config of the sweep would
-    be compiled differently from a run without fp8 before it; the compile path sets its own."""
+def recipe(kind: str = "dynamic") -> tuple[Callable[..., Any], Any]:
+    """torchao's ``quantize_`` and the fp8 config of ``kind`` (:data:`RECIPES`), both with
+    per-row scales and e4m3 weights, under the names of the installed torchao:
+
+    - ``dynamic``: ``Float8DynamicActivationFloat8WeightConfig`` since 0.9, the function
+      ``float8_dynamic_activation_float8_weight`` before;
+    - ``weight-only``: ``Float8WeightOnlyConfig`` since 0.9, the function
+      ``float8_weight_only`` before (whose scales are per row, with no ``granularity`` to pass).
+
+    ``set_inductor_config`` is turned off where it exists: on, it sets inductor's global options
+    (coordinate-descent tuning...) for the rest of the process, so every later compiled config
+    of the sweep would be compiled differently from a run without fp8 before it; the compile
+    path sets its own."""
+    if kind not in RECIPES:
+        raise ConfigError(f"--fp8-recipe {kind}: dlbench generate takes {', '.join(RECIPES)}")
     try:
         from torchao.quantization import quantize_  # heavy, optional: only fp8 needs it
         try:
             from torchao.quantization import PerRow  # heavy, optional
         except ImportError:
             from torchao.quantization.granularity import PerRow  # heavy, optional: torchao < 0.7
-        try:
-            from torchao.quantization import (  # heavy, optional
-                Float8DynamicActivationFloat8WeightConfig as make)
-        except ImportError:
-            from torchao.quantization import (  # heavy, optional: torchao < 0.9
-                float8_dynamic_activation_float8_weight as make)
+        make = _config_maker(kind)
     except ImportError as e:
         raise ConfigError(f"{fp8.install_hint(FLAG, WHAT)} ({e})") from None
-    kwargs: dict[str, Any] = {"granularity": PerRow()}
-    if "set_inductor_config" in inspect.signature(make).parameters:
+    params = inspect.signature(make).parameters
+    kwargs: dict[str, Any] = {}
+    if "granularity" in params:
+        kwargs["granularity"] = PerRow()
+    if "weight_dtype" in params:
+        kwargs["weight_dtype"] = torch.float8_e4m3fn
+    if "set_inductor_config" in params:
         kwargs["set_inductor_config"] = False
     return quantize_, make(**kwargs)
 
 
-def quantize(model: nn.Module, config: Any = None) -> list[str]:
-    """Quantize ``model``'s eligible layers (:func:`layer_filter`) in place with ``config``,
-    by default the dynamic fp8 recipe (:func:`recipe`); returns their names. Raises
+def _config_maker(kind: str) -> Callable[..., Any]:
+    """The installed torchao's config class (or, before 0.9, function) of ``kind``; raises
+    ImportError where it has neither name."""
+    if kind == "weight-only":
+        try:
+            from torchao.quantization import (  # heavy, optional
+                Float8WeightOnlyConfig as make)
+        except ImportError:
+            from torchao.quantization import (  # heavy, optional: torchao < 0.9
+                float8_weight_only as make)
+        return make
+    try:
+        from torchao.quantization import (  # heavy, optional
+            Float8DynamicActivationFloat8WeightConfig as make)
+    except ImportError:
+        from torchao.quantization import (  # heavy, optional: torchao < 0.9
+            float8_dynamic_activation_float8_weight as make)
+    return make
+
+
+def quantize(model: nn.Module, kind: str = "dynamic") -> list[str]:
+    """Quantize ``model``'s eligible layers (:func:`layer_filter`) in place with the fp8 recipe
+    ``kind`` (:func:`recipe`: ``dynamic`` or ``weight-only``); returns their names. Raises
     :class:`UnsupportedError` when no layer is eligible (GPT-2's blocks are ``Conv1D``, not
     linear layers: a run would measure no fp8 matmul under an fp8 label), :class:`ConfigError`
     without torchao."""
@@ -114,6 +159,6 @@ def quantize(model: nn.Module, config: Any = None) -> list[str]:
         raise UnsupportedError(
             f"{FLAG}: {type(model).__name__} has no linear layer to quantize (besides its LM "
             f"head, none whose dimensions divide by {fp8.DIM_MULTIPLE}); {INSTEAD}")
-    quantize_, default = recipe()
-    quantize_(model, default if config is None else config, filter_fn=keep)
+    quantize_, config = recipe(kind)
+    quantize_(model, config, filter_fn=keep)
     return names

@@ -20,8 +20,9 @@ The paths (:data:`dlbench.records.generate.PATHS`):
 gate/up projections as one matmul each (:mod:`dlbench.workloads.fusion`).
 
 ``--precision fp8`` builds the model in bf16, then quantizes its linear layers (after fusion:
-the fused weights are quantized as one) with torchao's dynamic fp8 recipe
-(:mod:`dlbench.workloads.fp8_inference`); the KV cache, attention, the embedding and the LM
+the fused weights are quantized as one) with torchao's dynamic fp8 recipe, or with
+``--fp8-recipe weight-only`` its weight-only one (fp8 weights, bf16 inputs and matmuls;
+:mod:`dlbench.workloads.fp8_inference`); the KV cache, attention, the embedding and the LM
 head stay bf16. The bytes a decode step reads are counted on the built model's own tensors
 (:func:`dlbench.models.lm.tensor_bytes`), so the roofline counts fp8 weights at one byte.
 
@@ -164,7 +165,7 @@ def _measure(cfg: GenerateConfig, env: dict, spec: LmSpec, device: torch.device,
     if cfg.fold_gqa:
         fold_gqa(model)
     if cfg.precision == "fp8":  # after fusion: a fused weight is quantized as one
-        fp8_inference.quantize(model)
+        fp8_inference.quantize(model, cfg.fp8_recipe)
     synchronize(device)
     build_s = clock() - t
     shape = lm_shape(model, count_bytes=True)  # the weights as held: fp8 at a byte, + scales

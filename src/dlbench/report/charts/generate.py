@@ -17,9 +17,9 @@ from dlbench.report.plots import plain_log_ticks
 
 
 def _setup(r: Any) -> tuple[str, ...]:
-    """A line of a batch sweep: everything but the batch."""
+    """A line of a batch sweep: everything but the batch (fp8's recipes apart: fp8, fp8-wo)."""
     c = r.config
-    return (c.model, c.path_label, c.precision, c.tokens_label)
+    return (c.model, c.path_label, c.precision_label, c.tokens_label)
 
 
 def _sweeps(records: Sequence[Any]) -> dict[str, dict[tuple, dict[int, Any]]]:
