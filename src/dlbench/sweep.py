@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, Sequence
 
 from dlbench import env as envmod
-from dlbench.launch import signals
+from dlbench.launch import signals, tempdirs
 from dlbench.records.base import ErrorType, new_id
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store, StoreWriteError
@@ -120,6 +120,7 @@ def run_sweep(configs: Sequence[ThroughputConfig], store: Store, launcher: Launc
     key = env_key(env)
     outcome = SweepOutcome(run_id=new_id())
     signals.check()  # a Ctrl-C lost in start-up's imports ends it here, before a run opens
+    tempdirs.remove_stale()  # a SIGKILLed dlbench's folder goes with the next run, inline too
     store.start_run(outcome.run_id, command, env, key, envmod.device_label(env), suite, tag)
     if repeat == 1:
         done = store.measured_keys(key) if resume else set()

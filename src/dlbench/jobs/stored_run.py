@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Any, Callable
 
 from dlbench import env as envmod
-from dlbench.launch import signals
+from dlbench.launch import signals, tempdirs
 from dlbench.records.base import new_id
 from dlbench.store import Store
 from dlbench.sweep import env_key
@@ -44,6 +44,7 @@ class StoredRun:
 
     def __enter__(self) -> StoredRun:
         signals.check()  # a Ctrl-C lost in start-up's imports ends it here, before a run opens
+        tempdirs.remove_stale()  # a SIGKILLed dlbench's folder goes with the next run, inline too
         self.store.start_run(self.run_id, self.command, self.env, self.env_key, self.device,
                              self.suite, self.tag)
         return self
