@@ -13,6 +13,7 @@ from fakes.pages import assert_says, stored_runs
 
 from dlbench.measure.mfu import datasheet_mfu
 from dlbench.report import headline as H
+from dlbench.report.groups import group_figure
 from dlbench.report.strategy_tables import per_gpu_tflops
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -285,3 +286,46 @@ def test_fp8_generation(generated):
     g8, gb = pick("fp8", "graph", 1), pick("bf16", "graph", 1)
     says(f"(TPOT {ms(g8.tpot()):.2f} against {ms(gb.tpot()):.2f} ms)")
     assert g8.tpot().mean_s > gb.tpot().mean_s
+
+
+@pytest.fixture(scope="module")
+def third(tmp_path_factory):
+    return stored_runs(H.H100_4, H.SHARDED_H100_THIRD_RUNS, "scaling",
+                       tmp_path_factory.mktemp("third"))[0]
+
+
+def test_the_third_lending(third, records):
+    gib = lambda r: r.memory["allocated_peak_bytes"] / 2**30  # noqa: E731
+    (d1,), (d2,) = (one(third, "llama-3.2-3b", "ddp", n, 1) for n in (1, 2))
+    (f1,), (f2,) = (one(third, "llama-3.2-3b", "fsdp", n, 1) for n in (1, 2))
+    (tp,) = one(third, "llama-3.2-3b", "tp", 2, 1)
+    says(f"DDP fits one H100 ({gib(d1):.1f} GiB on rank 0) and makes {tokens(d1):,.0f} "
+         f"tokens/s there, {tokens(d2):,.0f} on two ({tokens(d2) / tokens(d1):.2f} times)")
+    says(f"FSDP2 makes {tokens(f1):,.0f} on one and {tokens(f2):,.0f} on two, "
+         f"{tokens(f2) / tokens(f1):.2f} times, {gib(f2):.1f} GiB on rank 0")
+    assert tokens(f2) / tokens(f1) > 2 and "noisy (time cap)" in H.record_flags(f2)
+    says(f"makes {tokens(tp):,.0f}, {tp.exposed_comm().share:.1%} of its step in "
+         "exposed collectives")
+    says(f"reaches {mfu(f2):.1%} MFU under FSDP2 on two GPUs")
+    b8 = one(records, "llama-3.2-1b", "fsdp", 2, 8)
+    assert round(mfu(f2) / mfu(b8[0]), 1) == 0.5  # "half of the 1B model's at eight"
+    f3, t3 = one(third, "llama-3.2-1b", "fsdp", 2, 8), one(third, "llama-3.2-1b", "tp", 2, 8)
+    assert len(f3) == len(t3) == 3 and len({r.repeat_group for r in f3 + t3}) == 2
+    spread = lambda rs: group_figure(rs).rel_halfwidth  # noqa: E731
+    says(f"`--repeat 3` group: {group_tokens(f3):,.0f} tokens/s, ±{spread(f3):.2%} across the "
+         f"three jobs, where this page's first group of two said {group_tokens(b8):,.0f} "
+         f"±{spread(b8):.2%}")
+    (t1,) = one(records, "llama-3.2-1b", "tp", 2, 8)
+    says(f"Tensor parallelism at the same size: {group_tokens(t3):,.0f} tokens/s, "
+         f"±{spread(t3):.2%} across three jobs (one job, above: {tokens(t1):,.0f})")
+    (off,) = one(third, "llama-3.1-8b", "fsdp", 2, 1, ckpt=True, offload=True)
+    (e2,) = one(records, "llama-3.1-8b", "fsdp", 2, 1, ckpt=True)
+    step = statistics.median(off.step_times_s)
+    says(f"{tokens(off):,.1f} tokens/s, {mfu(off):.1%} MFU, {gib(off):.1f} GiB on rank 0 "
+         f"({gib(e2):.1f} GiB without offload), a median step of {step:.1f} s")
+    assert "noisy (time cap)" in H.record_flags(off) and off.config.comm_profile_steps == 0
+    log = (FOLDER / "rerun4-offload-tp.log").read_text()
+    for phase in ("rank 0: building the model", "first step (compile, communicators)",
+                  "warm-up", "measured window, step 4 (9.75 s a step)"):
+        assert phase in log
+    says("`measured window, step 4 (9.75 s a step)`")

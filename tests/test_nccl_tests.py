@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dlbench.report.nccl_tests import only_run, parse, parse_row
@@ -55,3 +57,48 @@ def test_rows_without_a_header_and_other_lines():
     assert parse_row("make rc 0") is None
     assert parse_row("1 2 3 4 5 6 7 8 9 10 11 12") is None          # 12 fields
     assert parse_row("8 2 float sum -1 x 0 0 0 5 0 0 0") is None     # not a number
+
+
+# -I 1: four more columns per placement (i_min i_max i_p99 i_cv%); lines of the four-H100
+# campaign's nccl-I.txt, as printed
+PER_ITERATION = """\
+# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809
+# Collective test starting: all_reduce_perf
+# nThread 1 nGpus 2 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 1 iters: 20 \
+agg iters: 1 validation: 1 graph: 0 unalign: 0
+# Per-Iteration Report: CUDA event timing; i_* uses max over process rows
+           8             2     float     sum      -1    22.03    0.00    0.00       0    16.86    \
+34.56    34.56    17.28    21.10    0.00    0.00       0    17.76    30.50    30.50    14.47
+  1073741824     268435456     float     sum      -1  3297.18  325.65  325.65       0  3228.70  \
+3345.50  3345.50     0.94  3315.84  323.82  323.82       0  3283.49  3366.82  3366.82     0.63
+# Out of bounds values : 0 OK
+"""
+
+
+def test_per_iteration_columns():
+    run = only_run(PER_ITERATION)
+    assert (run.graph, run.iters, run.per_iteration) == (0, 20, True)
+    r = run.row(1 << 30)
+    assert (r.out_time_us, r.out_busbw, r.out_wrong) == (3297.18, 325.65, 0)
+    assert (r.in_time_us, r.in_busbw, r.in_wrong) == (3315.84, 323.82, 0)
+    assert (r.out_i_min_us, r.out_i_max_us, r.out_i_p99_us, r.out_i_cv_pct) == \
+        (3228.70, 3345.50, 3345.50, 0.94)
+    assert (r.in_i_min_us, r.in_i_max_us, r.in_i_p99_us, r.in_i_cv_pct) == \
+        (3283.49, 3366.82, 3366.82, 0.63)
+    assert (r.p99_us(False), r.p99_us(True)) == (3345.50, 3366.82)
+    assert (run.row(8).out_i_cv_pct, run.row(8).in_i_p99_us) == (17.28, 30.50)
+    # a run without -I has none
+    plain = only_run(HEAD.format(graph=20) + ROWS)
+    assert not plain.per_iteration and plain.row(8).p99_us(False) is None
+    assert parse_row(" ".join(["8", "2", "float", "sum", "-1"] + ["1"] * 15 + ["x"])) is None
+
+
+def test_the_committed_per_iteration_file():
+    text = (Path(__file__).resolve().parents[1] / "results" / "pt2.11-cu130-4x-h100" / "comm"
+            / "nccl-I.txt").read_text()
+    run = only_run(text)
+    assert run.per_iteration and run.sizes == tuple(8 << i for i in range(28))
+    for line in PER_ITERATION.splitlines():
+        row = parse_row(line)
+        if row is not None:
+            assert run.row(row.size_bytes) == row

@@ -1208,7 +1208,7 @@ def _committed_text(folder: str, name: str) -> str:
     return (Path(__file__).resolve().parents[3] / RESULTS / folder / name).read_text()
 
 
-def comm_beside_nccl_tests(folder: str, graph: str, graph_more: str, eager: str,
+def comm_beside_nccl_tests(folder: str, graph: str, graph_more: str | None, eager: str,
                            graph_file: str, default_file: str,
                            from_bytes: int) -> Callable[[Store], list[str]]:
     """dlbench's all_reduce busbw beside nccl-tests' ``all_reduce_perf`` on the same host, from
@@ -1216,7 +1216,8 @@ def comm_beside_nccl_tests(folder: str, graph: str, graph_more: str, eager: str,
     ``folder`` from the same call) and its default loop (``default_file``), the ``graph_more``
     run (more iterations per replay, a shorter range, maybe another call) beside ``-G``, the
     ``eager`` run beside the default loop; each ratio is dlbench / nccl-tests, out of place / in
-    place, nccl-tests' figures as it printed them (:mod:`dlbench.report.nccl_tests`)."""
+    place, nccl-tests' figures as it printed them (:mod:`dlbench.report.nccl_tests`). A campaign
+    without a ``graph_more`` run passes None: its column is left out."""
     from dlbench.report.comm_tables import _size, timing_label  # the comm view
     from dlbench.report.nccl_tests import only_run  # nccl-tests' printed tables
 
@@ -1225,11 +1226,12 @@ def comm_beside_nccl_tests(folder: str, graph: str, graph_more: str, eager: str,
         d_run = only_run(_committed_text(folder, default_file))
         if not g_run.graph or d_run.graph:
             raise ValueError(f"{graph_file} must be a -G run and {default_file} not")
-        cells = _comm_cells(store, (graph, graph_more, eager))
+        runs = (graph, eager) if graph_more is None else (graph, graph_more, eager)
+        cells = _comm_cells(store, runs)
         flags = {r.id: _comm_flags(r) for r in cells.values()}
         common = _common(list(flags.values()))
         label = {run: timing_label(next(r for (k, _, _), r in cells.items() if k == run))
-                 for run in (graph, graph_more, eager)}
+                 for run in runs}
 
         def pair(run: str, size: int) -> tuple[Any, Any] | None:
             o, i = cells.get((run, size, False)), cells.get((run, size, True))
@@ -1249,22 +1251,78 @@ def comm_beside_nccl_tests(folder: str, graph: str, graph_more: str, eager: str,
             if g is None or e is None:
                 continue
             gt, dt = g_run.row(size), d_run.row(size)
-            more = pair(graph_more, size)
+            more = None if graph_more is None else pair(graph_more, size)
             notes = [f"{label[run]}: {_pair_flags(p, flags, common)}"
                      for run, p in ((graph, g), (graph_more, more), (eager, e))
                      if p is not None and _pair_flags(p, flags, common) != "–"]
             rows.append((_size(size), bw(g), f"{gt.out_busbw:.2f} / {gt.in_busbw:.2f}",
-                         ratio(g, gt), ratio(more, gt),
-                         f"{dt.out_busbw:.2f} / {dt.in_busbw:.2f}", ratio(g, dt), bw(e),
-                         ratio(e, dt), "; ".join(notes) or "–"))
-        return [f"Runs {graph} ({label[graph]}), {graph_more} ({label[graph_more]}) and {eager} "
-                f"({label[eager]}) beside nccl-tests {g_run.version} ({graph_file}: -G "
+                         ratio(g, gt)) + (() if graph_more is None else (ratio(more, gt),))
+                        + (f"{dt.out_busbw:.2f} / {dt.in_busbw:.2f}", ratio(g, dt), bw(e),
+                           ratio(e, dt), "; ".join(notes) or "–"))
+        said = (f"Runs {graph} ({label[graph]}) and {eager} ({label[eager]})"
+                if graph_more is None else f"Runs {graph} ({label[graph]}), {graph_more} "
+                f"({label[graph_more]}) and {eager} ({label[eager]})")
+        return [f"{said} beside nccl-tests {g_run.version} ({graph_file}: -G "
                 f"{g_run.graph}; {default_file}: its default loop), busbw GB/s out of place / in "
                 "place; ratios dlbench / nccl-tests; flags out of place / in place where they "
                 "differ. " + _caption(common), ""] + _table(
             ("size", f"dlbench {label[graph]}", f"nccl-tests -G {g_run.graph}",
-             f"{label[graph]} / -G", f"{label[graph_more]} / -G", "nccl-tests default",
-             f"{label[graph]} / default", "dlbench eager", "eager / default", "flags"), rows)
+             f"{label[graph]} / -G")
+            + (() if graph_more is None else (f"{label[graph_more]} / -G",))
+            + ("nccl-tests default", f"{label[graph]} / default", "dlbench eager",
+               "eager / default", "flags"), rows)
+    return render
+
+
+def comm_p99_beside_nccl_tests(folder: str, graph: str, eager: str,
+                               per_iter_file: str) -> Callable[[Store], list[str]]:
+    """dlbench's p99 time per iteration beside nccl-tests' ``-I`` (per-iteration CUDA-event
+    timing; ``per_iter_file``, committed in ``folder``), at every size both measured: the
+    ``eager`` run (an event after each iteration, as ``-I``) and the ``graph`` run (each sample a
+    replay's time over its iterations, so its p99 is of means over a replay), out of place / in
+    place; the ratio is eager's p99 over ``-I``'s i_p99, and ``-I``'s i_cv% sits beside the
+    flags that say dlbench's spread."""
+    from dlbench.report.comm_tables import _size, timing_label  # the comm view
+    from dlbench.report.nccl_tests import only_run  # nccl-tests' printed tables
+
+    def render(store: Store) -> list[str]:
+        i_run = only_run(_committed_text(folder, per_iter_file))
+        if not i_run.per_iteration or i_run.graph:
+            raise ValueError(f"{per_iter_file} must be an -I run without -G")
+        cells = _comm_cells(store, (graph, eager))
+        flags = {r.id: _comm_flags(r) for r in cells.values()}
+        common = _common(list(flags.values()))
+        label = {run: timing_label(next(r for (k, _, _), r in cells.items() if k == run))
+                 for run in (graph, eager)}
+        samples = sorted({len(r.sample_times_s()) for r in cells.values()})
+
+        def pair(run: str, size: int) -> tuple[Any, Any] | None:
+            o, i = cells.get((run, size, False)), cells.get((run, size, True))
+            return None if o is None or i is None else (o, i)
+
+        rows = []
+        for size in sorted({s for _, s, _ in cells}):
+            g, e = pair(graph, size), pair(eager, size)
+            if g is None or e is None:
+                continue
+            it = i_run.row(size)
+            notes = [f"{label[run]}: {_pair_flags(p, flags, common)}"
+                     for run, p in ((graph, g), (eager, e))
+                     if _pair_flags(p, flags, common) != "–"]
+            rows.append((
+                _size(size), " / ".join(f"{r.p99_s * 1e6:.1f}" for r in g),
+                " / ".join(f"{r.p99_s * 1e6:.1f}" for r in e),
+                f"{it.out_i_p99_us:.1f} / {it.in_i_p99_us:.1f}",
+                " / ".join(f"{r.p99_s * 1e6 / it.p99_us(r.config.inplace):.2f}" for r in e),
+                f"{it.out_i_cv_pct:.0f}% / {it.in_i_cv_pct:.0f}%", "; ".join(notes) or "–"))
+        return [f"Runs {graph} ({label[graph]}) and {eager} ({label[eager]}) beside nccl-tests "
+                f"{i_run.version} ({per_iter_file}: -I 1, {i_run.iters} iterations a size), p99 "
+                "µs per iteration out of place / in place: dlbench's over "
+                f"{' or '.join(map(str, samples))} samples, each the slowest rank's, nccl-tests' "
+                "i_p99, each iteration the slowest GPU's; ratio eager / -I; -I's i_cv%; flags "
+                "out of place / in place where they differ. " + _caption(common), ""] + _table(
+            ("size", f"dlbench {label[graph]} p99", f"dlbench {label[eager]} p99",
+             "nccl-tests -I p99", "eager / -I", "nccl-tests -I cv", "flags"), rows)
     return render
 
 
@@ -1323,6 +1381,12 @@ SHARDED_H100_RUNS = ("e9b6882bf599", "daa88c4f778a", "186a8ed34a71", "4770487b4c
 #: The same host's first measurements, taken with the initialisation bug (every rank trained
 #: from PyTorch's default weights), kept apart in ``superseded/`` as the page's evidence.
 SHARDED_H100_SUPERSEDED = f"{H100_4}/superseded"
+#: The host's third lending, one call, two pairs at once: llama-3.2-3b ddp and fsdp at 1 and 2
+#: GPUs and tp at 2 (GPUs 0,1), then llama-3.2-1b fsdp at 2 GPUs as a --repeat 3 group; on
+#: GPUs 2,3 llama-3.1-8b fsdp with CPU offload and checkpointing, then llama-3.2-1b tp as a
+#: --repeat 3 group.
+SHARDED_H100_THIRD_RUNS = ("cdb0bae2de9f", "05882d05df5e", "288dfd9f36de", "7fef713ac1fb",
+                           "dba4f2783dca")
 SHARDED_H100_MAXBATCH_RUN = "209422b59fcf"
 #: Generation on one card of the same host: bf16 and fp8 graph-captured at batch 1, fp8
 #: compiled at 1 and 64, then bf16 compiled at 64 and 1 (a later call).
@@ -1335,6 +1399,16 @@ H200_2_COMM = f"{H200_2}/comm"
 COMM_GRAPH_RUN, COMM_EAGER_RUN, COMM_GRAPH20_RUN = "b894a9c848bf", "a9784718ef66", "85d706a3a728"
 #: SIGTERM to a two-rank NCCL `dlbench scale` job: kept as interrupted, without a result.
 COMM_SIGTERM_RUN = "dcbe1136164d"
+COMM_H100_PAGE = "docs/results/2026-11-4x-h100-comm.md"
+H100_4_COMM = f"{H100_4}/comm"
+#: The collectives on GPUs 0 and 1 of the four-H100 host (GPUs 2 and 3 ran another job), one
+#: device call: all_reduce 8 B..1 GiB with --timing graph (10 iterations a replay) and eager,
+#: beside nccl-tests' -G 20, default loop and -I 1 of the same call; no graph run with more
+#: iterations a replay.
+COMM_H100_GRAPH_RUN, COMM_H100_EAGER_RUN = "07790f9e7703", "2ccecd9ac135"
+#: SIGTERM to a two-rank NCCL `dlbench scale` job on the same two cards: kept as interrupted,
+#: without a result.
+COMM_H100_SIGTERM_RUN = "2ba5feb91d03"
 SERVE_PAGE = "docs/results/2026-11-h100-serve.md"
 H100_SERVE = f"{H100}/serve"
 #: `dlbench serve` on one H100 alone: the request-rate and concurrency sweep against
@@ -1413,6 +1487,8 @@ HEADLINES = (
              generate_paths(H200_GENERATE_TUNED_RUNS), H200_GENERATE_PAGE),
     Headline("2x-h200-strategies", H200_2, strategy_runs(SHARDED_RUNS), SHARDED_PAGE),
     Headline("4x-h100-strategies", H100_4, strategy_runs(SHARDED_H100_RUNS), SHARDED_H100_PAGE),
+    Headline("4x-h100-strategies-third", H100_4, strategy_runs(SHARDED_H100_THIRD_RUNS),
+             SHARDED_H100_PAGE),
     Headline("4x-h100-largest-batch", H100_4, largest_batch_run(SHARDED_H100_MAXBATCH_RUN),
              SHARDED_H100_PAGE),
     Headline("4x-h100-generate-fp8", H100_4, generate_runs(GENERATE_FP8_RUNS), SHARDED_H100_PAGE),
@@ -1421,6 +1497,13 @@ HEADLINES = (
     Headline("2x-h200-comm-nccl-tests", H200_2_COMM, comm_beside_nccl_tests(
         H200_2_COMM, COMM_GRAPH_RUN, COMM_GRAPH20_RUN, COMM_EAGER_RUN, "nccl-G.txt",
         "nccl-default.txt", 1 << 20), COMM_PAGE),
+    Headline("4x-h100-comm", H100_4_COMM, comm_runs((COMM_H100_GRAPH_RUN, COMM_H100_EAGER_RUN)),
+             COMM_H100_PAGE),
+    Headline("4x-h100-comm-nccl-tests", H100_4_COMM, comm_beside_nccl_tests(
+        H100_4_COMM, COMM_H100_GRAPH_RUN, None, COMM_H100_EAGER_RUN, "nccl-G.txt",
+        "nccl-default.txt", 1 << 20), COMM_H100_PAGE),
+    Headline("4x-h100-comm-p99", H100_4_COMM, comm_p99_beside_nccl_tests(
+        H100_4_COMM, COMM_H100_GRAPH_RUN, COMM_H100_EAGER_RUN, "nccl-I.txt"), COMM_H100_PAGE),
     Headline("h100-serve", H100_SERVE, serve_sweep(SERVE_RUN), SERVE_PAGE),
     Headline("h100-serve-overhead", H100_SERVE, serve_overhead(SERVE_STUB_RUN), SERVE_PAGE),
 )

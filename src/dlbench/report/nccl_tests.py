@@ -4,15 +4,18 @@
 nccl-tests prints a header (``# nccl-tests version 2.19.6 nccl-headers=22809
 nccl-library=22809``, then ``# nThread 1 nGpus 2 ... iters: 20 ... graph: 20 ...``) and one row
 per size: size, count, type, redop, root, then out-of-place time (us), algbw, busbw (GB/s) and
-#wrong, then the same four in place. A file may hold several runs; each starts at its version
-line. Lines that are not part of a run (a shell's ``== command`` line, ``make``'s output) are
-skipped. Pure functions of the text: no I/O.
+#wrong, then the same four in place. With ``-I 1`` (per-iteration CUDA-event timing, its header
+says ``# Per-Iteration Report``) each placement has four more columns after its #wrong: i_min,
+i_max, i_p99 (us) and i_cv% over the timed iterations, each iteration's time the slowest GPU's.
+A file may hold several runs; each starts at its version line. Lines that are not part of a run
+(a shell's ``== command`` line, ``make``'s output) are skipped. Pure functions of the text: no
+I/O.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 _VERSION = re.compile(r"^# nccl-tests version (\S+)"
                       r"(?: nccl-headers=(\d+))?(?: nccl-library=(\d+))?")
@@ -24,7 +27,8 @@ _SETTING = re.compile(r"\b(nGpus|warmup iters:|agg iters:|iters:|graph:) (\d+)")
 @dataclass(frozen=True)
 class Row:
     """One size of one run: out-of-place then in-place, time in us, algbw and busbw in GB/s
-    (1e9 B/s, as printed), #wrong (None where nccl-tests printed ``N/A``: ``-c 0``)."""
+    (1e9 B/s, as printed), #wrong (None where nccl-tests printed ``N/A``: ``-c 0``); with ``-I``,
+    the per-iteration figures (min, max, p99 in us, cv in %), None in a run without it."""
 
     size_bytes: int
     count: int
@@ -38,12 +42,24 @@ class Row:
     in_algbw: float
     in_busbw: float
     in_wrong: int | None
+    out_i_min_us: float | None = None
+    out_i_max_us: float | None = None
+    out_i_p99_us: float | None = None
+    out_i_cv_pct: float | None = None
+    in_i_min_us: float | None = None
+    in_i_max_us: float | None = None
+    in_i_p99_us: float | None = None
+    in_i_cv_pct: float | None = None
 
     def busbw(self, inplace: bool) -> float:
         return self.in_busbw if inplace else self.out_busbw
 
     def time_us(self, inplace: bool) -> float:
         return self.in_time_us if inplace else self.out_time_us
+
+    def p99_us(self, inplace: bool) -> float | None:
+        """``-I``'s per-iteration p99 (None without ``-I``)."""
+        return self.in_i_p99_us if inplace else self.out_i_p99_us
 
 
 @dataclass(frozen=True)
@@ -70,20 +86,34 @@ class Run:
     def sizes(self) -> tuple[int, ...]:
         return tuple(r.size_bytes for r in self.rows)
 
+    @property
+    def per_iteration(self) -> bool:
+        """Whether the run printed ``-I``'s per-iteration columns (every row of it does)."""
+        return bool(self.rows) and all(r.out_i_p99_us is not None for r in self.rows)
+
 
 def _wrong(text: str) -> int | None:
     return None if text == "N/A" else int(text)
 
 
 def parse_row(line: str) -> Row | None:
-    """A size row, or None for any other line."""
+    """A size row (13 fields, or 21 with ``-I``'s per-iteration columns), or None for any other
+    line."""
     f = line.split()
-    if len(f) != 13 or not f[0].isdigit() or not f[1].isdigit():
+    if len(f) not in (13, 21) or not f[0].isdigit() or not f[1].isdigit():
         return None
+    per = len(f) == 21  # each placement: time algbw busbw #wrong, then i_min i_max i_p99 i_cv%
+    o, i = 5, 13 if per else 9
     try:
-        return Row(int(f[0]), int(f[1]), f[2], f[3],
-                   float(f[5]), float(f[6]), float(f[7]), _wrong(f[8]),
-                   float(f[9]), float(f[10]), float(f[11]), _wrong(f[12]))
+        row = Row(int(f[0]), int(f[1]), f[2], f[3],
+                  float(f[o]), float(f[o + 1]), float(f[o + 2]), _wrong(f[o + 3]),
+                  float(f[i]), float(f[i + 1]), float(f[i + 2]), _wrong(f[i + 3]))
+        if per:
+            row = replace(row, **{f"{place}_i_{name}": float(f[at + 4 + k])
+                                  for place, at in (("out", o), ("in", i))
+                                  for k, name in enumerate(("min_us", "max_us", "p99_us",
+                                                            "cv_pct"))})
+        return row
     except ValueError:
         return None
 
