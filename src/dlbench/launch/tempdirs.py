@@ -6,8 +6,8 @@ it as its ``TMPDIR`` (:func:`dlbench.launch.signals.child_env`), so that what a 
 :mod:`tempfile` lands there too: torchrun's agent makes a ``torchelastic_*`` log folder per job
 and leaves it, and a worker or a rank killed with SIGKILL never reaches its own clean-up. The
 parent removes the whole folder when it exits; a parent killed with SIGKILL cannot, and the next
-dlbench process that makes its own folder removes the folders of processes that are gone
-(:func:`remove_stale`).
+dlbench run (inline runs too, which make no folder of their own) or process that makes its own
+folder removes the folders of processes that are gone (:func:`remove_stale`).
 
 The folder is ``$TMPDIR/dlbench-run-PID-XXXXXXXX`` with a file ``owner`` naming the host, so
 that a folder of a live process, of another host (a shared ``/tmp``) or of another user is left
