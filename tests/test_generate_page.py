@@ -395,3 +395,11 @@ def test_fp16_and_generate_at_the_largest_1b_batch(third):
          f"({c.tpot().mean_s * 1e3:.1f} ms)")
     says(f"({c.config.prompt_len + c.config.output_len + 3} positions here, against "
          f"{gen.mean_context(c.config.prompt_len, c.config.output_len):.0f} on average")
+
+
+def test_the_compiled_steps_fidelity_since_one_compile_per_process():
+    shared = json.loads((ROOT / "results" / H.H100_4_GENERATE
+                         / "fidelity-compile-shared.json").read_text())
+    assert shared["compile"] == "shared, once per process" and len(shared["rounds"]) == 3
+    assert_says(PAGE, f"on another H100 it gave a median of {shared['median_ratio']:.4f} over "
+                "three rounds")

@@ -31,7 +31,7 @@ SCHEMA_VERSION = 1
 # jax, jaxlib, flax, optax: read from the installed metadata, never imported here (importing
 # JAX would start its backend); a JAX record adds the XLA backend it ran on (env["jax"]).
 PACKAGES = ("torch", "torchvision", "timm", "transformers", "numpy", "nvidia-ml-py", "dlbench",
-            "jax", "jaxlib", "flax", "optax")
+            "jax", "jaxlib", "flax", "optax", "torchao")
 
 # Variables read verbatim, and prefixes of whole families of tuning knobs.
 ENV_VAR_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS", "OMP_NUM_THREADS")

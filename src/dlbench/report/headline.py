@@ -894,12 +894,12 @@ def generate_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
         flags = [record_flags(r) for r in recs if r.ok]
         common = _common(flags)
         # one precision: said in the caption; several: a column
-        precisions = list(dict.fromkeys(r.config.precision for r in recs))
+        precisions = list(dict.fromkeys(r.config.precision_label for r in recs))
         mixed = len(precisions) > 1
         rows = []
         for r in recs:
             c = r.config
-            label = (c.model, str(c.batch_size)) + ((c.precision,) if mixed else ()) + (
+            label = (c.model, str(c.batch_size)) + ((c.precision_label,) if mixed else ()) + (
                 c.path_label,)
             if not r.ok:
                 rows.append(label + (f"error ({r.error_type})",) + ("–",) * 8)
@@ -1391,6 +1391,22 @@ SHARDED_H100_MAXBATCH_RUN = "209422b59fcf"
 #: Generation on one card of the same host: bf16 and fp8 graph-captured at batch 1, fp8
 #: compiled at 1 and 64, then bf16 compiled at 64 and 1 (a later call).
 GENERATE_FP8_RUNS = ("ccf14a34cf75", "6f7d05c4d5f8", "7711f742059d")
+GENERATE_4X_PAGE = "docs/results/2026-11-4x-h100-generate.md"
+H100_4_GENERATE = f"{H100_4}/generate"
+#: Generation on the same four-H100 host, two device calls, one list of runs per GPU at the same
+#: time; one fp8 recipe a table, as a generate table's row names the precision. fp8's
+#: weight-only recipe, llama-3.1-8b on GPU 0: graph-captured at batch 1 and compiled at 1 and 64
+#: (first call), then bf16 and weight-only compiled at batch 1 one after the other (second call).
+GENERATE_4X_WO_RUNS = ("b0f23aa2eff6", "79e5f343dbde", "5c3e7dd4a8aa", "80f27034a7f7")
+#: fp8's dynamic recipe (every fp8 row of this table is dynamic), llama-3.1-8b at batch 1: bf16
+#: and fp8 graph-captured on GPU 0 (first call), fp8 compiled on GPU 1 (second call).
+GENERATE_4X_DYNAMIC_RUNS = ("98c01b1791ff", "4c7db2507e19")
+#: llama-3.2-3b at the largest batch -b auto found (968): generate() and compile+fuse on GPU 1
+#: (first call), compile without --fuse on GPU 2 (second call).
+GENERATE_4X_LARGEST_RUNS = ("aba302c3ac70", "be3f4a3e5ab3")
+#: llama-3.2-1b at batch 1, graph-captured, as a --repeat 3 group on GPU 1 (first call): its
+#: prose quotes the group, whose generate table would have no '±95% jobs' cell.
+GENERATE_4X_REPEAT_RUN = "ff986811406a"
 COMM_PAGE = "docs/results/2026-11-2x-h200-comm.md"
 H200_2_COMM = f"{H200_2}/comm"
 #: The collectives on a host of two H200s, one device call: all_reduce 8 B..1 GiB
@@ -1492,6 +1508,14 @@ HEADLINES = (
     Headline("4x-h100-largest-batch", H100_4, largest_batch_run(SHARDED_H100_MAXBATCH_RUN),
              SHARDED_H100_PAGE),
     Headline("4x-h100-generate-fp8", H100_4, generate_runs(GENERATE_FP8_RUNS), SHARDED_H100_PAGE),
+    Headline("4x-h100-generate-weight-only", H100_4_GENERATE, generate_runs(GENERATE_4X_WO_RUNS),
+             GENERATE_4X_PAGE),
+    Headline("4x-h100-generate-dynamic", H100_4_GENERATE,
+             generate_runs(GENERATE_4X_DYNAMIC_RUNS), GENERATE_4X_PAGE),
+    Headline("4x-h100-generate-largest", H100_4_GENERATE,
+             generate_runs(GENERATE_4X_LARGEST_RUNS), GENERATE_4X_PAGE),
+    Headline("4x-h100-generate-largest-paths", H100_4_GENERATE,
+             generate_paths(GENERATE_4X_LARGEST_RUNS[:1]), GENERATE_4X_PAGE),
     Headline("2x-h200-comm", H200_2_COMM, comm_runs((COMM_GRAPH_RUN, COMM_EAGER_RUN)),
              COMM_PAGE),
     Headline("2x-h200-comm-nccl-tests", H200_2_COMM, comm_beside_nccl_tests(
