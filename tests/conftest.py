@@ -15,7 +15,7 @@ def llama_job(tmp_path_factory):
     group keeps them on one worker)."""
     import torch
 
-    from dlbench.launch.torchrun import TorchrunLauncher
+    from dlbench.jobs import launchers
     from dlbench.records.scaling import ScalingConfig
     from dlbench.records.throughput import ThroughputConfig
 
@@ -30,7 +30,7 @@ def llama_job(tmp_path_factory):
         cfg = ScalingConfig(base=base, gpus=gpus, strategy=strategy, **scaling)
         if cfg.key() not in done:
             out = tmp_path_factory.mktemp("llama") / "params.pt"
-            rec = TorchrunLauncher(timeout_s=180).run(cfg, {}, params_out=str(out))
+            rec = launchers.torchrun(timeout_s=180).run(cfg, {}, params_out=str(out))
             assert rec.ok, rec.error
             done[cfg.key()] = (torch.load(out), rec)
         return done[cfg.key()]

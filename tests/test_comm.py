@@ -15,6 +15,7 @@ import torch
 from fakes.cli import run as run_cli
 
 from dlbench.config import ConfigError
+from dlbench.jobs import launchers
 from dlbench.launch.torchrun import JobOutcome, TorchrunLauncher
 from dlbench.measure.bandwidth import algbw, busbw_factor
 from dlbench.measure.nccl_tuning import (
@@ -135,7 +136,7 @@ def test_the_old_inputs_were_not_exact_in_bfloat16_at_32_ranks():
 
 
 def _gloo(ops, dtype, **kw):
-    return TorchrunLauncher(timeout_s=120).run_comm(ops, [64, 4096], 2, {}, dtype=dtype, **kw)
+    return launchers.torchrun(timeout_s=120).run_comm(ops, [64, 4096], 2, {}, dtype=dtype, **kw)
 
 
 def test_comm_on_gloo_is_correct_and_a_corrupted_rank_fails_its_rows():
@@ -362,7 +363,7 @@ def test_the_probe_job_names_nccls_choice_on_the_timed_records(monkeypatch):
                         nccl_version="2.28.9", nccl_env={"NCCL_NVLS_ENABLE": "0"})
 
     monkeypatch.setattr(TorchrunLauncher, "launch", launch)
-    recs = TorchrunLauncher().run_comm(["all_reduce"], [64, 4096], 2, {}, backend="nccl",
+    recs = launchers.torchrun().run_comm(["all_reduce"], [64, 4096], 2, {}, backend="nccl",
                                        timing="graph", iters_per_sample=10, probe=True)
     probe, timed = jobs
     assert probe[0]["iters"] == 1 and probe[0]["warmup"] == 0 and probe[0]["timing"] == "graph"
@@ -389,7 +390,7 @@ def test_the_probe_job_names_nccls_choice_on_the_timed_records(monkeypatch):
             return JobOutcome(1, None, {0: {"ok": False, "rank": 0, "error": "Traceback\nboom"}})
         return launch(self, job, nproc, interconnect)
     monkeypatch.setattr(TorchrunLauncher, "launch", failing)
-    recs = TorchrunLauncher().run_comm(["all_reduce"], [64], 2, {}, backend="nccl", probe=True)
+    recs = launchers.torchrun().run_comm(["all_reduce"], [64], 2, {}, backend="nccl", probe=True)
     assert all(r.algorithm == "unknown" and r.algorithm_note ==
                "the algorithm probe failed (rank 0: boom)" for r in recs)
 
@@ -492,7 +493,7 @@ def test_comm_cli_refuses_a_graph_without_nccl(tmp_path):
 def test_comm_on_nccl(timing):
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
-    recs = TorchrunLauncher(timeout_s=300).run_comm(["all_reduce"], [1 << 20], 2, {},
+    recs = launchers.torchrun(timeout_s=300).run_comm(["all_reduce"], [1 << 20], 2, {},
                                                     backend="nccl", timing=timing,
                                                     iters_per_sample=10 if timing == "graph"
                                                     else 1, probe=True, dtype="bfloat16")

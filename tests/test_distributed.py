@@ -13,8 +13,9 @@ import torch
 
 from fakes import cli
 from dlbench.config import ConfigError
+from dlbench.jobs import launchers
 from dlbench.launch.interconnect import SAFETY_ENV, interconnect_env
-from dlbench.launch.torchrun import Rendezvous, TorchrunLauncher, free_port, slurm_settings
+from dlbench.launch.torchrun import Rendezvous, free_port, slurm_settings
 from dlbench.measure.stats import aggregate
 from dlbench.measure.stopping import StopRule
 from dlbench.records import record_from_dict
@@ -128,7 +129,7 @@ def test_ps_and_ddp_give_the_same_parameters(tmp_path):
     params = {}
     for strategy in ("ddp", "ps"):
         out = str(tmp_path / f"{strategy}.pt")
-        rec = TorchrunLauncher(timeout_s=120).run(ScalingConfig(base=cfg, gpus=2,
+        rec = launchers.torchrun(timeout_s=120).run(ScalingConfig(base=cfg, gpus=2,
                                                                 strategy=strategy), {},
                                                   params_out=out)
         assert rec.ok, rec.error
@@ -147,7 +148,7 @@ def test_ps_and_ddp_give_the_same_parameters(tmp_path):
 
 def test_a_rank_that_raises_ends_the_job_with_its_traceback():
     t = time.perf_counter()
-    rec = TorchrunLauncher(timeout_s=120, pg_timeout_s=60).run(
+    rec = launchers.torchrun(timeout_s=120, pg_timeout_s=60).run(
         ScalingConfig(base=base(stop=StopRule(min_steps=5, max_seconds=60, min_seconds=30)),
                       gpus=2), {}, fail_rank=1, fail_at_step=2)
     took = time.perf_counter() - t
@@ -164,7 +165,7 @@ def test_ranks_agree_on_the_warm_up_when_one_host_is_slower(strategy):
     # never joins (VGG-16 with ps on two H200s hung until the group's timeout).
     k = StopRule(min_steps=3, max_steps=3, min_seconds=0, max_seconds=30)
     cfg = base(model="tiny_mlp", input_size=8, warmup_steps=1, warmup_seconds=0.5, stop=k)
-    rec = TorchrunLauncher(timeout_s=90, pg_timeout_s=30).run(
+    rec = launchers.torchrun(timeout_s=90, pg_timeout_s=30).run(
         ScalingConfig(base=cfg, gpus=2, strategy=strategy), {}, lag_rank=1, lag_s=0.12)
     assert rec.ok, rec.error
     assert [len(t) for t in rec.rank_warmup_times_s] == [len(rec.rank_warmup_times_s[0])] * 2
@@ -265,7 +266,7 @@ def test_scale_help_teaches_multinode_and_slurm():
 def test_ddp_on_two_gpus():
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
-    rec = TorchrunLauncher(timeout_s=300).run(
+    rec = launchers.torchrun(timeout_s=300).run(
         ScalingConfig(base=base(device="auto", precision="bf16"), gpus=2), {})
     assert rec.ok, rec.error and rec.backend == "nccl"
     assert rec.launch_env["NCCL_NVLS_ENABLE"] == "0"

@@ -78,11 +78,11 @@ def test_profile_sees_the_kernels_replayed_from_a_cuda_graph():
 
 
 def test_real_cuda_oom_is_a_row_and_the_next_config_runs():
-    from dlbench.launch.inline import InlineLauncher
+    from dlbench.jobs import launchers
     free, _ = torch.cuda.mem_get_info()
     # An image batch far larger than the card: float32 3x224x224 is 602 KB per image.
     too_big = int(free / (3 * 224 * 224 * 4)) * 2
-    launcher = InlineLauncher()
+    launcher = launchers.inline()
     cfg = ThroughputConfig(model="resnet50", batch_size=too_big, device="cuda", warmup_steps=1,
                            warmup_seconds=0.0, stop=FAST_STOP)
     rec = launcher.run(cfg, {})

@@ -3,8 +3,8 @@ line the parent shows, and a real two-rank gloo job whose launcher passes the li
 
 import pytest
 
+from dlbench.jobs import launchers
 from dlbench.launch import progress
-from dlbench.launch.torchrun import TorchrunLauncher
 from dlbench.measure.stopping import StopRule
 from dlbench.records.scaling import ScalingConfig
 from dlbench.records.throughput import ThroughputConfig
@@ -83,7 +83,7 @@ def test_a_running_scale_job_reports_its_phases_to_the_parent():
     base = ThroughputConfig(model="tiny_mlp", batch_size=4, input_size=8, device="cpu",
                             warmup_steps=2, telemetry_interval_s=None, stop=stop)
     seen: list[str] = []
-    launcher = TorchrunLauncher(timeout_s=180, on_status=seen.append)
+    launcher = launchers.torchrun(timeout_s=180, on_status=seen.append)
     rec = launcher.run(ScalingConfig(base=base, gpus=2, strategy="ddp",
                                      comm_profile_steps=0), {})
     assert rec.ok, rec.error

@@ -12,6 +12,7 @@ from conftest import FAST_STOP
 from fakes.cli import run as run_cli
 
 from dlbench.config import ConfigError
+from dlbench.jobs import launchers
 from dlbench.launch.inline import InlineLauncher
 from dlbench.records.base import ErrorType
 from dlbench.records.maxbatch import MaxBatchConfig, Probe
@@ -494,7 +495,7 @@ def test_inline_sweep_goes_on_after_an_oom(tmp_path, cpu_env):
                              warmup_seconds=0, stop=FAST_STOP)
             for m, b in (("test_oom", 64), ("tiny_cnn", 8), ("test_oom", 32))]
     with Store(tmp_path / "s.db") as store:
-        out = run_sweep(cfgs, store, InlineLauncher(), cpu_env, command="test")
+        out = run_sweep(cfgs, store, launchers.inline(), cpu_env, command="test")
     assert out.status == "done"
     assert [(r.status, r.error_type) for r in out.records] == [
         ("error", "oom"), ("ok", None), ("ok", None)]
@@ -507,8 +508,7 @@ def test_fatal_error_inline_says_to_isolate_and_releases_nothing(monkeypatch):
 
     def broken(cfg, env):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
-    monkeypatch.setattr("dlbench.workloads.throughput.measure", broken)  # the worker, by name
-    rec = InlineLauncher().run(ThroughputConfig(model="tiny_cnn", batch_size=2), {})
+    rec = InlineLauncher({"throughput": broken}).run(ThroughputConfig(model="tiny_cnn", batch_size=2), {})
     assert rec.error_type == ErrorType.FATAL
     assert "--isolate" in rec.error and "illegal memory access" in rec.error
     assert released == []        # empty_cache on a broken context would raise again
@@ -516,8 +516,8 @@ def test_fatal_error_inline_says_to_isolate_and_releases_nothing(monkeypatch):
 
 def test_a_probe_process_counts_no_flops(cpu_env):
     cfg = mb.probe_config(ThroughputConfig(model="tiny_cnn", batch_size=4, device="cpu"), 4)
-    assert InlineLauncher(count_flops=False).run(cfg, cpu_env).flops_per_sample is None
-    assert InlineLauncher().run(cfg, cpu_env).flops_per_sample > 0
+    assert launchers.inline(count_flops=False).run(cfg, cpu_env).flops_per_sample is None
+    assert launchers.inline().run(cfg, cpu_env).flops_per_sample > 0
 
 
 # -- memory accounting -----------------------------------------------------------------------------

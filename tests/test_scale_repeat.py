@@ -17,7 +17,7 @@ from fakes.cli import FAST
 from fakes.cli import run as run_cli
 
 from dlbench.config import ConfigError
-from dlbench.jobs import plans
+from dlbench.jobs import launchers, plans
 from dlbench.jobs import runs as jobruns
 from dlbench.launch.torchrun import Rendezvous
 from dlbench.records import record_from_dict
@@ -171,7 +171,7 @@ class FakeJobs:
 
 @pytest.fixture
 def fake_jobs(monkeypatch):
-    monkeypatch.setattr(jobruns, "TorchrunLauncher", FakeJobs)
+    monkeypatch.setattr(launchers, "torchrun", FakeJobs)
     FakeJobs.script, FakeJobs.ran = [], []
     return FakeJobs
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from dlbench import cli
 from dlbench.config import ConfigError
-from dlbench.launch.torchrun import TorchrunLauncher
+from dlbench.jobs import launchers
 from dlbench.measure.stopping import StopRule
 from dlbench.records import record_from_dict
 from dlbench.records.base import config_key
@@ -268,7 +268,7 @@ def test_fp8_needs_an_ada_or_hopper_gpu(monkeypatch):
 def test_fp8_on_the_cpu_is_an_unsupported_row():
     """A job asked for fp8 on the CPU: each rank refuses before building the model, and the
     job is a row saying why (torchao is not needed to say it)."""
-    rec = TorchrunLauncher(timeout_s=120).run(
+    rec = launchers.torchrun(timeout_s=120).run(
         ScalingConfig(base=base(), gpus=2, strategy="fsdp", fp8=True), {})
     assert rec.status == "error" and rec.error_type == "unsupported"
     assert "fp8 matmuls need an H100/Ada-class GPU" in rec.error
@@ -311,13 +311,13 @@ def test_offload_and_fp8_train_on_a_gpu(tmp_path):
     """fsdp with --offload on one GPU (pinned host shards, the optimizer on the CPU), and with
     --fp8 where torchao and an sm_89+ GPU are there: finite losses."""
     gpu = base(device="auto", precision="bf16", batch_size=2)
-    rec = TorchrunLauncher(timeout_s=300).run(
+    rec = launchers.torchrun(timeout_s=300).run(
         ScalingConfig(base=gpu, gpus=1, strategy="fsdp", offload=True), {})
     assert rec.ok, rec.error
     pytest.importorskip("torchao.float8")
     if torch.cuda.get_device_capability() < fp8.MIN_CAPABILITY:
         pytest.skip("fp8 matmuls need sm_89 or newer")
-    rec = TorchrunLauncher(timeout_s=300).run(
+    rec = launchers.torchrun(timeout_s=300).run(
         ScalingConfig(base=gpu, gpus=1, strategy="fsdp", fp8=True), {})
     assert rec.ok, rec.error
 

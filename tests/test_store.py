@@ -5,10 +5,12 @@ import sqlite3
 import pytest
 from conftest import FAST_STOP
 
+from dlbench.jobs import launchers
 from dlbench.launch.inline import InlineLauncher
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store, StoreError
 from dlbench.sweep import env_key, run_sweep
+from dlbench.workloads import workers
 
 
 def cfg(**kw):
@@ -74,12 +76,12 @@ def test_sweep_goes_on_after_oom_and_nan_and_resume_skips(tmp_path, cpu_env):
     configs = [cfg(), cfg(model="test_oom", batch_size=64), cfg(model="test_nan"),
                cfg(mode="eval")]
     with Store(tmp_path / "s.db") as st:
-        out = run_sweep(configs, st, InlineLauncher(), cpu_env, command="test")
+        out = run_sweep(configs, st, launchers.inline(), cpu_env, command="test")
         assert out.status == "done"
         assert [r.error_type for r in out.records] == [None, "oom", "nan", None]
         stored = st.results(run_id=out.run_id)
         assert [r.id for r in stored] == [r.id for r in out.records]
-        again = run_sweep(configs, st, InlineLauncher(), cpu_env, command="test", resume=True)
+        again = run_sweep(configs, st, launchers.inline(), cpu_env, command="test", resume=True)
         # ok and oom results are skipped; the NaN one is measured again
         assert again.skipped == 3
         assert [r.config.model for r in again.records] == ["test_nan"]
@@ -96,8 +98,8 @@ def test_interrupt_keeps_results_and_marks_the_run(tmp_path, cpu_env):
             return super().run(c, env)
 
     with Store(tmp_path / "i.db") as st:
-        out = run_sweep([cfg(), cfg(batch_size=5), cfg(batch_size=6)], st, InterruptSecond(),
-                        cpu_env, command="test")
+        out = run_sweep([cfg(), cfg(batch_size=5), cfg(batch_size=6)], st,
+                        InterruptSecond(workers.BY_KIND), cpu_env, command="test")
         assert out.status == "interrupted" and "--resume" in out.message
         assert len(st.results(run_id=out.run_id)) == 1
         assert st.runs()[0].status == "interrupted"

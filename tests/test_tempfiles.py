@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.jobs import launchers
 from dlbench.launch import tempdirs
 from dlbench.launch import torchrun as torchrun_mod
 from dlbench.launch.torchrun import JobOutcome, TorchrunLauncher
@@ -57,7 +58,7 @@ def test_the_comm_probes_nccl_log_is_in_the_runs_folder_and_gone_after(own_tmp, 
         return JobOutcome(0, [dict(rank=r, rows=rows, world=2, host="h0") for r in range(2)])
 
     monkeypatch.setattr(TorchrunLauncher, "launch", launch)
-    recs = TorchrunLauncher().run_comm(["all_reduce"], [64], 2, {}, backend="nccl", probe=True)
+    recs = launchers.torchrun().run_comm(["all_reduce"], [64], 2, {}, backend="nccl", probe=True)
     assert len(recs) == 2
     [(logs, debug_file_dir, existed)] = seen
     assert existed and debug_file_dir == logs

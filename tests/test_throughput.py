@@ -5,7 +5,7 @@ import torch
 from conftest import FAST_STOP
 
 from dlbench.config import ConfigError
-from dlbench.launch.inline import InlineLauncher
+from dlbench.jobs import launchers
 from dlbench.models import get_model
 from dlbench.records.base import ErrorType
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
@@ -61,15 +61,15 @@ def test_fake_clock_makes_the_window_deterministic(cpu_env):
 
 
 def test_oom_becomes_a_row(cpu_env):
-    rec = InlineLauncher().run(cfg(model="test_oom", batch_size=64), cpu_env)
+    rec = launchers.inline().run(cfg(model="test_oom", batch_size=64), cpu_env)
     assert rec.status == "error" and rec.error_type == ErrorType.OOM
     assert "OutOfMemoryError" in rec.error and rec.summary() is None
-    ok = InlineLauncher().run(cfg(model="test_oom", batch_size=16), cpu_env)
+    ok = launchers.inline().run(cfg(model="test_oom", batch_size=16), cpu_env)
     assert ok.ok
 
 
 def test_nan_loss_becomes_a_row(cpu_env):
-    rec = InlineLauncher().run(cfg(model="test_nan"), cpu_env)
+    rec = launchers.inline().run(cfg(model="test_nan"), cpu_env)
     assert rec.error_type == ErrorType.NAN and "nan" in rec.error.lower()
 
 
@@ -98,7 +98,7 @@ def test_measure_with_a_padded_vocabulary(cpu_env):
 def test_cuda_requested_without_gpu_is_a_clear_error(cpu_env):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    rec = InlineLauncher().run(cfg(device="cuda"), cpu_env)
+    rec = launchers.inline().run(cfg(device="cuda"), cpu_env)
     assert rec.error_type == ErrorType.UNSUPPORTED and "--device cpu" in rec.error
 
 

@@ -11,7 +11,7 @@ import torch
 
 from fakes import cli
 from dlbench.config import ConfigError
-from dlbench.launch.torchrun import TorchrunLauncher
+from dlbench.jobs import launchers
 from dlbench.measure.stopping import StopRule
 from dlbench.records import record_from_dict
 from dlbench.records.scaling import ScalingConfig, ScalingRecord
@@ -75,7 +75,7 @@ def test_fsdp_tp_on_four_ranks_trains_as_ddp_on_two(llama_job):
 
 
 def test_an_unsupported_layout_is_an_error_row_naming_the_supported_models():
-    rec = TorchrunLauncher(timeout_s=120).run(
+    rec = launchers.torchrun(timeout_s=120).run(
         ScalingConfig(base=base(model="tiny_gpt2"), gpus=2, strategy="tp"), {})
     assert rec.status == "error" and rec.error_type == "unsupported"
     assert "GPT2LMHeadModel" in rec.error and "llama-3.2-1b" in rec.error

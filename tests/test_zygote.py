@@ -17,8 +17,9 @@ import psutil
 import pytest
 
 from conftest import FAST_STOP
+from dlbench.jobs import launchers
 from dlbench.launch import zygote
-from dlbench.launch.subprocess_launcher import SubprocessLauncher, Zygote, _forks
+from dlbench.launch.subprocess_launcher import Zygote, _forks
 from dlbench.records.base import ErrorType
 from dlbench.records.throughput import ThroughputConfig
 
@@ -68,7 +69,7 @@ def _builds(out: Path) -> list[tuple[int, int, int]]:
 
 def test_each_worker_is_a_fresh_child_of_one_zygote(probe):
     model, out = probe
-    launcher = SubprocessLauncher(timeout_s=120)
+    launcher = launchers.isolated(timeout_s=120)
     first = launcher.run(_cfg(model), {})
     second = launcher.for_later_processes().run(_cfg(model), {})
     assert first.ok and second.ok, (first.error, second.error)
@@ -84,30 +85,30 @@ def test_each_worker_is_a_fresh_child_of_one_zygote(probe):
 def test_a_crashed_worker_is_a_record_with_its_stderr_and_the_zygote_goes_on(probe, monkeypatch):
     model, _ = probe
     monkeypatch.setenv("PROBE_DO", "abort")
-    rec = SubprocessLauncher(timeout_s=120).run(_cfg(model), {})
+    rec = launchers.isolated(timeout_s=120).run(_cfg(model), {})
     assert rec.error_type == ErrorType.CRASHED
     assert "exited with code -6" in rec.error and "about to abort" in rec.error
     monkeypatch.delenv("PROBE_DO")
-    assert SubprocessLauncher(timeout_s=120).run(_cfg("tiny_mlp"), {}).ok
+    assert launchers.isolated(timeout_s=120).run(_cfg("tiny_mlp"), {}).ok
 
 
 def test_a_worker_past_its_timeout_is_ended_and_the_next_one_runs(probe, monkeypatch):
     model, out = probe
-    SubprocessLauncher(timeout_s=120).run(_cfg("tiny_mlp"), {})  # the zygote's imports done
+    launchers.isolated(timeout_s=120).run(_cfg("tiny_mlp"), {})  # the zygote's imports done
     monkeypatch.setenv("PROBE_DO", "hang")
     t = time.monotonic()
-    rec = SubprocessLauncher(timeout_s=3).run(_cfg(model), {})
+    rec = launchers.isolated(timeout_s=3).run(_cfg(model), {})
     assert rec.error_type == ErrorType.TIMEOUT and time.monotonic() - t < 20
     hung = [b[0] for b in _builds(out) if b[0] != os.getpid()][-1]
     assert not psutil.pid_exists(hung) or psutil.Process(hung).status() == psutil.STATUS_ZOMBIE
     monkeypatch.delenv("PROBE_DO")
-    assert SubprocessLauncher(timeout_s=120).run(_cfg("tiny_mlp"), {}).ok
+    assert launchers.isolated(timeout_s=120).run(_cfg("tiny_mlp"), {}).ok
 
 
 def test_dlbench_spawn_starts_a_new_interpreter(probe, monkeypatch):
     model, out = probe
     monkeypatch.setenv("DLBENCH_SPAWN", "1")
-    assert SubprocessLauncher(timeout_s=120).run(_cfg(model), {}).ok
+    assert launchers.isolated(timeout_s=120).run(_cfg(model), {}).ok
     assert {b[1] for b in _builds(out) if b[0] != os.getpid()} == {os.getpid()}
 
 

@@ -13,11 +13,10 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from dlbench.config import PRECISIONS, ConfigError
+from dlbench.jobs import launchers
 from dlbench.jobs.plans import default_batch, preflight, tuned_precision
 from dlbench.jobs.stored_run import StoredRun
-from dlbench.launch.inline import InlineLauncher
 from dlbench.launch.interconnect import PROFILE_ENV
-from dlbench.launch.subprocess_launcher import SubprocessLauncher
 from dlbench.launch.torchrun import TorchrunLauncher
 from dlbench.measure.bandwidth import COMM_OPS
 from dlbench.models import get_model
@@ -36,7 +35,7 @@ from dlbench.workloads.peak import default_plan, measure_point, plan_points, sup
 def launcher_for(isolate: bool):
     """Benchmarks in this process, or each in a fresh one (``--isolate``: survives fatal CUDA
     errors, at a few seconds of start-up per benchmark, outside the timing)."""
-    return SubprocessLauncher() if isolate else InlineLauncher()
+    return launchers.isolated() if isolate else launchers.inline()
 
 
 # -- throughput ---------------------------------------------------------------------------------
@@ -66,7 +65,7 @@ def run_throughput(configs: Sequence[ThroughputConfig], db: str, command: str, e
 def torchrun_launcher(timeout_s: float = 900.0, pg_timeout_s: float = 120.0) -> TorchrunLauncher:
     """Each run a fresh torchrun job on this host: what measures a scaling config outside a
     sweep (the batch a largest-batch search under a strategy found)."""
-    return TorchrunLauncher(timeout_s=timeout_s, pg_timeout_s=pg_timeout_s)
+    return launchers.torchrun(timeout_s=timeout_s, pg_timeout_s=pg_timeout_s)
 
 
 def run_scaling(configs: Sequence, db: str, command: str, env: dict, rendezvous, *,
@@ -75,9 +74,9 @@ def run_scaling(configs: Sequence, db: str, command: str, env: dict, rendezvous,
                 repeat: int = 1) -> SweepOutcome:
     """A scaling sweep: each config a fresh torchrun job (on every host of ``rendezvous``);
     ``repeat`` N > 1 runs each config as N fresh jobs, one repeat group (``--repeat``)."""
-    launcher = TorchrunLauncher(timeout_s=timeout_s, pg_timeout_s=pg_timeout_s,
-                                rendezvous=rendezvous,
-                                on_status=getattr(progress, "status", None))
+    launcher = launchers.torchrun(timeout_s=timeout_s, pg_timeout_s=pg_timeout_s,
+                                  rendezvous=rendezvous,
+                                  on_status=getattr(progress, "status", None))
     if configs and all(c.base.framework == "jax" for c in configs):
         # One process drives the local devices (jax.sharding): no job to start.
         from dlbench.frameworks.jax.data_parallel import JaxDataParallelLauncher  # heavy: jax
@@ -148,7 +147,7 @@ def run_tune(searches: list, db: str, command: str, env: dict, *, tag: str | Non
     preflight([s.base for s in searches])
     chain = _Chain(searches)
     with Store(db) as store:
-        return run_sweep(chain, store, InlineLauncher(), env, command=command, suite=TUNE_SUITE,
+        return run_sweep(chain, store, launchers.inline(), env, command=command, suite=TUNE_SUITE,
                          tag=tag, progress=_Feed(chain, progress or NullProgress()))
 
 
@@ -290,8 +289,8 @@ def run_comm(plan: CommPlan, db: str, command: str, env: dict, rendezvous, *,
              on_profile: Callable[[str], None] | None = None) -> StoredRun:
     """Every profile's job (every op x size in one torchrun job), each record stored as it
     comes; Ctrl-C ends the run as interrupted and keeps what was measured."""
-    launcher = TorchrunLauncher(timeout_s=timeout_s, pg_timeout_s=pg_timeout_s,
-                                rendezvous=rendezvous)
+    launcher = launchers.torchrun(timeout_s=timeout_s, pg_timeout_s=pg_timeout_s,
+                                  rendezvous=rendezvous)
     with Store(db) as store:
         run = StoredRun(store, command, env, tag=tag)
         try:

@@ -10,7 +10,7 @@ its row as a failure that says so, never dlbench with exit 0 and nothing measure
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from dlbench.launch.failures import (
     FATAL_HINT,
@@ -19,14 +19,8 @@ from dlbench.launch.failures import (
     model_exited,
     release_memory,
 )
-from dlbench.launch.lookup import find_worker
 from dlbench.records import Record, record_type_for
 from dlbench.records.base import ErrorType
-
-#: What measures one throughput config: ``measure(cfg, env[, flops=...]) -> ThroughputRecord``.
-THROUGHPUT_WORKER = "dlbench.workloads.throughput:measure"
-#: What measures one config of each kind a sweep runs, by record kind.
-WORKERS = {"throughput": THROUGHPUT_WORKER, "generate": "dlbench.workloads.generate:measure"}
 
 
 class InlineLauncher:
@@ -34,19 +28,21 @@ class InlineLauncher:
     # After a fatal error the process must not measure again.
     survives_fatal = False
 
-    def __init__(self, count_flops: bool = True, worker: str | None = None,
+    def __init__(self, workers: Mapping[str, Callable[..., Record]], count_flops: bool = True,
                  idle_baseline: bool = True) -> None:
-        """``worker`` names the measuring function (``"module:function"``), imported when it
-        runs, so that this package imports no workload; None picks the worker of the config's
-        kind (:data:`WORKERS`). ``idle_baseline=False`` asks it not to
-        wait for the GPU's idle power first (a later process of a repeat group)."""
+        """``workers`` maps a record kind (``"throughput"``, ``"generate"``) to the function
+        that measures one config of that kind, ``measure(cfg, env[, flops=...]) -> Record``,
+        handed over by the caller (:func:`dlbench.jobs.launchers.inline` wires
+        :mod:`dlbench.workloads.workers`), so that this package imports no workload.
+        ``idle_baseline=False`` asks it not to wait for the GPU's idle power first (a later
+        process of a repeat group)."""
+        self.workers = dict(workers)
         self.count_flops = count_flops
-        self.worker = worker
         self.idle_baseline = idle_baseline
 
     def run(self, cfg: Any, env: dict) -> Record:
         try:
-            measure = find_worker(self.worker or WORKERS[record_type_for(cfg).kind])
+            measure = self._worker(record_type_for(cfg).kind)
             kwargs = {} if self.idle_baseline else {"idle_baseline": False}
             if self.count_flops:
                 return measure(cfg, env, **kwargs)
@@ -66,6 +62,13 @@ class InlineLauncher:
         # Outside the except block the traceback, and the tensors its frames hold, are gone.
         release_memory()
         return record
+
+    def _worker(self, kind: str) -> Callable[..., Record]:
+        try:
+            return self.workers[kind]
+        except KeyError:
+            raise LookupError(f"this launcher was given no worker for {kind} configs (it "
+                              f"has {', '.join(sorted(self.workers)) or 'none'})") from None
 
 
 def _no_flops(spec, mode, size) -> None:

@@ -1,9 +1,10 @@
 """One rank of a torchrun job: ``python -m dlbench.launch.rank JOB``.
 
 :class:`~dlbench.launch.torchrun.TorchrunLauncher` starts this module on every rank. It reads the
-job file, initialises the process group with the job's timeout, and calls the job's worker, named
-by a string (``job["worker"]``, ``"package.module:function"``; see :mod:`dlbench.launch.lookup`),
-as ``worker(job, local_rank, control) -> dict`` of raw results. ``control`` is a gloo group of all
+job file, initialises the process group with the job's timeout, and calls the job's worker (the
+function the launcher was handed, sent here by name: ``job["worker"]``, as
+``package.module:function``; see :mod:`dlbench.launch.lookup`) as
+``worker(job, local_rank, control) -> dict`` of raw results. ``control`` is a gloo group of all
 ranks for host-side messages (None in a one-process job). The rank writes its results, or its
 error and traceback, to a file in the folder the parent named; after a success the ranks exchange
 their results so that every host has the whole job's raw samples.

@@ -7,7 +7,9 @@ that imported torch and the model libraries once (:mod:`dlbench.launch.zygote` s
 still a fresh process for the GPU), which saves seconds of imports per process; JAX workers, and
 every worker where ``DLBENCH_SPAWN=1`` is set or the OS has no ``fork``, start a new interpreter
 (``python -m dlbench.launch.worker``). Either child gets the config as JSON and writes the record
-as JSON to a file the parent names; the parent alone talks to the store.
+as JSON to a file the parent names; the parent alone talks to the store. The launcher is handed
+the worker of each record kind as a function and sends it to the child by name
+(:func:`dlbench.launch.lookup.worker_name`), which imports it there.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from dlbench.launch import signals, tempdirs
+from dlbench.launch.lookup import worker_name
 from dlbench.records import Record, record_from_dict, record_type_for
 from dlbench.records.base import ErrorType
 
@@ -32,11 +35,18 @@ class SubprocessLauncher:
     name = "subprocess"
     survives_fatal = True
 
-    def __init__(self, timeout_s: float | None = 1800.0, count_flops: bool = True,
+    def __init__(self, workers: Mapping[str, Callable[..., Record]],
+                 timeout_s: float | None = 1800.0, count_flops: bool = True,
                  idle_baseline: bool = True) -> None:
-        """``count_flops=False`` leaves the record's FLOPs out: counting traces the model once
-        more, seconds per process, which a memory probe does not need. ``idle_baseline=False``
-        skips the wait for the GPU's idle power before the benchmark (up to 6 s)."""
+        """``workers`` maps a record kind to the function that measures one config of that
+        kind in the child, as :class:`~dlbench.launch.inline.InlineLauncher` takes them; each
+        must be importable by its name there (checked here, by
+        :func:`~dlbench.launch.lookup.worker_name`). ``count_flops=False`` leaves the record's
+        FLOPs out: counting traces the model once more, seconds per process, which a memory
+        probe does not need. ``idle_baseline=False`` skips the wait for the GPU's idle power
+        before the benchmark (up to 6 s)."""
+        self.workers = dict(workers)
+        self._names = {kind: worker_name(fn) for kind, fn in self.workers.items()}
         self.timeout_s = timeout_s
         self.count_flops = count_flops
         self.idle_baseline = idle_baseline
@@ -45,13 +55,19 @@ class SubprocessLauncher:
         """The same launcher for the later processes of a repeat group: they take the first
         process's FLOP count (one model, one count) and its idle power (one card, one
         baseline), so that a group costs its windows, not seconds of waiting per process."""
-        return SubprocessLauncher(self.timeout_s, count_flops=False, idle_baseline=False)
+        return SubprocessLauncher(self.workers, self.timeout_s, count_flops=False,
+                                  idle_baseline=False)
 
     def run(self, cfg: Any, env: dict) -> Record:
         with tempfile.TemporaryDirectory(prefix="dlbench-", dir=tempdirs.root()) as tmp:
             out_path = os.path.join(tmp, "record.json")
-            job = {"kind": record_type_for(cfg).kind, "config": cfg.to_dict(), "env": env,
-                   "out": out_path, "count_flops": self.count_flops,
+            kind = record_type_for(cfg).kind
+            if kind not in self._names:
+                return self._failed(cfg, env, ErrorType.EXCEPTION,
+                                    f"this launcher was given no worker for {kind} configs (it "
+                                    f"has {', '.join(sorted(self._names)) or 'none'})")
+            job = {"kind": kind, "worker": self._names[kind], "config": cfg.to_dict(),
+                   "env": env, "out": out_path, "count_flops": self.count_flops,
                    "idle_baseline": self.idle_baseline}
             try:
                 returncode, stderr = (self._forked if _forks(cfg) else self._spawned)(job)

@@ -2,11 +2,13 @@
 
 The parent (:class:`TorchrunLauncher`) writes a job file, starts
 ``python -m dlbench.launch.agent ... -m dlbench.launch.rank JOB`` (torch.distributed.run, in a
-wrapper that ends it if dlbench is killed) as a subprocess and waits under a time limit. Every rank (:mod:`dlbench.launch.rank`) initialises the process group with a
-timeout, runs the job's worker (named by a ``"module:function"`` string, so this package imports
-no workload), and writes its raw results, or its error and traceback, to a file in the folder
-the parent named; after a success the ranks exchange their results so that every host has the
-whole job's raw samples. The parent alone turns them into records: one per config.
+wrapper that ends it if dlbench is killed) as a subprocess and waits under a time limit. Every
+rank (:mod:`dlbench.launch.rank`) initialises the process group with a timeout, runs the job's
+worker (the function the launcher's caller handed it, sent by name: :mod:`dlbench.launch.lookup`;
+so this package imports no workload), and writes its raw results, or its error and traceback, to
+a file in the folder the parent named; after a success the ranks exchange their results so that
+every host has the whole job's raw samples. The parent alone turns them into records: one per
+config.
 
 Single host: ``--standalone --nproc-per-node N``. Several hosts: one dlbench per host, each
 starting a torchrun agent with ``--nnodes N --node-rank R --rdzv-backend c10d
@@ -37,6 +39,7 @@ import torch
 
 from dlbench.launch import progress, signals, tempdirs
 from dlbench.launch.interconnect import interconnect_env
+from dlbench.launch.lookup import worker_name
 from dlbench.measure.nccl_tuning import UNKNOWN
 from dlbench.records.base import ErrorType
 from dlbench.records.comm import CommConfig, CommRecord
@@ -48,9 +51,6 @@ MONITOR_INTERVAL_S = 0.2
 STOP_GRACE_S = 5.0
 # How often a waiting launcher passes rank 0's progress on (``on_status``).
 STATUS_EVERY_S = 1.0
-# The workers of the jobs this launcher builds itself (a caller may name any other).
-SCALING_WORKER = "dlbench.workloads.scaling_rank:run_rank"
-COMM_WORKER = "dlbench.workloads.comm:run_rank"
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,10 @@ class TorchrunLauncher:
 
     ``timeout_s`` bounds the whole job (start-up included); ``pg_timeout_s`` bounds any one
     collective (the process group's timeout), so a rank waiting on a dead peer gives up.
+    ``scaling_worker`` and ``comm_worker`` are the rank functions of the jobs this launcher
+    builds itself (:meth:`run`, :meth:`run_comm`), handed over by the caller
+    (:func:`dlbench.jobs.launchers.torchrun` wires :mod:`dlbench.workloads.workers`); a launcher
+    that only runs :meth:`launch` jobs, which name their own worker, needs neither.
     """
 
     name = "torchrun"
@@ -147,7 +151,9 @@ class TorchrunLauncher:
 
     def __init__(self, timeout_s: float = 900.0, pg_timeout_s: float = 120.0,
                  rendezvous: Rendezvous | None = None, extra_env: Mapping[str, str] | None = None,
-                 on_status: Callable[[str], None] | None = None) -> None:
+                 on_status: Callable[[str], None] | None = None, *,
+                 scaling_worker: Callable[..., dict] | None = None,
+                 comm_worker: Callable[..., dict] | None = None) -> None:
         self.timeout_s = timeout_s
         # told, about once a second while a job runs, what its rank 0 is doing (a progress
         # display's line: dlbench.launch.progress)
@@ -155,13 +161,19 @@ class TorchrunLauncher:
         self.pg_timeout_s = pg_timeout_s
         self.rdzv = rendezvous or Rendezvous()
         self.extra_env = dict(extra_env or {})
+        self.scaling_worker = scaling_worker
+        self.comm_worker = comm_worker
+        # checked now, before any job: each must be importable by its name in the ranks
+        self._names = {what: worker_name(fn) for what, fn in
+                       (("scaling", scaling_worker), ("comm", comm_worker)) if fn is not None}
 
     # -- the generic job ------------------------------------------------------------------------
     def launch(self, job: dict[str, Any], nproc_per_node: int, interconnect: str = "default",
                rank_env: Mapping[str, str] | None = None) -> JobOutcome:
         """Run ``job`` on ``nproc_per_node`` ranks per host. The job names its worker
-        (``job["worker"]``, ``"module:function"``) and its process group's ``backend``; every
-        rank calls ``worker(job, local_rank, control)`` (see :mod:`dlbench.launch.rank`)."""
+        (``job["worker"]``: :func:`dlbench.launch.lookup.worker_name` of the rank function) and
+        its process group's ``backend``; every rank calls ``worker(job, local_rank, control)``
+        (see :mod:`dlbench.launch.rank`)."""
         launch_env = {**self.extra_env, **(rank_env or {}), **interconnect_env(interconnect)}
         with tempfile.TemporaryDirectory(prefix="dlbench-dist-", dir=tempdirs.root()) as tmp:
             out_dir = Path(tmp)
@@ -212,6 +224,15 @@ class TorchrunLauncher:
                     raise
             self.on_status(progress.describe(progress.read_progress(out_dir), time.time()))
 
+    def _worker(self, what: str) -> str:
+        """The name of the rank function of this launcher's ``what`` jobs."""
+        try:
+            return self._names[what]
+        except KeyError:
+            raise ValueError(f"this launcher was built without a {what} worker: pass "
+                             f"{what}_worker= (dlbench.jobs.launchers.torchrun wires both)"
+                             ) from None
+
     # -- scaling ----------------------------------------------------------------------------------
     def run(self, cfg: ScalingConfig, env: dict, fail_rank: int | None = None,
             fail_at_step: int | None = None, params_out: str | None = None,
@@ -225,7 +246,7 @@ class TorchrunLauncher:
         backend = resolve_backend(cfg.backend, cfg.base.device)
         nproc = cfg.processes // cfg.nnodes
         threads = offload_threads(cfg.offload, nproc, os.environ, os.cpu_count() or 1)
-        job = {"worker": SCALING_WORKER, "backend": backend, "config": cfg.to_dict(),
+        job = {"worker": self._worker("scaling"), "backend": backend, "config": cfg.to_dict(),
                "fail_rank": fail_rank, "fail_at_step": fail_at_step, "params_out": params_out,
                "lag_rank": lag_rank, "lag_s": lag_s}
         out = self.launch(job, nproc, cfg.interconnect,
@@ -256,7 +277,7 @@ class TorchrunLauncher:
         and would slow the very launches being timed."""
         backend = resolve_backend(backend, "auto")
         ranks = ranks_per_node * self.rdzv.nnodes
-        job = {"worker": COMM_WORKER, "backend": backend, "ops": ops, "sizes": sizes,
+        job = {"worker": self._worker("comm"), "backend": backend, "ops": ops, "sizes": sizes,
                "dtype": dtype, "iters": iters, "warmup": warmup, "corrupt_rank": corrupt_rank,
                "timing": timing, "iters_per_sample": iters_per_sample}
         if backend != "nccl":
@@ -303,7 +324,9 @@ class TorchrunLauncher:
         a size has nothing (the probe failed, or NCCL wrote no line for it)."""
         with tempfile.TemporaryDirectory(prefix="dlbench-nccl-", dir=tempdirs.root()) as logs:
             probe = TorchrunLauncher(self.timeout_s, self.pg_timeout_s, self.rdzv,
-                                     {**self.extra_env, **nccl_probe_env(logs)})
+                                     {**self.extra_env, **nccl_probe_env(logs)},
+                                     scaling_worker=self.scaling_worker,
+                                     comm_worker=self.comm_worker)
             out = probe.launch({**job, "iters": 1, "warmup": 0, "corrupt_rank": None,
                                 "nccl_log_dir": logs}, ranks_per_node, interconnect)
         if out.results is None or out.returncode != 0:

@@ -14,10 +14,10 @@ the launcher starts those workers as new interpreters.
 
 Protocol, one JSON object per line. The parent sends a worker job (the payload of
 :mod:`dlbench.launch.worker`, plus ``environ``: the parent's environment when it sent the job).
-The zygote imports what the job's model needs, forks, and answers ``{"pid": P}`` at once and
-``{"pid": P, "returncode": R}`` when the child has ended (R negative: killed by signal -R). The
-child runs in a session of its own (the parent ends it with its process group), writes its
-stdout and stderr to ``OUT.stderr`` beside the record, and ends with its parent or with
+The zygote imports what the job's model and worker need, forks, and answers ``{"pid": P}`` at
+once and ``{"pid": P, "returncode": R}`` when the child has ended (R negative: killed by signal
+-R). The child runs in a session of its own (the parent ends it with its process group), writes
+its stdout and stderr to ``OUT.stderr`` beside the record, and ends with its parent or with
 dlbench (:func:`dlbench.launch.signals.exit_with_parent`). The zygote ends at the end of its
 input, which is also what it sees when dlbench dies.
 """
@@ -37,8 +37,9 @@ LIBRARIES = ("torchvision", "timm", "transformers")
 #: The same for ``PREFIX:NAME`` models (``dlbench.models.sources``); a user's ``FILE.py:FUNC``
 #: is never imported here: the zygote runs no code of a model, which could initialise CUDA.
 PREFIXES = {"timm": "timm", "torchvision": "torchvision", "hf": "transformers"}
-#: What every throughput worker imports (torch, the workload, the launcher).
-COMMON = ("dlbench.launch.worker", "dlbench.workloads.throughput", "dlbench.models")
+#: What every worker imports (torch, the launcher's child side, the models); the job's own
+#: worker module (``job["worker"]``) is imported before its first fork (:func:`preload_worker`).
+COMMON = ("dlbench.launch.worker", "dlbench.models")
 
 
 def library_for(model: str) -> str | None:
@@ -63,6 +64,15 @@ def preload(config: dict) -> None:
             importlib.import_module(library)
         except ImportError:  # the child reports the missing library with its hint
             pass
+
+
+def preload_worker(name: str) -> None:
+    """Import, in the zygote, the module of the worker ``name`` (``module:function``) once:
+    later forks find it imported. The child imports it again by name and reports what fails."""
+    try:
+        importlib.import_module(name.partition(":")[0])
+    except Exception:  # noqa: BLE001 - the child reports it, as a record
+        pass
 
 
 def _child(job: dict) -> None:
@@ -104,6 +114,7 @@ def main() -> int:
             continue
         job = json.loads(line)
         preload(job["config"])
+        preload_worker(job.get("worker", ""))
         with warnings.catch_warnings():  # a library's idle thread: the child never uses it
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()

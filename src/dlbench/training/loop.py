@@ -36,6 +36,7 @@ from dlbench.records.train import TrainConfig, book_epoch, book_run_end
 from dlbench.training import mlperf, recipe
 from dlbench.training.models import build_model
 from dlbench.training.pipeline import Normalizer, make_loaders, measure_pipeline
+from dlbench.workloads.devices import UnsupportedError
 from dlbench.workloads.step import update
 from dlbench.workloads.throughput import autocast_factory, precision_flags
 
@@ -45,6 +46,17 @@ EVAL_BATCH = 1024
 # Steps before the synthetic-data window (the first one included): cuDNN autotuning and
 # allocator warm-up.
 SYNTHETIC_WARMUP = 5
+
+
+def device_for(cfg: TrainConfig, local_rank: int = 0) -> torch.device:
+    """The device of a run: a CUDA GPU unless ``--device cpu`` or no GPU is visible."""
+    if cfg.device == "cpu" or not torch.cuda.is_available():
+        if cfg.device.startswith("cuda"):
+            raise UnsupportedError("--device cuda: no CUDA GPU is visible; use --device cpu")
+        return torch.device("cpu")
+    index = int(cfg.device.split(":")[1]) if ":" in cfg.device else local_rank
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
 
 
 def run_hyperparameters(cfg: TrainConfig, dataset: str | None = None) -> recipe.Hyperparameters:

@@ -16,8 +16,7 @@ import torch.distributed as dist
 from dlbench.data import load_dataset
 from dlbench.launch.rank import write_json
 from dlbench.records.train import TrainConfig
-from dlbench.training.loop import train_run
-from dlbench.training.runner import device_for
+from dlbench.training.loop import device_for, train_run
 
 
 def run_rank(job: dict[str, Any], local_rank: int, control) -> dict[str, Any]:

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-
 from dlbench.data import load_dataset
 from dlbench.launch import tempdirs
 from dlbench.launch.failures import (
@@ -27,30 +25,21 @@ from dlbench.launch.failures import (
     model_exited,
     release_memory,
 )
+from dlbench.launch.lookup import worker_name
 from dlbench.launch.torchrun import TorchrunLauncher, resolve_backend
 from dlbench.records.base import ErrorType
 from dlbench.records.train import TrainConfig, TrainRecord
-from dlbench.training.loop import train_run
-from dlbench.workloads.devices import UnsupportedError
+from dlbench.training.loop import device_for, train_run
+from dlbench.training.rank import run_rank
 
-#: The worker each rank of a multi-GPU job runs (dlbench.launch.rank looks it up by this name).
-RANK_WORKER = "dlbench.training.rank:run_rank"
+#: The worker each rank of a multi-GPU job runs (sent to the ranks by name:
+#: :func:`dlbench.launch.lookup.worker_name`).
+RANK_WORKER = run_rank
 
 # Fields of a rank's result that go into the record as they are.
 _SERIES = ("lr", "hyperparameters", "samples_per_epoch", "steps_per_epoch", "init_s", "run_s", "time_to_train_s",
            "epochs_to_converge", "epoch_times_s", "eval_times_s", "eval_end_s", "eval_accuracy",
            "eval_loss", "train_loss", "iter_loss", "iter_time_s", "memory", "mllog")
-
-
-def device_for(cfg: TrainConfig, local_rank: int = 0) -> torch.device:
-    """The device of a run: a CUDA GPU unless ``--device cpu`` or no GPU is visible."""
-    if cfg.device == "cpu" or not torch.cuda.is_available():
-        if cfg.device.startswith("cuda"):
-            raise UnsupportedError("--device cuda: no CUDA GPU is visible; use --device cpu")
-        return torch.device("cpu")
-    index = int(cfg.device.split(":")[1]) if ":" in cfg.device else local_rank
-    torch.cuda.set_device(index)
-    return torch.device("cuda", index)
 
 
 def merge_side(measurements: list[dict | None]) -> dict[str, Any] | None:
@@ -134,7 +123,8 @@ class TorchrunRunner:
                   ) -> list[TrainRecord]:
         backend = resolve_backend(cfgs[0].backend, cfgs[0].device)
         results_dir = Path(tempfile.mkdtemp(prefix="dlbench-train-", dir=tempdirs.root()))
-        job = {"worker": RANK_WORKER, "backend": backend, "configs": [c.to_dict() for c in cfgs],
+        job = {"worker": worker_name(RANK_WORKER), "backend": backend,
+               "configs": [c.to_dict() for c in cfgs],
                "results_dir": str(results_dir), "mllog": self.mllog,
                "measure_side": measure_side}
         try:

@@ -209,10 +209,13 @@ def probe_launcher(cfg: MaxBatchConfig) -> Launcher:
     """A fresh process per probe (:class:`SubprocessLauncher`), or under a strategy a fresh
     torchrun job (:class:`TorchrunLauncher`); the time limit covers a compile where there is
     one."""
+    # here, when probes are to run: the references import every workload's module
+    from dlbench.workloads import workers
     timeout = COMPILED_PROBE_TIMEOUT_S if cfg.base.compile else PROBE_TIMEOUT_S
     if cfg.parallel is not None:
-        return TorchrunLauncher(timeout_s=timeout)
-    return SubprocessLauncher(timeout_s=timeout, count_flops=False)
+        return TorchrunLauncher(timeout_s=timeout, scaling_worker=workers.SCALING_RANK)
+    return SubprocessLauncher({"throughput": workers.THROUGHPUT}, timeout_s=timeout,
+                              count_flops=False)
 
 
 def search(cfg: MaxBatchConfig, env: dict, default_start: int,
