@@ -329,3 +329,33 @@ def test_the_third_lending(third, records):
                   "warm-up", "measured window, step 4 (9.75 s a step)"):
         assert phase in log
     says("`measured window, step 4 (9.75 s a step)`")
+
+
+def test_the_predictions_for_eight_gpus_and_several_nodes(tmp_path):
+    """The committed predictions are what the what-if model says today of the committed store,
+    and the page quotes them."""
+    import subprocess
+    import sys
+    db = tmp_path / "dlbench.db"
+    db.write_bytes(__import__("gzip").decompress((FOLDER / "dlbench.db.gz").read_bytes()))
+    args = ["whatif", "-m", "llama-3.2-1b", "--db", str(db), "--strategy", "fsdp,fsdp+tp",
+            "--nodes", "1,2,4,8", "--gpus-per-node", "8", "--network", "100gbe,400gbe,ib-ndr",
+            "--nics", "8"]
+    out = subprocess.run([sys.executable, "-m", "dlbench", *args, "--json"], check=True,
+                         capture_output=True, text=True).stdout
+    rows = {(r["strategy"], r["cluster"]): r for r in json.loads(out)}
+    committed = (FOLDER / "whatif-predict.txt").read_text()
+
+    def factor(strategy, cluster):
+        f = rows[(strategy, cluster)]["factor"]
+        assert f"{f:.2f}" in committed
+        return f"{f:.2f}"
+    one = "1 node x 8 GPU(s), nvlink4"
+    nets = [factor("fsdp", f"8 nodes x 8 GPU(s), {n} + nvlink4")
+            for n in ("100gbe", "400gbe", "ib-ndr")]
+    says(f"on one node of eight at {factor('fsdp', one)} times one GPU, and on eight such nodes "
+         f"(64 GPUs) at {nets[0]} times over 100 Gb Ethernet, {nets[1]} over 400 Gb Ethernet and "
+         f"{nets[2]} over InfiniBand NDR")
+    compute = rows[("fsdp", one)]["compute_s"] * 1e3
+    says(f"at eight sequences ({compute:.1f} ms; the store's record)")
+    says(f"predicted at {factor('fsdp+tp', one)} times on one node of eight")

@@ -431,3 +431,18 @@ def test_the_docs_state_the_baseline_beside_the_models_error(tmp_path):
     for folder in ("pt2.11-cu130-4x-h200", "pt2.11-cu130-8x-h200", "pt2.11-cu130-2x-h200",
                    "pt2.14-cpu"):
         assert "vs baseline, " in (root / "results" / folder / "whatif-check.txt").read_text()
+
+
+def test_a_language_models_predicted_throughput_counts_tokens(capsys):
+    # The table's title says tokens/s: a sample of tiny_llama is a sequence of 32 tokens, so
+    # 4 sequences a 2 ms step on one GPU are 64,000 tokens/s (it once printed the sequences).
+    from dlbench.cli import main
+    assert main(["whatif", "-m", "tiny_llama", "-b", "4", "--step-ms", "2", "--nodes", "1",
+                 "--gpus-per-node", "2", "--strategy", "ddp"]) == 0
+    out = capsys.readouterr().out
+    assert "PREDICTED training throughput, tokens/s" in out
+    assert "64,000" in out and "| 2,000 " not in out and "│ 2,000 " not in out
+    assert main(["whatif", "-m", "tiny_llama", "-b", "4", "--step-ms", "2", "--nodes", "1",
+                 "--gpus-per-node", "2", "--strategy", "ddp", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["units_per_sample"] for r in rows} == {32}

@@ -106,7 +106,8 @@ def prediction_table(preds: Sequence, title: str = "PREDICTED step time by the a
 def predicted_scaling_table(preds: Sequence, unit: str = "images") -> Table:
     """Predicted throughput at each GPU count of a cluster the user does not have, with the
     factor over one GPU in parentheses (the layout of the 2020 tf_cnn_benchmarks study on 4x
-    Quadro RTX 8000). The 1 GPU column is the measured input."""
+    Quadro RTX 8000). The 1 GPU column is the measured input. The figures count ``unit``: each
+    prediction's samples/s times what a sample counts (a language model's tokens)."""
     counts = sorted({p.cluster.gpus for p in preds} | {1})
     def key_of(p) -> tuple:
         net = p.cluster.network.name if any(q.cluster.nodes > 1 for q in preds) \
@@ -118,15 +119,16 @@ def predicted_scaling_table(preds: Sequence, unit: str = "images") -> Table:
         name, strat, net, batch = key
         mine = [p for p in preds if key_of(p) == key]
         w = mine[0].workload
+        k = w.units_per_sample
         line = [name, strat, net, str(batch)]
         by_n = {p.cluster.gpus: p for p in mine}
         for n in counts:
             if n == 1:
-                line.append(f"{fmt_num(w.batch / w.compute_s)} (measured)"
-                            if w.source != "given" else fmt_num(w.batch / w.compute_s))
+                line.append(f"{fmt_num(k * w.batch / w.compute_s)} (measured)"
+                            if w.source != "given" else fmt_num(k * w.batch / w.compute_s))
                 continue
             p = by_n.get(n)
-            line.append("-" if p is None else f"{fmt_num(p.throughput)} ({p.factor:.2f})")
+            line.append("-" if p is None else f"{fmt_num(k * p.throughput)} ({p.factor:.2f})")
         rows.append(tuple(line))
     return Table(f"PREDICTED training throughput, {unit}/s (factor over 1 GPU in parentheses)",
                  ("model", "strategy", "network", "batch/GPU")

@@ -55,6 +55,8 @@ class Workload:
         shape: the model's units, width and sequence (for fsdp and tp); None: not known.
         param_bytes: bytes per parameter FSDP gathers (2 in bf16/fp16, 4 in fp32).
         act_bytes: bytes per activation element TP all-reduces (2 under bf16/fp16 autocast).
+        units_per_sample: what one sample counts in the model's throughput unit: a language
+            model's tokens per sequence, 1 for an image (the predicted tokens/s of a table).
     """
 
     compute_s: float
@@ -67,6 +69,7 @@ class Workload:
     shape: ModelShape | None = None
     param_bytes: int = 2
     act_bytes: int = 2
+    units_per_sample: int = 1
 
     def __post_init__(self) -> None:
         if not self.compute_s > 0:

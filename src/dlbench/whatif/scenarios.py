@@ -105,7 +105,7 @@ def workloads(models: Sequence[str], *, step_ms: Sequence[float] = (),
         out.append(Workload(compute_s=compute, grad_bytes=grad, batch=size,
                             variable_bytes=tuple(float(v) for v in variables),
                             backward_fraction=backward_fraction, name=name, source=source,
-                            **extra))
+                            units_per_sample=_units_per_sample(name, seq), **extra))
     return out
 
 
@@ -164,6 +164,14 @@ def predict_all(workloads: Sequence, nets: Sequence[Network], intra: Network, *,
     return out
 
 
+def _units_per_sample(name: str, seq: int | None) -> int:
+    """A sample of ``name`` in its throughput's unit: a language model's sequence counts its
+    tokens (the record's sequence length, else the model's), an image one."""
+    from dlbench.models import get_model  # imports torch: only where a model is named
+    spec = get_model(name)
+    return (seq or spec.input_size) if spec.unit == "tokens" else 1
+
+
 def units(workloads: Sequence) -> str:
     """What the workloads' throughput counts: ``images``, ``tokens``, or both (``images/tokens``)."""
     from dlbench.models import get_model  # imports torch: only where a model is named
@@ -177,7 +185,8 @@ def prediction_dict(p) -> dict:
             "compute_s": p.compute_s, "compute_source": p.workload.source,
             "comm_s": p.comm.time_s, "step_s": p.step_s, "throughput": p.throughput,
             "factor": p.factor, "efficiency": p.efficiency, "busiest_bytes": p.comm.busiest_bytes,
-            "hidden": p.hidden, "exposed_s": p.exposed_s, "tp_ranks": p.tp}
+            "hidden": p.hidden, "exposed_s": p.exposed_s, "tp_ranks": p.tp,
+            "units_per_sample": p.workload.units_per_sample}
 
 
 # -- the model against measurements -------------------------------------------------------------
