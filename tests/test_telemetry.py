@@ -479,3 +479,15 @@ def test_gpu_sampler_reads_every_offered_field():
     assert all(v is not None for v in series["power_w"])
     assert all(v is not None for v in series["sm_clock_mhz"])
     assert {"power_w", "sm_clock_mhz", "mem_used_bytes"}.isdisjoint(raw["gpus"][0]["unsupported"])
+
+
+def test_the_energy_table_is_left_out_for_runs_that_sampled_no_gpu(cpu_env):
+    from dlbench.report.tables import tables_for
+    rec = stored_record(cpu_env)
+    cpu_only = dataclasses.replace(rec, telemetry={"gpus": [], "host": {"series": {}}})
+    titles = [t.title for t in tables_for([cpu_only], "cpu")]
+    assert not any(t.startswith("Energy and telemetry") for t in titles), titles
+    raw = {"marks": {"window_start": 0.15, "window_end": 0.95}, "gpus": [_raw_gpu(P, [0] * 11)]}
+    gpu = dataclasses.replace(rec, telemetry=finish(raw, 100))
+    titles = [t.title for t in tables_for([gpu, cpu_only], "cuda")]
+    assert "Energy and telemetry" in titles, titles

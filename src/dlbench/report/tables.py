@@ -467,6 +467,12 @@ def _vs_smaller(at: ThroughputRecord, same_setup: Sequence[ThroughputRecord]) ->
     return f"{ratio - 1:+.1%} vs {_batch_of(best)}"
 
 
+def _gpu_telemetry(record) -> bool:
+    """Whether ``record`` sampled a GPU: the energy table's columns are all GPU figures, so a
+    CPU run (whose telemetry is the host's load alone) would fill it with dashes."""
+    return bool((getattr(record, "telemetry", None) or {}).get("gpus"))
+
+
 def energy_table(records: Sequence[ThroughputRecord], title: str = "Energy and telemetry") -> Table:
     """Power, energy per sample and what the GPU did during each measured window (from the
     record's telemetry; results without GPU telemetry show "-")."""
@@ -691,7 +697,7 @@ def tables_for(records: Sequence, device: str, view: str | None = None,
             out.append(ms_per_batch_table(fwd_bwd, device))
         if view is None and has_batch_sweep(thr):
             out.append(batch_sweep_table(thr))
-        if any(r.telemetry for r in thr):
+        if any(_gpu_telemetry(r) for r in thr):
             out.append(energy_table(thr))
         if any(r.profile for r in thr):
             out += kernel_tables(thr)
@@ -705,7 +711,7 @@ def tables_for(records: Sequence, device: str, view: str | None = None,
                 out.append(strategy_table(recs, list(peak_records) or by_kind.get("peak", [])))
             if has_figure(recs):
                 out.append(exposed_comm_table(recs))
-            if any(getattr(r, "telemetry", None) for r in recs):
+            if any(_gpu_telemetry(r) for r in recs):
                 out.append(energy_table(recs, "Energy and telemetry, data-parallel runs (the "
                                               "first host's GPUs summed; batch per GPU)"))
         elif kind == "comm":
