@@ -299,7 +299,10 @@ def scaling_page(precision: str, picks: Sequence[tuple[str, int]]) -> Callable[[
     return render
 
 
-CPU_SUITE_RUN = "13b696de877b"
+#: `dlbench run` on the development VM (2 threads), the cpu suite as it is now (112 px,
+#: sequences of 64), the VM otherwise idle; and the suite's first version (224 px, sequences of
+#: 128), every window of which the time cap stopped.
+CPU_SUITE_RUN, CPU_SUITE_FIRST_RUN = "e5b507d499df", "13b696de877b"
 
 
 # -- the campaign pages' suite tables ----------------------------------------------------------
