@@ -22,5 +22,5 @@ case $db in
 esac
 # from the copy's folder, so the report names the store "dlbench.db", not a temporary path
 (cd "$tmp" && python3 -m dlbench report --db dlbench.db -o "$html" "$@")
-python3 -m dlbench.report.browser "$html" --png "$png"
+python3 "$repo/tools/browser.py" "$html" --png "$png"
 echo "wrote $html and $png" >&2

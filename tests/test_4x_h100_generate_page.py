@@ -12,9 +12,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says, prose, stored_runs
+from fakes.pages import H, assert_says, prose, stored_runs
 
-from dlbench.report import headline as H
 from dlbench.report.groups import group_figure
 from dlbench.report.table import fmt_num, fmt_pct
 

@@ -9,10 +9,9 @@ import statistics
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says, stored_runs
+from fakes.pages import H, assert_says, stored_runs
 
 from dlbench.measure.mfu import datasheet_mfu
-from dlbench.report import headline as H
 from dlbench.report.groups import group_figure
 from dlbench.report.strategy_tables import per_gpu_tflops
 
@@ -89,9 +88,8 @@ def test_the_first_days_rounds_and_the_bug_they_found():
 
 
 def test_the_superseded_runs_are_apart(tmp_path):
-    from dlbench.report.headline import open_store
-    old = open_store(ROOT / "results", H.SHARDED_H100_SUPERSEDED, tmp_path)
-    new = open_store(ROOT / "results", H.H100_4, tmp_path)
+    old = H.open_store(ROOT / "results", H.SHARDED_H100_SUPERSEDED, tmp_path)
+    new = H.open_store(ROOT / "results", H.H100_4, tmp_path)
     old_runs = {r.run_id for r in old.runs()}
     assert len(old_runs) == 8 and not old_runs & {r.run_id for r in new.runs()}
     assert not old_runs & set(H.SHARDED_H100_RUNS)
@@ -209,8 +207,7 @@ def test_exposed_communication(records):
 def test_time_to_accuracy_at_one_and_two_gpus(tmp_path):
     import subprocess
     import sys
-    from dlbench.report.headline import open_store
-    store = open_store(ROOT / "results", f"{H.H100_4}/tta", tmp_path)
+    store = H.open_store(ROOT / "results", f"{H.H100_4}/tta", tmp_path)
     db = store.path
     recs = store.results(kind="train")
     store.close()

@@ -13,14 +13,13 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says
+from fakes.pages import H, assert_says
 
 from dlbench import env as envmod
 from dlbench.measure import stats
 from dlbench.models.registry import get_model
 from dlbench.records.peak import ceilings
 from dlbench.reference import select, sources, spec_for_env
-from dlbench.report import headline as H
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.training import mlperf
 from dlbench.training.scoring import convergence, olympic_mean

@@ -9,10 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says
+from fakes.pages import H, assert_says
 
 from dlbench.reference import spec_for_env
-from dlbench.report import headline as H
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.telemetry.summary import power_check, window
 

@@ -14,9 +14,8 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says
+from fakes.pages import H, assert_says
 
-from dlbench.report import headline as H
 from dlbench.report.nccl_tests import only_run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """The exports committed beside each campaign store are what dlbench writes from that store
 today: a change to a figure, an interval or a flag that leaves them stale fails here (rewrite
-them with ``python3 -m dlbench.report.committed_exports --write``)."""
+them with ``python3 tools/committed_exports.py --write``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import gzip
 from pathlib import Path
 
 import pytest
+from fakes.cli import script
 
-from dlbench.report import committed_exports as ce
+ce = script("tools/committed_exports.py")
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ce.folders(ROOT / "results")
@@ -25,7 +26,7 @@ def test_every_campaign_with_a_store_has_its_exports_checked():
 def test_committed_exports_match_their_store(folder, tmp_path):
     drifted = ce.drift(folder, tmp_path)
     assert not drifted, (f"{folder}: {drifted}; rewrite with "
-                         "`python3 -m dlbench.report.committed_exports --write`")
+                         "`python3 tools/committed_exports.py --write`")
 
 
 def test_a_hand_edited_export_is_found(tmp_path):

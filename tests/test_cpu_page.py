@@ -10,9 +10,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says
+from fakes.pages import H, assert_says
 
-from dlbench.report import headline as H
 from dlbench.report.network import _err, _kb
 from dlbench.report.table import fmt_ms
 from dlbench.whatif import check

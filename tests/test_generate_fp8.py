@@ -28,6 +28,7 @@ from torch import nn
 
 from fakes.cli import run as run_cli
 from fakes.generate_records import generate_record
+from fakes.pages import H
 
 import dlbench
 from dlbench.config import ConfigError
@@ -37,7 +38,6 @@ from dlbench.measure.stopping import StopRule
 from dlbench.models.lm import get_lm, lm_shape, meta_shape, tensor_bytes
 from dlbench.records import record_from_dict
 from dlbench.records.generate import GenerateConfig
-from dlbench.report import headline as H
 from dlbench.report.generate_figures import prefill_mfu
 from dlbench.workloads import fp8
 from dlbench.workloads import fp8_inference

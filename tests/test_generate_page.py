@@ -9,11 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says, stored_runs
+from fakes.pages import H, assert_says, stored_runs
 
 from dlbench.measure import generation as gen
 from dlbench.models.lm import get_lm, meta_shape
-from dlbench.report import headline as H
 from dlbench.report.generate_figures import bandwidth_roof, datasheet_roof
 from dlbench.tuning.payback import payback
 

@@ -14,12 +14,11 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says
+from fakes.pages import H, assert_says
 
 from dlbench.measure import stats
 from dlbench.measure.mfu import datasheet_mfu, measured_peaks
 from dlbench.reference import spec_for_env
-from dlbench.report import headline as H
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.tuning.payback import payback, setup_s
 

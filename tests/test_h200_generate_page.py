@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says, stored_runs
+from fakes.pages import H, assert_says, stored_runs
 
-from dlbench.report import headline as H
 from dlbench.report.generate_figures import bandwidth_roof, datasheet_roof
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """README's headline tables (and the campaign pages' suite tables) against the committed stores:
-each row, value and flag must be what ``dlbench.report.headline`` renders from the records under
+each row, value and flag must be what ``tools/headline.py`` renders from the records under
 ``results/``, so the published pages cannot drift from their measurements (a figure typed by
 hand, a flag dropped, an interval left from an older method)."""
 
@@ -11,8 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from dlbench.report import headline as H
+from fakes.pages import H
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = (f"regenerate the tables with `{H.WRITE_COMMAND}` from the repository root, and read "

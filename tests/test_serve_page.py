@@ -10,10 +10,9 @@ import statistics
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says, stored_runs
+from fakes.pages import H, assert_says, stored_runs
 
 from dlbench.measure import serving as sv
-from dlbench.report import headline as H
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / H.SERVE_PAGE).read_text()

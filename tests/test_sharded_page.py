@@ -11,9 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fakes.pages import assert_says, stored_runs
+from fakes.pages import H, assert_says, stored_runs
 
-from dlbench.report import headline as H
 from dlbench.report.strategy_tables import per_gpu_tflops
 from dlbench.measure.mfu import datasheet_mfu
 

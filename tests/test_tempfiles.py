@@ -9,7 +9,8 @@ so that it goes when dlbench exits, and with the next run when dlbench was kille
   command): inside the run's folder while it runs; after a SIGKILL to dlbench, the next run
   removes it with the folder.
 - No module makes a temporary file or folder anywhere else: every ``tempfile`` call in the
-  sources names its directory (the run's folder, or the folder of the file it will replace).
+  sources (the package's and the maintainers' scripts under ``tools/``) names its directory (the
+  run's folder, or the folder of the file it will replace).
 """
 
 from __future__ import annotations
@@ -131,8 +132,9 @@ def test_every_temporary_file_or_folder_names_the_runs_folder():
     makers = {"mkstemp", "mkdtemp", "TemporaryDirectory", "NamedTemporaryFile", "TemporaryFile",
               "SpooledTemporaryFile"}
     found = {}
-    for path in sorted((SRC / "dlbench").rglob("*.py")):
-        rel = path.relative_to(SRC / "dlbench").as_posix()
+    for path in sorted((SRC / "dlbench").rglob("*.py")) + sorted((ROOT / "tools").glob("*.py")):
+        rel = (path.relative_to(SRC / "dlbench") if path.is_relative_to(SRC) else
+               path.relative_to(ROOT)).as_posix()
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call):
                 continue

@@ -205,10 +205,14 @@ def _show_on_stderr(message, category, filename, lineno, file=None, line=None) -
 
 def script(name: str):
     """``benchmarks/NAME.py`` loaded as a module (a script, not in a package), so that a test
-    can call its ``main`` in this process: for what its parser refuses, before any work."""
+    can call its ``main`` in this process: for what its parser refuses, before any work. A
+    NAME with a slash is a path from the repository root (``tools/headline.py``)."""
     import importlib.util
-    path = Path(SRC).parent / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
+    root = Path(SRC).parent
+    path = root / name if "/" in name else root / "benchmarks" / f"{name}.py"
+    module_name = "_".join(path.relative_to(root).with_suffix("").parts)
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # as an import does: dataclasses look their module up
     spec.loader.exec_module(module)
     return module

@@ -1,11 +1,18 @@
 """Reading a campaign page's prose (its text without the generated tables) in the tests that
-check the figures it quotes against their records."""
+check the figures it quotes against their records, and :data:`H`, the script that renders the
+generated tables (``tools/headline.py``), loaded once for every test that reads it."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 from typing import Any, Sequence
+
+from fakes.cli import script
+
+#: ``tools/headline.py`` as a module: the pages' generated tables and their reading of a
+#: committed store (a maintainer's script, not in the package).
+H = script("tools/headline.py")
 
 _GENERATED = re.compile(r"<!-- headline:.*?<!-- /headline:[\w-]+ -->", re.S)
 
@@ -23,8 +30,6 @@ def stored_runs(folder: str, runs: Sequence[str], kind: str,
                 workdir: Path) -> tuple[list[Any], list[Any]]:
     """The ``kind`` records of ``runs`` in the committed store of ``results/FOLDER`` (run
     order, then stored order), and the store's ``dlbench peak`` records (the roofs)."""
-    from dlbench.report import headline as H  # the pages' own reading of a committed store
-
     store = H.open_store(Path(__file__).resolve().parents[2] / "results", folder, workdir)
     recs = [r for run in runs for r in store.results(run_id=run, kind=kind)]
     peaks = store.results(kind="peak")

@@ -470,7 +470,8 @@ def _vs_smaller(at: ThroughputRecord, same_setup: Sequence[ThroughputRecord]) ->
 def _gpu_telemetry(record) -> bool:
     """Whether ``record`` sampled a GPU: the energy table's columns are all GPU figures, so a
     CPU run (whose telemetry is the host's load alone) would fill it with dashes."""
-    return bool((getattr(record, "telemetry", None) or {}).get("gpus"))
+    tele = getattr(record, "telemetry", None) or {}
+    return bool(tele.get("gpus") or (tele.get("summary") or {}).get("gpus"))
 
 
 def energy_table(records: Sequence[ThroughputRecord], title: str = "Energy and telemetry") -> Table:

@@ -6,8 +6,9 @@ This is how the report is proven to render (the test) and how its picture is tak
 replies on its fd 4), so it needs no port, no network and no Python package beyond the standard
 library; a plain ``--screenshot`` cannot report console errors nor size the shot to the page.
 
-Usage: ``python3 -m dlbench.report.browser REPORT.html [--png OUT.png] [--width 1280]``; exit
-status 1 when the page raised a console error.
+Usage: ``python3 tools/browser.py REPORT.html [--png OUT.png] [--width 1280]``; exit status 1
+when the page raised a console error. A maintainer's script of this repository, not part of the
+package (it imports the installed ``dlbench``).
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ def open_page(path: str | Path, screenshot: bool = True, width: int = 1280,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m dlbench.report.browser",
+    ap = argparse.ArgumentParser(prog="python3 tools/browser.py",
                                  description="Open an HTML report in headless Chromium: print "
                                              "what it shows and its console errors; optionally "
                                              "save a PNG of the whole page.")

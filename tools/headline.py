@@ -1,5 +1,6 @@
 """README's headline tables (and the campaign pages' suite tables), rendered from the committed
-stores under ``results/``.
+stores under ``results/``: a maintainer's script of this repository, not part of the package
+(it imports the installed ``dlbench``).
 
 The README quotes a few tables from each campaign. Typed by hand they drifted from their
 records (a flag dropped, an interval left from an older method), so they are rendered here, from
@@ -7,7 +8,7 @@ the records, and ``tests/test_readme_claims.py`` fails when a published table an
 rendering differ. After a change to how figures or intervals are computed, regenerate them
 (from the repository root)::
 
-    python3 -m dlbench.report.headline --write
+    python3 tools/headline.py --write
 
 Each table names the records it shows (the selection below, stated in the table's caption), and
 every figure carries its record's flags:
@@ -66,7 +67,7 @@ H200_4 = "pt2.11-cu130-4x-h200"
 H200_8 = "pt2.11-cu130-8x-h200"
 CPU = "pt2.14-cpu"
 
-WRITE_COMMAND = "python3 -m dlbench.report.headline --write"
+WRITE_COMMAND = "python3 tools/headline.py --write"
 _UNITS = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}
 
 
@@ -1208,7 +1209,7 @@ def comm_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
 def _committed_text(folder: str, name: str) -> str:
     """A text file committed beside a store under this checkout's ``results/`` (nccl-tests'
     output, which no store holds)."""
-    return (Path(__file__).resolve().parents[3] / RESULTS / folder / name).read_text()
+    return (Path(__file__).resolve().parents[1] / RESULTS / folder / name).read_text()
 
 
 def comm_beside_nccl_tests(folder: str, graph: str, graph_more: str | None, eager: str,
@@ -1593,7 +1594,7 @@ def replace_blocks(text: str, rendered: dict[str, list[str]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python3 -m dlbench.report.headline",
+        prog="python3 tools/headline.py",
         description="Render README's headline tables from the committed stores under results/.")
     parser.add_argument("--write", action="store_true", help="rewrite the marked tables in "
                         "README.md and the campaign pages; without it, print them")

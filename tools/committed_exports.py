@@ -1,4 +1,6 @@
-"""The exports committed beside each campaign store, regenerated from the store by one command.
+"""The exports committed beside each campaign store, regenerated from the store by one command
+(a maintainer's script of this repository, not part of the package: it imports the installed
+``dlbench``).
 
 A folder of ``results/`` that holds a store (``dlbench.db.gz``) and its exports keeps them as
 ``dlbench results export`` writes them today: ``all.csv`` where the store holds one kind of
@@ -7,8 +9,8 @@ keeps it plain). An export written by an older dlbench goes stale when the figur
 change (a new interval method, a flag that now means what it says), so the files are rewritten
 from the store, never by hand, and ``tests/test_committed_exports.py`` fails when one drifts::
 
-    python3 -m dlbench.report.committed_exports --write      # rewrite every folder's exports
-    python3 -m dlbench.report.committed_exports               # list the folders that drifted
+    python3 tools/committed_exports.py --write      # rewrite every folder's exports
+    python3 tools/committed_exports.py              # list the folders that drifted
 
 A folder whose store has no exports beside it gets none: what a folder publishes is decided
 where it is made (its README lists its files).
@@ -90,7 +92,7 @@ def write(folder: Path, workdir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python3 -m dlbench.report.committed_exports",
+    p = argparse.ArgumentParser(prog="python3 tools/committed_exports.py",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--write", action="store_true", help="rewrite the exports that drifted")
     p.add_argument("--results", default=str(RESULTS), help="the results folder (results/)")
