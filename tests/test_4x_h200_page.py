@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from fakes.pages import H, assert_says
+from fakes.pages import H, assert_says, store_fixture
 
 from dlbench import env as envmod
 from dlbench.measure import stats
@@ -52,11 +52,7 @@ def says(text: str) -> None:
 
 
 # -- reading the store ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = H.open_store(ROOT / "results", H.H200_4, tmp_path_factory.mktemp("h200x4"))
-    yield s
-    s.close()
+store = store_fixture(H.H200_4)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fakes.pages import H, assert_says
+from fakes.pages import H, assert_says, store_fixture
 
 from dlbench.reference import spec_for_env
 from dlbench.report.table import fmt_num, fmt_pct
@@ -26,11 +26,7 @@ def says(text: str) -> None:
     assert_says(PAGE, text)
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = H.open_store(ROOT / "results", H.H200_8, tmp_path_factory.mktemp("h200x8"))
-    yield s
-    s.close()
+store = store_fixture(H.H200_8)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from fakes.pages import H, assert_says
+from fakes.pages import H, assert_says, store_fixture
 
 from dlbench.report.nccl_tests import only_run
 
@@ -29,11 +29,7 @@ def says(text: str) -> None:
     assert_says(PAGE, text)
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = H.open_store(ROOT / "results", H.H200_2_COMM, tmp_path_factory.mktemp("comm"))
-    yield s
-    s.close()
+store = store_fixture(H.H200_2_COMM)
 
 
 @pytest.fixture(scope="module")

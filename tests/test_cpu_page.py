@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from fakes.pages import H, assert_says
+from fakes.pages import H, assert_says, store_fixture
 
 from dlbench.report.network import _err, _kb
 from dlbench.report.table import fmt_ms
@@ -27,11 +27,7 @@ def says(text: str) -> None:
     assert_says(PAGE, text)
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = H.open_store(ROOT / "results", H.CPU, tmp_path_factory.mktemp("cpu"))
-    yield s
-    s.close()
+store = store_fixture(H.CPU)
 
 
 @pytest.fixture(scope="module")

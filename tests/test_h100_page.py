@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from fakes.pages import H, assert_says
+from fakes.pages import H, assert_says, store_fixture
 
 from dlbench.measure import stats
 from dlbench.measure.mfu import datasheet_mfu, measured_peaks
@@ -33,11 +33,7 @@ def says(text: str) -> None:
     assert_says(PAGE, text)
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    s = H.open_store(ROOT / "results", H.H100, tmp_path_factory.mktemp("h100"))
-    yield s
-    s.close()
+store = store_fixture(H.H100)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
+import pytest
 from fakes.cli import script
 
 #: ``tools/headline.py`` as a module: the pages' generated tables and their reading of a
@@ -35,3 +36,15 @@ def stored_runs(folder: str, runs: Sequence[str], kind: str,
     peaks = store.results(kind="peak")
     store.close()
     return recs, peaks
+
+
+def store_fixture(folder: str):
+    """A module-scoped fixture: the committed store of ``results/FOLDER``, opened from a
+    temporary copy (``store = store_fixture(H.H100)`` in a page's test module)."""
+    @pytest.fixture(scope="module")
+    def store(tmp_path_factory):
+        s = H.open_store(Path(__file__).resolve().parents[2] / "results", folder,
+                         tmp_path_factory.mktemp("store"))
+        yield s
+        s.close()
+    return store
