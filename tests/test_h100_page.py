@@ -1,15 +1,21 @@
 """The single-H100 page's prose against its records: the figures it quotes outside its generated
 tables are recomputed here from the committed store and the files committed beside it
-(fidelity JSON, nvidia-smi's power log, the reference data of the articles it cites). The
+(fidelity JSON, nvidia-smi's power log, Inductor's autotuning records, the side stores and logs
+its closing links point to, the reference data of the articles it cites). The
 generated tables are checked by tests/test_readme_claims.py, the MLPerf verdicts by
 tests/test_verdicts.py and the coverage summary by tests/test_coverage.py."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
+import shutil
 import statistics
 import sys
+import tarfile
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -20,6 +26,7 @@ from dlbench.measure import stats
 from dlbench.measure.mfu import datasheet_mfu, measured_peaks
 from dlbench.reference import spec_for_env
 from dlbench.report.table import fmt_num, fmt_pct
+from dlbench.store import Store
 from dlbench.tuning.payback import payback, setup_s
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,6 +111,10 @@ def test_the_opening_and_the_environment(store):
     assert env["cpu_model"].startswith("Intel(R) Xeon(R)")
     says(f"| host | Intel Xeon, {env['cpu_logical_cores']} threads; Python {env['python']}; "
          f"Linux {'.'.join(env['kernel'].split('.')[:2])} |")
+    # run-to-run variance between cards: the GPT-2 config's seven measurements on five H100s
+    cards = [store.get(rid) for rid, _ in H.GPT2_CARD_RECORDS]
+    says(f"run-to-run variance, about {max(map(rate, cards)) / min(map(rate, cards)) - 1:.0%} "
+         "between these H100s for one config, is not in its interval")
 
 
 def test_the_default_suite(store, runs):
@@ -494,3 +505,296 @@ def test_tuned_mode(store, runs):
     again = store.results(run_id="08978fb9d931", kind="throughput")[0]
     says(f"gave {fmt_num(rate(again))} img/s against {fmt_num(rate(auto))} and "
          f"{fmt_num(rate(cl))} before (run 08978fb9d931)")
+
+
+def test_ceilings_and_roofline(runs):
+    # the peak run's start and end are stored to the second: no finer duration is on record
+    run = runs["c52cfaa9d7a8"]
+    assert run.command.startswith("dlbench peak") and run.tag == "peak"
+    says(f"`dlbench peak` ({wall_s(run):.0f} s by its run's start and end, which the store keeps "
+         "to the second;")
+
+
+def _vs_smaller(store, at):
+    """The fastest ok throughput record of ``at``'s setup at a smaller batch (the report's
+    ``vs smaller batch`` column), and ``at``'s gain over it."""
+    from dlbench.report.tables import _setup_key  # noqa: PLC0415
+    same = [r for r in store.results(kind="throughput") if r.ok
+            and _setup_key(r) == _setup_key(at) and r.config.batch_size < at.config.batch_size]
+    if not same:
+        return None, None
+    best = max(same, key=rate)
+    return best, rate(at) / rate(best) - 1
+
+
+def test_largest_batch_that_fits(store, runs):
+    rows = {label.split()[0]: tuple(map(store.get, (*bf, *fp)))
+            for label, bf, fp in H._MAXBATCH_ROWS}  # (bf16 search, its record, fp32 ...)
+    # the gains over the fastest smaller batch, and over the first machine's default suite
+    names = {"resnet152": "ResNet-152", "inception_v3": "Inception v3",
+             "inception_v4": "Inception v4", "vit_b_16": "ViT-B/16"}
+    gains, at = {}, {}
+    for model, (_, t, _, _) in rows.items():
+        best, gain = _vs_smaller(store, t)
+        if best is not None:
+            gains[model], at[model] = (best, gain), t
+    assert "densenet161" not in gains
+    best, gain = gains["resnet50"]
+    assert (best.run_id, best.config.batch_size) == ("0d2fcf063d64", 1790)
+    fastest_1024 = max((r for r in store.results(kind="throughput") if r.ok
+                        and r.config.key() == replace(best.config, batch_size=1024).key()),
+                       key=rate)
+    says(f"the boundary bought ResNet-50 {gain:+.1%} (1,790 → 1,792: the command-line search "
+         f"beside Fidelity measured 1,790; {rate(at['resnet50']) / rate(fastest_1024) - 1:+.1%} "
+         "against batch 1,024), "
+         + ", ".join(f"{names[m]} {gains[m][1]:+.1%}" for m in ("resnet152", "inception_v3",
+                                                                 "inception_v4"))
+         + f", NASNet {gains['nasnet'][1]:+.1%} ({gains['nasnet'][0].config.batch_size} → "
+           f"{at['nasnet'].config.batch_size}), ViT-B/16 {gains['vit_b_16'][1]:+.1%}, GPT-2 "
+           f"{gains['gpt2'][1]:+.1%} ({gains['gpt2'][0].config.batch_size} → "
+           f"{at['gpt2'].config.batch_size}), and cost VGG-16 {gains['vgg16'][1]:+.1%}")
+    flags = {m: H.record_flags(t) for m, t in at.items()}
+    assert all(f[0] in ("time cap", "noisy (time cap)") for f in flags.values())
+    assert [m for m, f in flags.items() if f[0] == "noisy (time cap)"] == ["vgg16"]
+    steps = [int(f[1].split()[0]) for f in flags.values()]
+    assert all(f[1].endswith(" of 20 steps") for f in flags.values())
+    throttled = [m for m, f in flags.items() if "throttled (power)" in f]
+    words = {4: "four"}
+    says(f"stopped by the time cap after {min(steps)}-{max(steps)} of its 20 steps, VGG-16's "
+         f"before its interval reached 1% (`noisy (time cap)`), and {words[len(throttled)]} "
+         "were `throttled (power)`")
+    first = {m: H.latest(store.results(run_id=H.DEFAULT_SUITE_RUN, kind="throughput"),
+                         model=at[m].config.model, mode="train") for m in at}
+    more = {m: (rate(at[m]) / rate(first[m]) - 1) - gains[m][1] for m in at}
+    assert max(more, key=more.get) == "vit_b_16"
+    says(f"against the first machine's default suite alone the gains read "
+         f"{min(more.values()) * 100:.1f}-{max(more.values()) * 100:.1f} points higher (ViT-B/16 "
+         f"{rate(at['vit_b_16']) / rate(first['vit_b_16']) - 1:+.1%})")
+    # -b auto and the batch sweep, with their flags
+    (auto,) = store.results(run_id="a9114074c195", kind="throughput")
+    assert runs["a9114074c195"].command.startswith(
+        "dlbench throughput -m resnet50 --precision bf16 --channels-last on -b auto --max-time 5")
+    flags_say(auto, "time cap", "13 of 20 steps", "throttled (power)")
+    says(f"measured {fmt_num(rate(auto))} img/s at {auto.config.batch_size:,} (run a9114074c195; "
+         "time cap, 13 of 20 steps, throttled (power))")
+    sweep = store.results(run_id="5c869be37648", kind="throughput")
+    ok, oom = [r for r in sweep if r.ok], [r for r in sweep if not r.ok]
+    assert [r.config.batch_size for r in oom] == [1024, 2048]
+    assert all(r.error_type == "oom" for r in oom)
+    for r, n in zip(ok, (6, 4)):
+        flags_say(r, "time cap", f"{n} of 20 steps", "throttled (power)")
+    says(f"gave {fmt_num(rate(ok[0]))} and {fmt_num(rate(ok[1]))} img/s at 256 and 512 "
+         f"(±{fmt_pct(hw(ok[0]))} and ±{fmt_pct(hw(ok[1]))}; both time cap, 6 and 4 of 20 steps, "
+         "throttled (power)) and ran out of memory at 1,024 and 2,048")
+    # fp32 against bf16: batch and speed at the boundary
+    cnn = {m: v for m, v in rows.items() if m != "gpt2"}
+    share = [fs.best_batch / bs.best_batch for bs, _, fs, _ in cnn.values()]
+    says(f"fit about half the batch in fp32 ({min(share):.2f}x-{max(share):.2f}x; ResNet-50 "
+         f"{rows['resnet50'][2].best_batch} against {rows['resnet50'][0].best_batch:,})")
+    g_bf, _, g_fp, _ = rows["gpt2"]
+    says(f"GPT-2 only {1 - g_fp.best_batch / g_bf.best_batch:.0%} less "
+         f"({g_fp.best_batch} against {g_bf.best_batch})")
+    slower = [rate(bt) / rate(ft) for m, (_, bt, _, ft) in cnn.items() if m != "vgg16"]
+    assert all(not fs.config.base.autotune for m, (_, _, fs, _) in cnn.items() if m != "vit_b_16")
+    assert all(H.record_flags(ft)[0] in ("time cap", "noisy (time cap)")
+               for _, _, _, ft in rows.values())
+    r50 = rows["resnet50"]
+    says(f"is {min(slower):.1f}-{max(slower):.1f}x slower at the boundary for the CNNs and "
+         f"ViT-B/16 (VGG-16 aside), {rate(rows['gpt2'][1]) / rate(rows['gpt2'][3]):.1f}x "
+         f"for GPT-2: ResNet-50 {fmt_num(rate(r50[3]))} against {fmt_num(rate(r50[1]))} img/s. "
+         "Every one of these windows was stopped by the time cap")
+    # autotuning's first step in fp32, and the probes and searches without it
+    a32, h32 = (store.results(run_id=i, kind="throughput")[0]
+                for i in ("efcc1768c202", "9b07bfdb2796"))
+    says(f"(ResNet-50 at batch 256: a {a32.first_step_s:.1f} s first step autotuned against "
+         f"{h32.first_step_s:.1f} s with the heuristics)")
+    heur = [fs for m, (_, _, fs, _) in cnn.items() if m not in ("vgg16", "vit_b_16")]
+    probes = [p.wall_s for fs in heur for p in fs.probes if p.wall_s]
+    says(f"`--no-autotune` brought a probe to {min(probes):.0f}-{max(probes):.0f} s and a search "
+         f"to {min(fs.search_wall_s for fs in heur):.0f}-"
+         f"{max(fs.search_wall_s for fs in heur):.0f} s (VGG-16 aside)")
+    assert not any(m.config.base.precision == "fp32" and m.config.base.autotune
+                   and m.config.base.model != "vit_b_16" and m.config.base.model != "gpt2"
+                   for m in store.results(kind="maxbatch"))
+    # VGG-16 fp32: the probes near its boundary and the figure at 1,022
+    _, _, vs, vt = rows["vgg16"]
+    wall = {p.batch: p.wall_s for p in vs.probes if p.wall_s}
+    flags_say(vt, "time cap", "2 of 20 steps")
+    eager128 = H.latest([r for r in store.results(kind="throughput")
+                         if runs[r.run_id].tag == H.CLASSIC_CNN_TAG], model="vgg16",
+                        precision="fp32", compile=None)
+    assert eager128.config.batch_size == 128 and eager128.config.autotune
+    says(f"probes of {wall[914]:.0f} s at 914, {wall[1022]:.0f} s at 1,022, {wall[1076]:.0f} s "
+         f"at 1,076, and {fmt_num(rate(vt))} img/s measured at 1,022 (time cap, 2 of 20 steps), "
+         f"{rate(eager128) / rate(vt):.0f} times below its {fmt_num(rate(eager128))} img/s at "
+         "batch 128")
+    # the ‡ footnote: the three invocations of VGG-16's fp32 search
+    first, second, third = (runs[i] for i in ("445d70e2e89a", "9c8ae9bb6ada", "9db99909942e"))
+    assert (first.status, second.status, third.status) == ("interrupted", "interrupted", "done")
+    (lost,) = store.results(run_id="9c8ae9bb6ada")
+    assert (lost.config.batch_size, lost.error_type) == (1076, "oom")
+    assert store.results(run_id="9db99909942e", kind="maxbatch")[0].id == vs.id
+    assert third.command.startswith(
+        "dlbench maxbatch -m vgg16 --precision fp32 --channels-last --no-autotune --tolerance 0.1 "
+        "--max-time 2 --warmup 0 --warmup-time 0 --min-steps 2 --resume")
+    assert (vt.config.warmup_steps, vt.config.stop.min_steps) == (10, 20)
+    assert len(vt.warmup_times_s) == 10 and len(vt.step_times_s) == 2
+    says(f"(run 445d70e2e89a, cut by a time limit after {wall_s(first):.0f} s); the next "
+         f"invocation (9c8ae9bb6ada) measured 1,076 out of memory and was cut after "
+         f"{wall_s(second):.0f} s in all, stepping down to 1,022")
+    says(f"measured 1,022 in {wall_s(third):.0f} s. Its record holds 10 warm-up steps "
+         f"({sum(vt.warmup_times_s):.0f} s) and a 20-step minimum")
+    says(f"the time cap ended its window after 2 steps of {max(vt.step_times_s):.1f} s")
+    # the bf16 searches' probes; NASNet's resumed search
+    bf = [bs for bs, _, _, _ in rows.values()]
+    total = {bs.config.base.model: sum(p.wall_s for p in bs.probes if p.wall_s) for bs in bf}
+    walls = [p.wall_s for bs in bf for p in bs.probes if p.wall_s]
+    counts = [len(bs.probes) for bs in bf]
+    assert max(total, key=total.get) == "nasnet"
+    says(f"A bf16 search's probes took {min(total.values()):.0f}-{max(total.values()):.0f} s in "
+         f"all ({min(counts)}-{max(counts)} probes of {min(walls):.0f}-{max(walls):.0f} s; "
+         "NASNet's the slowest, over two invocations)")
+    (cut,) = store.results(run_id="c4a0fe1946ef")
+    assert cut.error_type == "interrupted"
+    assert [(p.batch, p.fits) for p in cut.probes] == [(64, True), (144, True), (159, False)]
+    assert rows["nasnet"][0].probes[:3] == cut.probes and len(rows["nasnet"][0].probes) == 4
+    says('(NASNet resumed from "64 and 144 fit, 159 OOM" and needed one more probe)')
+    # the first search and the cut autotuned fp32 run
+    (rn50,) = store.results(run_id="8db556e9f53b")
+    assert runs["8db556e9f53b"].status == "running" and rn50.id == rows["resnet50"][0].id
+    says(f"The first search (run 8db556e9f53b, all nine models in one invocation) stored "
+         f"ResNet-50 bf16 ({rn50.best_batch:,} fits, {rn50.first_oom_batch:,} OOM)")
+    assert runs["d8dee7906665"].status == "running" and not store.results(run_id="d8dee7906665")
+    says("(d8dee7906665) was cut before its first step ended: status `running`, no result")
+
+
+def test_where_the_time_goes(store):
+    from dlbench.measure.kernels import summarise  # noqa: PLC0415
+    rows = {"ResNet-50 b1024 bf16 NCHW eager (plain)": "8b248dcfe99f",
+            "ResNet-50 b256 bf16 channels_last eager": "7262371ca2dc",
+            "ResNet-50 b1024 fp16 tuned, compiled by default": "f315a66c6417",
+            "the same under max-autotune (Inductor's Triton templates for 1x1 convolutions: "
+            "6.2 ms more)": "1d65b62624ab", "GPT-2 b64 bf16 tuned (cuDNN attention: 27.2 ms, "
+            "19%)": "c4cf9e9b617a"}
+    columns = ("convolution", "GEMM", "pointwise (Inductor)", "reduction (Inductor)",
+               "batch norm", "elementwise, reduction (PyTorch)")
+    busy, share = [], {}
+    for label, rid in rows.items():
+        r = store.get(rid)
+        s = summarise(r.profile, r.summary().median_s)
+        busy.append(s["busy"])
+        cats = {c["category"]: c for c in s["categories"]}
+        share[rid] = {k: c["share"] for k, c in cats.items()}
+        def cell(k: str) -> str:
+            c = cats.get(k)
+            return f"{c['per_step_s'] * 1e3:.1f} ({c['share']:.0%})" \
+                if c and c["per_step_s"] > 1e-3 else "-"
+        flags = [f for f in H.record_flags(r) if f != "one process"]
+        assert "one process" in H.record_flags(r)
+        says(f"| {label} | {r.summary().median_s * 1e3:.1f} ms | "
+             + " | ".join(cell(k) for k in columns)
+             + f" | {'; '.join(flags) or '–'} | {r.run_id} |")
+    says(f"The kernels add up to {min(busy) * 100:.1f}-{max(busy):.1%} of the window's median step")
+    tuned = store.get("1d65b62624ab")
+    ms = {c["category"]: c["per_step_s"] for c in summarise(tuned.profile)["categories"]}
+    says(f"Triton templates for 1x1 convolutions: "
+         f"{ms['convolution (Inductor template)'] * 1e3:.1f} ms more")
+    gpt = {c["category"]: c for c in summarise(store.get("c4cf9e9b617a").profile)["categories"]}
+    says(f"(cuDNN attention: {gpt['attention']['per_step_s'] * 1e3:.1f} ms, "
+         f"{gpt['attention']['share']:.0%})")
+    assert round(gpt["GEMM"]["share"], 1) == 0.5 and round(gpt["attention"]["share"], 1) == 0.2
+    says("For GPT-2 half the step is cuBLAS GEMMs and a fifth cuDNN's flash attention")
+    # batch norm, ReLU and the residual adds: eager's batch norm and elementwise kernels,
+    # compiled, Inductor's pointwise and reduction kernels
+    eager = [share[i]["batch norm"] + share[i]["elementwise, reduction (PyTorch)"]
+             for i in ("8b248dcfe99f", "7262371ca2dc")]
+    compiled = [share[i]["pointwise (Inductor)"] + share[i]["reduction (Inductor)"]
+                for i in ("f315a66c6417", "1d65b62624ab")]
+    assert {round(x, 1) for x in eager} == {0.7} and {round(x, 1) for x in compiled} == {0.6}
+    says("take about 70% of the step eager and 60% compiled")
+    nchw = store.get("8b248dcfe99f").profile
+    layout = sum(s for name, _, s in nchw["kernels"]
+                 if "nchwToNhwc" in name or "nhwcToNchw" in name) / nchw["steps"]
+    says(f"NCHW eager also spends {layout * 1e3:.1f} ms per step converting layouts")
+    assert not any("nchwToNhwc" in k[0] for k in store.get("7262371ca2dc").profile["kernels"])
+    assert gpu(store.get("f315a66c6417"))["uuid"] != gpu(tuned)["uuid"]
+    says("The profiles of the default and the max-autotune compile come from two machines")
+
+
+def test_the_levers_autotune_records():
+    """``autotune-records.tgz``: Inductor's timing of each choice for each convolution and
+    GEMM of ResNet-50's max-autotune compile (ms, lower is better)."""
+    with tarfile.open(FOLDER / "autotune-records.tgz") as tgz:
+        (member,) = [m for m in tgz.getmembers() if "/cache/" in m.name]
+        cache = json.load(tgz.extractfile(member))["cache"]
+    won, lost = {}, {}
+    for op, shapes in cache.items():
+        for choices in (t for by_prec in shapes.values() for t in by_prec.values()):
+            triton = min(t for k, t in choices.items() if k.startswith("triton"))
+            library = min(t for k, t in choices.items() if not k.startswith("triton"))
+            (won if triton < library else lost).setdefault(op, []).append(library / triton)
+    assert "convolution" not in won
+    says(f"cuDNN won all {len(lost['convolution'])} convolution shapes Inductor timed as "
+         "convolutions")
+    gemms = sum(len(won.get(op, [])) + len(lost.get(op, [])) for op in ("mm", "addmm"))
+    assert len(won["addmm"]) == 1  # the classifier: the one matmul with a bias
+    lo, hi = min(won["mm"]) - 1, max(won["mm"]) - 1
+    says(f"Triton templates won {len(won['mm']) + 1} of the {gemms} GEMMs (1x1 convolutions "
+         f"computed as matrix products by {lo * 100:.0f}-{hi:.0%}, the classifier's by "
+         f"{won['addmm'][0]:.1f}x)")
+
+
+def test_the_closing_links(tmp_path):
+    def committed(name: str) -> Store:
+        target = tmp_path / name.replace("/", "_").removesuffix(".gz")
+        with gzip.open(FOLDER / name) as src, open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        return Store(target)
+
+    # the default suite with three processes per config: dlbench's wall time in each log
+    wall = [float(re.search(r"wall time ([\d.]+) s", (FOLDER / "default-suite-repeat" / log)
+                            .read_text()).group(1)) for log in ("run.log", "run-spawned.log")]
+    says(f"{wall[0]:.0f} s of dlbench's wall time with processes forked from the zygote "
+         f"({wall[1]:.0f} s when each started a new interpreter")
+    # own models: CLI and API
+    rows = json.loads((FOLDER / "own-models" / "agreement.json").read_text())
+    conv, gpt = rows
+    assert all(r["agree"] for r in rows) and conv["model"] == "timm:convnext_tiny"
+    assert fmt_num(conv["cli"]["per_s"]) == fmt_num(conv["api"]["per_s"])
+    says(f"timm:convnext_tiny b{conv['batch']} {fmt_num(conv['cli']['per_s'])} img/s both ways; "
+         f"hf:gpt2 b{gpt['batch']} {fmt_num(gpt['cli']['per_s'])} and "
+         f"{fmt_num(gpt['api']['per_s'])} tok/s (one process each)")
+    # the matmul grid on two cards, against the published maximum achievable rate
+    grids = []
+    for name in ("peak-grid/dlbench.db.gz", "frameworks/first-measurements.db.gz"):
+        st = committed(name)
+        recs = st.results(kind="peak")
+        bf16 = [r for r in recs if r.ok and r.config.verb == "matmul"
+                and r.config.precision == "bf16"]
+        (peaks,) = measured_peaks(recs).values()
+        ceiling = peaks["bf16"]
+        (uuid,) = {r.env["gpus"][0]["uuid"][:12] for r in bf16}
+        grids.append((ceiling, uuid, len(bf16)))
+        st.close()
+    (a, ua, na), (b, ub, nb) = grids
+    assert na == nb
+    says(f"bf16 median {a:.1f} TFLOP/s on {ua} and {b:.1f} on {ub} ({na} shapes each")
+    (mamf,) = [r["value"] for r in json.loads(
+        (ROOT / "src/dlbench/reference/today.json").read_text())["rows"]
+        if r["kind"] == "matmul_ceiling" and r["gpu_id"] == "h100-sxm"
+        and r["precision"] == "bf16"]
+    says(f"{1 - b / mamf:.2%} under {mamf} (the published maximum achievable bf16 matmul rate "
+         f"of an H100 SXM, docs/ceilings.md) on one card, {a / mamf - 1:.1%} above it")
+    # time to accuracy with the rules' recipe
+    st = committed("time-to-accuracy-recipe/dlbench.db.gz")
+    runs_ = st.results(kind="train")
+    st.close()
+    batches = sorted({r.config.batch_size for r in runs_})
+    by = {b: [r for r in runs_ if r.config.batch_size == b] for b in batches}
+    assert all(len(rs) == 5 and all(r.converged for r in rs) for rs in by.values())
+    assert all(r.mllog for r in runs_) and len(runs_) == 25
+    olympic = [statistics.mean(sorted(r.time_to_train_s for r in rs)[1:-1]) for rs in by.values()]
+    says(f"5 of 5 seeds reach 0.90 at every global batch from {batches[0]} to {batches[-1]} on "
+         f"one GPU (olympic means {' / '.join(f'{x:.2f}' for x in olympic)} s at "
+         f"{' / '.join(map(str, batches))}), with the store and the {len(runs_)} MLPerf "
+         "logs")

@@ -368,8 +368,11 @@ def test_nvml_init_failure_is_not_an_error(monkeypatch):
 
 # -- the benchmark ----------------------------------------------------------------------------
 def test_measure_carries_host_telemetry_and_can_switch_it_off(cpu_env):
+    # A window of at least 0.3 s: the host is sampled every 0.1 s, and a window shorter than
+    # that may hold no sample (its summary then has no peak memory to check).
+    window = dataclasses.replace(FAST_STOP, min_seconds=0.3, max_seconds=2.0)
     base = dict(model="tiny_mlp", batch_size=8, device="cpu", warmup_steps=2,
-                warmup_seconds=0, stop=FAST_STOP)
+                warmup_seconds=0, stop=window)
     rec = throughput.measure(ThroughputConfig(**base), cpu_env)
     tele = rec.telemetry
     m = tele["marks"]
