@@ -169,7 +169,12 @@ def _units_per_sample(name: str, seq: int | None) -> int:
     tokens (the record's sequence length, else the model's), an image one."""
     from dlbench.models import get_model  # imports torch: only where a model is named
     spec = get_model(name)
-    return (seq or spec.input_size) if spec.unit == "tokens" else 1
+    if spec.unit != "tokens":
+        return 1
+    if not (seq or spec.input_size):
+        raise ConfigError(f"{name}: its throughput counts tokens and its sequence length is not "
+                          "known: give --seq-len")
+    return seq or spec.input_size
 
 
 def units(workloads: Sequence) -> str:
