@@ -14,7 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from fakes.pages import H, assert_says, store_fixture
+from fakes.pages import H, assert_says, store_fixture, sigterm_run
 
 from dlbench.report.nccl_tests import only_run
 
@@ -314,20 +314,10 @@ def test_per_iteration(cells, nt):
 
 
 def test_sigterm(store):
-    run = next(r for r in store.runs() if r.run_id == H.COMM_H100_SIGTERM_RUN)
-    assert (run.status, run.results, run.tag) == ("interrupted", 0, "sigterm")
-    command = re.sub(r" --db \S+ --tag \S+", "", run.command)
-    assert command == "dlbench scale -m resnet50 -b 64 --gpus 2 --precision bf16 --max-time 30"
-    says(f"`{command}`: two NCCL ranks under torchrun on GPUs 0 and 1")
-    says(f"The store keeps the run, {run.run_id}, as `interrupted` with 0 results")
-    log = (FOLDER / "sigterm.log").read_text()
-    quoted = "error: interrupted: 0 result(s) of this run are kept"
-    assert quoted in log and f"(run {run.run_id})" in log
-    says(f'"{quoted}"')
-    text = (FOLDER / "sigterm.txt").read_text()
-    assert f"command: {run.command}\n" in text
+    run, text = sigterm_run(store, H.COMM_H100_SIGTERM_RUN, FOLDER, says)
+    says("`dlbench scale -m resnet50 -b 64 --gpus 2 --precision bf16 --max-time 30`: two NCCL "
+         "ranks under torchrun on GPUs 0 and 1")
     assert "rank 0 was in its first step (compile, communicators)" in text
-    assert "SIGTERM to the dlbench process, 8 s after both ranks were on the GPUs" in text
     assert "dlbench gone 1.99 s after the signal" in text
     assert "after: 0 GPU processes on GPUs 0 and 1" in text
     says("rank 0 still in its first step (compile, communicators), and a SIGTERM to the dlbench "

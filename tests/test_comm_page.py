@@ -14,7 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from fakes.pages import H, assert_says, store_fixture
+from fakes.pages import H, assert_says, store_fixture, sigterm_run
 
 from dlbench.report.nccl_tests import only_run
 
@@ -266,20 +266,8 @@ def test_one_mib(cells):
 
 
 def test_sigterm(store):
-    run = next(r for r in store.runs() if r.run_id == H.COMM_SIGTERM_RUN)
-    assert (run.status, run.results, run.tag) == ("interrupted", 0, "sigterm")
-    command = re.sub(r" --db \S+ --tag \S+", "", run.command)
-    assert command == "dlbench scale -m resnet50 -b 64 --gpus 2 --precision bf16 --max-time 30"
-    says(f"`{command}`: two NCCL ranks under torchrun")
-    says(f"The store keeps the run, {run.run_id}, as `interrupted` with 0 results")
-    log = (FOLDER / "sigterm.log").read_text()
-    quoted = "error: interrupted: 0 result(s) of this run are kept"
-    assert quoted in log and f"(run {run.run_id})" in log
-    says(f'"{quoted}"')
-    text = (FOLDER / "sigterm.txt").read_text()
-    assert f"command: {run.command}\n" in text
+    run, text = sigterm_run(store, H.COMM_SIGTERM_RUN, FOLDER, says)
     assert "2 NCCL ranks on the GPUs, each 4,678 MiB" in text
-    assert "SIGTERM to the dlbench process, 8 s after both ranks were on the GPUs" in text
     assert "dlbench exit code: 130, 1.66 s after the signal" in text
     assert "0 GPU processes, 0 python processes left" in text
     says("each holding 4,678 MiB of its GPU, and a SIGTERM to the dlbench process 8 s after both "

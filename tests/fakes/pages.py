@@ -48,3 +48,24 @@ def store_fixture(folder: str):
         yield s
         s.close()
     return store
+
+
+def sigterm_run(store: Any, run_id: str, folder: Path, says: Any) -> tuple[Any, str]:
+    """The checks every collectives page makes of its SIGTERM to a two-rank ``scale`` job: the
+    run kept as interrupted with no result, its command as the page quotes it, dlbench's own
+    line in ``sigterm.log``; returns the run and the device call's account (``sigterm.txt``)
+    for the page's own figures."""
+    run = next(r for r in store.runs() if r.run_id == run_id)
+    assert (run.status, run.results, run.tag) == ("interrupted", 0, "sigterm")
+    command = re.sub(r" --db \S+ --tag \S+", "", run.command)
+    assert command == "dlbench scale -m resnet50 -b 64 --gpus 2 --precision bf16 --max-time 30"
+    says(f"`{command}`: two NCCL ranks under torchrun")
+    says(f"The store keeps the run, {run.run_id}, as `interrupted` with 0 results")
+    quoted = "error: interrupted: 0 result(s) of this run are kept"
+    log = (folder / "sigterm.log").read_text()
+    assert quoted in log and f"(run {run.run_id})" in log
+    says(f'"{quoted}"')
+    text = (folder / "sigterm.txt").read_text()
+    assert f"command: {run.command}\n" in text
+    assert "SIGTERM to the dlbench process, 8 s after both ranks were on the GPUs" in text
+    return run, text
