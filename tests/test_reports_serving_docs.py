@@ -1,11 +1,12 @@
 """docs/reports.md and docs/serving.md against what they state. Rules and defaults are checked
 against the code constant or parser default they name; measured figures against the committed
 files they come from (src/dlbench/reference/*_spread.json, results/pt2.14-cpu/gate-cpu.json,
-the H100 store). The gate table and the H100 client-overhead sentence are checked elsewhere
-(tests/test_gate_experiment.py, tests/test_serve_page.py). One test per section."""
+the H100 store, the serving campaign's store). The gate table and the H100 client-overhead
+figure are checked elsewhere (tests/test_gate_experiment.py, tests/test_serve_page.py)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import statistics
@@ -17,7 +18,9 @@ from fakes.pages import H, assert_says, store_fixture
 
 from dlbench.cli import build_parser
 from dlbench.commands import common as exits
+from dlbench.jobs import serve_runs as jobs
 from dlbench.launch import server as launch
+from dlbench.launch import signals
 from dlbench.measure import serving as sv
 from dlbench.measure.stats import t_quantile
 from dlbench.records import serve as serve_rec
@@ -33,6 +36,14 @@ GATE = json.loads((ROOT / "results" / "pt2.14-cpu" / "gate-cpu.json").read_text(
 H100_MODEL = "NVIDIA H100 80GB HBM3"
 
 store = store_fixture(H.H100)
+
+
+@pytest.fixture(scope="module")
+def serve_store(tmp_path_factory):
+    """The serving campaign's store: the sweep against `transformers serve` and the stub points."""
+    s = H.open_store(ROOT / "results", H.H100_SERVE, tmp_path_factory.mktemp("serve"))
+    yield s
+    s.close()
 
 
 def reports_say(text: str) -> None:
@@ -166,11 +177,31 @@ def test_what_is_measured_rules():
     serving_says(f"exact binomial tails up to {sv.EXACT_MAX_N:,} samples")
 
 
+def test_the_number_of_requests_a_point_sends():
+    # no parser default: the plan fills one in per point where neither flag is given
+    assert default("serve", "--num-requests") is None and default("serve", "--duration") is None
+    assert jobs.MIN_DEFAULT_REQUESTS == 50
+    points = jobs.plan(model="m", apis=["completions"], concurrencies=[1, 4, 8, 16], rates=[1, 4],
+                       prompt_lens=[128], output_lens=[128])
+    got = {p.load_label: p.num_requests for p in points}
+    assert got == {"c1": 50, "c4": 50, "c8": 80, "c16": 160, "1 req/s": 50, "4 req/s": 120}
+    timed = jobs.plan(model="m", apis=["completions"], concurrencies=[8], rates=[],
+                      prompt_lens=[128], output_lens=[128], duration_s=20.0)
+    assert [(p.num_requests, p.duration_s) for p in timed] == [(None, 20.0)]
+    serving_says("Each point sends `--num-requests` requests (default: 10 per request in flight, "
+                 f"or 30 s of arrivals, at least {jobs.MIN_DEFAULT_REQUESTS}) or sends for "
+                 "`--duration` seconds")
+
+
 def test_starting_the_server_rules():
     assert launch.POLL_S == 0.5 and launch.HEALTH_PATHS == ("/health", "/v1/models")
     serving_says("dlbench polls `/health`, then `/v1/models`, every half second")
     assert default("serve", "--launch-timeout") == launch.HEALTH_TIMEOUT_S == 600.0
     serving_says("(`--launch-timeout`, default 600 s)")
+    assert signals.STOP_GRACE_S == 3.0
+    assert inspect.signature(signals.stop).parameters["grace_s"].default == signals.STOP_GRACE_S
+    serving_says(f"SIGTERM to its process group, SIGKILL after {signals.STOP_GRACE_S:.0f} s, "
+                 "every process it started")
     serving_says(f"exit {exits.EXIT_INTERRUPTED}, the points measured kept")
     serving_says(f"(exit {exits.EXIT_USAGE}, nothing measured)")
 
@@ -182,6 +213,33 @@ def test_the_client_rules():
     serving_says("more than 1% of requests were sent later than `--late-threshold` (10 ms)")
     # the 2-core stub table had no committed record behind it: the page no longer quotes one
     assert "40,584" not in SERVING and "2-core CPU" not in SERVING
+
+
+def test_transformers_serve_refuses_unknown_fields(serve_store):
+    sweep = serve_store.results(run_id=H.SERVE_RUN, kind="serve")
+    assert sweep and all(r.server["fixed_length"] == "generation-config" for r in sweep)
+    assert all(any("refused ignore-eos (HTTP 422" in n for n in r.server["notes"]) for r in sweep)
+    serving_says("`transformers serve` (which refuses unknown fields with HTTP 422)")
+
+
+def test_the_client_overhead_on_the_h100_host(serve_store):
+    """The stub points the page quotes (the overhead figure itself is checked with the serving
+    campaign's page, tests/test_serve_page.py)."""
+    stub = {r.config.load_label: r for r in
+            serve_store.results(run_id=H.SERVE_STUB_RUN, kind="serve")}
+    assert list(stub) == ["c1", "c16", "c64", "c256"]
+    [cores] = {r.env["cpu_logical_cores"] for r in stub.values()}
+    [out] = {r.config.output_len for r in stub.values()}
+    [seconds] = {r.config.duration_s for r in stub.values()}
+    assert all(H.serve_record_flags(r)[-1] == "one process" for r in stub.values())
+    serving_says(f"On the {cores}-core H100 host of the [serving campaign]"
+                 f"(results/2026-11-h100-serve.md) ({out} output tokens, {seconds:.0f} s a point, "
+                 "each point one process)")
+    # the event loop's own lag reached the late threshold at c256 only
+    lagged = [label for label, r in stub.items()
+              if r.client["p99_s"] >= r.config.late_threshold_s]
+    assert lagged == ["c256"]
+    serving_says("at c256 the event loop lagged too")
 
 
 def test_failures_rules():
