@@ -180,7 +180,8 @@ def store(tmp_path_factory):
                             samples_per_step=8, flops_per_sample=count_flops(
                                 get_model("tiny_cnn"), "eval"),
                             stop_reason="converged", run_id="t1")
-    peak = PeakRecord(config=PeakConfig("matmul", precision="fp32", shape=(8, 8, 8)),
+    peak = PeakRecord(config=PeakConfig("matmul", precision="fp32", shape=(8, 8, 8),
+                                        device="cuda:0"),
                       env=H100_ENV, times_s=(1.0,), work=50e12, run_id="p1")
     with Store(db) as s:
         for run, rec in (("p1", peak), ("t1", tput)):

@@ -27,13 +27,30 @@ from dlbench.commands.common import (
     show_table,
 )
 from dlbench.config import PRECISIONS, ConfigError
-from dlbench.measure.mfu import device_key, measured_peaks, mfu
+from dlbench.measure.mfu import device_key, mfu
+from dlbench.records.peak import METHODS as PEAK_METHODS
 from dlbench.report import cards, export, tables, terminal
 from dlbench.store import Store, StoreError
 from dlbench.reference import today
 from dlbench.workloads.gpu_fit import SOURCE_IDS, can_fit, fit_gpus, fit_models, place
 
 ORDER = 30
+#: ``peak --method``. The sustained figures are estimates (tests/test_peak.py holds them to
+#: dlbench.workloads.peak.sweep_estimate_s of the plan); the burst ones were measured on an
+#: H100 (docs/ceilings.md).
+METHOD_HELP = (
+    "sustained (default, on a GPU and on the CPU): each precision's sweep opens with a device "
+    "warm-up of a large product of that precision (30 s on a GPU, 2 s on the CPU, where clocks "
+    "ramp up in milliseconds and 100 iterations of its largest shapes would take minutes), then "
+    "times every shape for a fixed number of iterations (a GPU: 10 untimed and 100 timed, as "
+    "mamf-finder reports them; the CPU: 1 and 10); each shape's mean and median, the ceiling "
+    "the best mean. On a GPU the bf16, fp16 and fp8 grid has 442 shapes, M and N from 2048, K "
+    "up to 16384, and mamf-finder's best H100 shape 2048x2048x13312: about 100 s a precision "
+    "on an H100 (an estimate, not a measurement: the bf16 grid's FLOPs at 750 TFLOP/s and the "
+    "30 s warm-up), so every precision takes several minutes. burst: each shape timed for about "
+    "0.1 s (10 to 50 iterations after 3 untimed ones) on the 76-shape grid, no warm-up, the "
+    "ceiling the best median; measured on an H100: 18 s for every verb and precision, 5 s for "
+    "--precision bf16 --verbs matmul. --quick keeps either at seconds")
 #: ``gpus --source`` by the reference data's own ids (accepted, not shown).
 OLD_SOURCES = {old: new for new, old in SOURCE_IDS.items()}
 
@@ -42,16 +59,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
         sub, "peak", help="measure the device's ceilings: matmul TFLOP/s, memory and transfer GB/s",
         description="Matrix-multiply TFLOP/s over a sweep of shapes per precision (random data, "
-                    "L2 flushed between iterations; on a GPU a mamf-finder-style grid of 76 "
-                    "large shapes for bf16, fp16 and fp8, five for fp32 and tf32): the ceiling "
-                    "is the best median over the shapes, shown with its shape and beside the "
-                    "fastest single iteration. Also device memory bandwidth (copy, read, "
-                    "write), host<->device (pinned, pageable) and GPU<->GPU bandwidth. On a "
-                    "machine without a GPU the same verbs measure the CPU. About 1.5 minutes "
-                    "on an H100 (--precision bf16 --verbs matmul: about 15 s).",
+                    "L2 flushed between iterations; on a GPU a mamf-finder-style grid for "
+                    "bf16, fp16 and fp8, five large shapes for fp32 and tf32), timed by "
+                    "--method: sustained (default) warms the device up, then reports each "
+                    "shape's mean and median over a fixed number of iterations, the ceiling "
+                    "being the best mean (mamf-finder's figure) with the best median beside "
+                    "it; burst is dlbench's method before it (short windows, no warm-up, the "
+                    "best median). Also device memory bandwidth (copy, read, write), "
+                    "host<->device (pinned, pageable) and GPU<->GPU bandwidth, timed the burst "
+                    "way under either method. On a machine without a GPU the same verbs "
+                    "measure the CPU.",
         epilog="examples:\n  dlbench peak\n  dlbench peak --precision bf16,fp8 --verbs matmul\n"
-               "  dlbench peak --quick --device cpu",
+               "  dlbench peak --method burst\n  dlbench peak --quick --device cpu",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--method", type=one_of(PEAK_METHODS, flag="method"), default=PEAK_METHODS[0],
+                   metavar=metavar(PEAK_METHODS), help=METHOD_HELP)
     p.add_argument("--precision", action="append", type=csv_list(),
                    help="matmul precisions (default: all the device has of "
                         "fp32,tf32,fp16,bf16,fp8; the CPU: fp32,bf16)")
@@ -145,6 +167,7 @@ def cmd_peak(args: argparse.Namespace) -> int:
 
     plan = runs.peak_points(args.device, flatten(args.precision, []), flatten(args.verbs, []),
                             quick=args.quick)
+    plan = _with_method(plan, args.method, args.quick)
     env = envmod.capture_environment()
     t0 = time.perf_counter()
 
@@ -152,8 +175,7 @@ def cmd_peak(args: argparse.Namespace) -> int:
         if not args.json and not args.quiet:
             terminal.stderr.print(
                 f"{'[green]✓[/green]' if rec.ok else '[yellow]-[/yellow]'} {rec.config.label}: "
-                + (f"{tables.fmt_num(rec.median())} {rec.unit}" if rec.ok
-                   else f"{rec.error_type}"), highlight=False)
+                + (tables.peak_figures(rec) if rec.ok else f"{rec.error_type}"), highlight=False)
     run = runs.run_peak(plan, args.db, getattr(args, "command_line", "dlbench peak"), env,
                         tag=args.tag, on_record=line)
     records = run.records
@@ -167,6 +189,16 @@ def cmd_peak(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     bad = [r for r in records if r.status != "ok" and r.error_type != "unsupported"]
     return EXIT_FAILED_RESULTS if bad else EXIT_OK
+
+
+def _with_method(plan, method: str, quick: bool):
+    """``plan`` (``runs.peak_points``', which plans the default method) with its matmuls
+    planned for ``method``: that method's shapes and timing; the other points as they were."""
+    if plan.sizes.method == method:
+        return plan
+    from dlbench.workloads.peak import default_plan, replan  # heavy: torch
+    sizes = default_plan(plan.device, quick=quick, method=method)
+    return dataclasses.replace(plan, sizes=sizes, points=replan(plan.points, plan.device, sizes))
 
 
 # -- roofline --------------------------------------------------------------------------------------
@@ -189,7 +221,6 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     with Store(args.db) as store:
         recs = _throughput_records(store, args.run, args.tag)
         peak_recs = store.results(kind="peak")
-    peaks = measured_peaks(peak_recs)
     by_dev: dict[str, list] = {}
     for r in recs:
         by_dev.setdefault(device_key(r.env), []).append(r)
@@ -197,8 +228,8 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     for dev, rs in by_dev.items():
         roofs = roofs_for(dev, rs[0].env, peak_recs)
         if not args.json:
-            show_table(tables.mfu_table(rs, peaks, roofs, f"MFU and roofline on {dev}"),
-                       args.quiet)
+            show_table(tables.mfu_table(rs, roofs=roofs, title=f"MFU and roofline on {dev}",
+                                        peak_records=peak_recs), args.quiet)
         bw = f"{tables.fmt_num(roofs.bandwidth_gbs)} GB/s" if roofs.bandwidth_gbs else "unknown"
         if not args.json and not args.quiet:
             terminal.stdout.print(f"roofs ({roofs.source}): memory {bw}; compute "
@@ -216,18 +247,20 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         docs.append({"device": dev, "roofs": {"source": roofs.source,
                                               "bandwidth_gbs": roofs.bandwidth_gbs,
                                               "compute_tflops": roofs.compute_tflops},
-                     "results": [_roofline_row(r, peaks, roofs) for r in rs],
+                     "results": [_roofline_row(r, peak_recs, roofs) for r in rs],
                      "plot": [str(p) for p in paths]})
     if args.json:
         print_json(docs)
     return EXIT_OK
 
 
-def _roofline_row(r, peaks: dict, roofs) -> dict:
+def _roofline_row(r, peak_recs: list, roofs) -> dict:
     """One throughput result of ``roofline --json``: the figures of its MFU table row, as
-    numbers (MFU as a fraction; None where the table shows '-')."""
+    numbers (MFU as a fraction; None where the table shows '-'), and whose measured ceiling
+    it used."""
     from dlbench.measure.roofline import point_for  # heavy: torch
-    m = mfu(r, peaks)
+    m = mfu(r, peak_records=peak_recs)
+    ceiling = m.ceiling
     pt = point_for(r, roofs) if m.achieved_tflops is not None else None
     c = r.config
     return {"id": r.id, "run_id": r.run_id, "model": c.model, "mode": c.mode,
@@ -235,6 +268,10 @@ def _roofline_row(r, peaks: dict, roofs) -> dict:
             "achieved_tflops": m.achieved_tflops,
             "datasheet_peak_tflops": m.datasheet_peak_tflops, "mfu_datasheet": m.datasheet,
             "measured_peak_tflops": m.measured_peak_tflops, "mfu_measured": m.measured,
+            "measured_peak_method": ceiling.method if ceiling else None,
+            "measured_peak_run": ceiling.run_id if ceiling else None,
+            "measured_peak_card": ceiling.card if ceiling else None,
+            "measured_peak_same_card": ceiling.same_card if ceiling else None,
             "why_no_mfu": list(dict.fromkeys(w for w in (m.datasheet_reason, m.measured_reason)
                                              if w)),
             "intensity": pt.intensity if pt else None, "bound": pt.bound if pt else None}

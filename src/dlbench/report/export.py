@@ -405,8 +405,16 @@ PEAK = (
     _c("config", "device", lambda r, s: r.config.device + (f"->{r.config.peer}" if r.config.peer
                                                            else ""),
        "device measured (p2p: source->destination)"),
+    _c("config", "method", lambda r, s: r.config.method,
+       "how the point was timed: sustained (a matmul: fixed iterations after a device warm-up, "
+       "whose seconds the JSON export's config holds as warmup_s; its ceiling figure is the "
+       "mean) or burst (short windows, no warm-up; its ceiling figure "
+       "is the median: memory and transfer points, and every record stored before methods "
+       "existed)"),
     _c("result", "unit", lambda r, s: r.unit, "TFLOP/s or GB/s"),
     _c("result", "median", lambda r, s: r.median(), "rate of the median iteration"),
+    _c("result", "mean", lambda r, s: r.mean(),
+       "rate of the mean iteration time (all timed iterations' work over their total time)"),
     _c("result", "best", lambda r, s: r.best(), "rate of the fastest iteration"),
     _c("result", "iterations", lambda r, s: len(r.times_s) or None, "timed iterations"),
     _c("result", "work", lambda r, s: r.work or None, "FLOPs or bytes per iteration"),

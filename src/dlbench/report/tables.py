@@ -527,47 +527,80 @@ def _pct(x: float | None) -> str:
 
 
 def mfu_table(records: Sequence[ThroughputRecord], peaks: dict | None = None,
-              roofs: object | None = None, title: str = "MFU") -> Table:
+              roofs: object | None = None, title: str = "MFU", *,
+              peak_records: Sequence | None = None) -> Table:
     """Achieved TFLOP/s and MFU against the datasheet and the measured ceiling, with reasons;
-    with ``roofs`` (measure.roofline.Roofs) the arithmetic intensity and the bound too."""
+    with ``roofs`` (measure.roofline.Roofs) the arithmetic intensity and the bound too. With
+    ``peak_records`` (stored ``dlbench peak`` records) each result's measured ceiling is picked
+    by :func:`dlbench.measure.mfu.pick_ceiling` (its own card's, sustained first), and the note
+    says whose it is where it is not its own card's sustained one; else from ``peaks``."""
     from dlbench.measure.roofline import point_for  # slow: torch's FLOP counter, triton (--help)
     cols = ("model", "mode", "batch", "prec", "TFLOP/s", "datasheet peak", "MFU (datasheet)",
-            "measured peak", "MFU (measured)", "FLOP/byte", "bound", "note (why no MFU)")
+            "measured peak", "MFU (measured)", "FLOP/byte", "bound",
+            "note (why no MFU; whose ceiling)")
     rows = []
     for r in records:
-        m = mfu(r, peaks)
+        m = mfu(r, peaks, peak_records=peak_records)
         pt = point_for(r, roofs) if m.achieved_tflops is not None else None
-        why = "; ".join(dict.fromkeys(w for w in (m.datasheet_reason, m.measured_reason) if w))
         c = r.config
         rows.append((c.model, c.mode, str(c.batch_size), c.precision, fmt_num(m.achieved_tflops, 3),
                      fmt_num(m.datasheet_peak_tflops, 4), _pct(m.datasheet),
                      fmt_num(m.measured_peak_tflops, 4), _pct(m.measured),
-                     fmt_num(pt.intensity, 3) if pt else "-", (pt.bound or "-") if pt else "-", why))
+                     fmt_num(pt.intensity, 3) if pt else "-", (pt.bound or "-") if pt else "-",
+                     "; ".join(m.notes)))
     notes = ("MFU = model TFLOP/s (counted FLOPs, optimizer excluded) / peak; datasheet peaks are "
              "dense (fp32 = non-tensor, tf32/fp16/bf16 = tensor cores); the measured peak is the "
-             "best median matmul rate of the latest 'dlbench peak' run on this device",
+             "matmul ceiling 'dlbench peak' measured on the result's own card (else on a card "
+             "of its model, said in the note): its latest sustained run (the best per-shape "
+             "mean after a warm-up), else its latest burst run (the best per-shape median, "
+             "said in the note)",
              "FLOP/byte uses the byte model of dlbench.measure.roofline (an upper bound of the "
              "intensity); bound = which roof is lower at that intensity")
     return Table(title, cols, tuple(rows), notes)
 
 
+def peak_figures(r) -> str:
+    """An ok peak point's figures in a line: the mean beside the median for a sustained point,
+    the median alone for a burst one (its ceiling figure)."""
+    if r.method == "sustained":
+        return f"mean {fmt_num(r.mean())}, median {fmt_num(r.median())} {r.unit}"
+    return f"{fmt_num(r.median())} {r.unit}"
+
+
+def _method_cell(c: dict) -> str:
+    return (f"sustained ({c['warmup_s']:g} s warm-up)"
+            if c["method"] == "sustained" else c["method"])
+
+
 def peak_table(records: Sequence, title: str = "Device ceilings") -> Table:
-    """``dlbench peak``: one row per precision or verb, the ceiling and the point that set it,
-    then every point (failures with their reason)."""
-    rows = [(key, f"{fmt_num(c['median'])} {c['unit']}", c["label"],
-             f"{fmt_num(c['best'])} {c['unit']}", c.get("best_label") or c["label"],
-             str(c.get("points", 1)), str(c["iterations"]))
-            for key, c in ceilings(list(records)).items()]
+    """``dlbench peak``: one row per precision or verb (and method, where both timed one), the
+    ceiling and the point that set it, then every failed point with its reason."""
+    rows = []
+    for key, c in ceilings(list(records)).items():
+        sustained = c["method"] == "sustained"
+        set_by = c["ceiling_label"]
+        if sustained and c["label"] != set_by:  # the largest median is another shape's
+            set_by = f"mean: {set_by}; median: {c['label']}"
+        rows.append((key, _method_cell(c),
+                     f"{fmt_num(c['mean'])} {c['unit']}" if sustained else "-",
+                     f"{fmt_num(c['median'])} {c['unit']}", set_by,
+                     f"{fmt_num(c['best'])} {c['unit']}", c.get("best_label") or c["label"],
+                     str(c.get("points", 1)), str(c["iterations"])))
     for r in records:
         if not r.ok:
-            rows.append((r.config.label, "-", f"{r.error_type}: "
+            rows.append((r.config.label, r.method, "-", "-", f"{r.error_type}: "
                          f"{(r.error or '').splitlines()[0][:80]}", "-", "-", "-", "-"))
-    return Table(title, ("ceiling", "median", "set by", "best", "best at", "points", "iters"),
+    return Table(title, ("ceiling", "method", "mean", "median", "set by", "best", "best at",
+                         "points", "iters"),
                  tuple(rows),
-                 ("median = the largest per-point median rate (the ceiling, as mamf-finder's "
-                  "'median'); best = the fastest single iteration of any point; points = shapes "
-                  "or buffers swept; copy counts read + write bytes; transfers count the buffer "
-                  "once",))
+                 ("sustained: the ceiling is the largest per-point mean (mamf-finder's figure: "
+                  "a fixed number of iterations a shape, after a device warm-up), the largest "
+                  "median beside it; burst: the ceiling is the largest per-point median of "
+                  "short windows with no warm-up (the method before sustained; memory and "
+                  "transfer points are timed so under either); best = the fastest single "
+                  "iteration of any point; points = shapes or buffers swept; iters = timed "
+                  "iterations of the ceiling's point; copy counts read + write bytes; "
+                  "transfers count the buffer once",))
 
 
 # -- scaling and collectives (tf_cnn_benchmarks' multi-GPU and NVLink layouts; nccl-tests') -----

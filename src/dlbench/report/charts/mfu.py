@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from dlbench.measure.mfu import device_key, measured_peaks, mfu
+from dlbench.measure.mfu import device_key, mfu
 from dlbench.report.charts.base import Chart, commands_of, finish, newest, pyplot, wrap
 
 
@@ -14,12 +14,11 @@ def mfu_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Char
     drawn for results that have at least one of them (:mod:`dlbench.measure.mfu` leaves an MFU
     out, with its reason, where it would mislead; the MFU table gives the reasons)."""
     peak_recs = [r for r in records if r.kind == "peak"]
-    peaks = measured_peaks(peak_recs)
     by_dev: dict[str, list] = {}
     for r in records:
         if r.kind != "throughput" or not r.ok:
             continue
-        m = mfu(r, peaks)
+        m = mfu(r, peak_records=peak_recs)  # its own card's ceiling, sustained first
         if m.datasheet is not None or m.measured is not None:
             by_dev.setdefault(device_key(r.env), []).append((r, m))
     out = []
@@ -31,7 +30,8 @@ def mfu_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Char
         ys = range(n)
         series = [s for s in (
             ("tab:blue", "datasheet dense peak of the result's precision", lambda m: m.datasheet),
-            ("tab:orange", "measured matmul ceiling ('dlbench peak')", lambda m: m.measured))
+            ("tab:orange", "measured matmul ceiling ('dlbench peak')" + _whose(pairs),
+             lambda m: m.measured))
             if any(s[2](m) is not None for _, m in pairs)]
         h = 0.8 / len(series)
         top = 0.0
@@ -54,6 +54,22 @@ def mfu_charts(records: Sequence[Any], commands: Mapping[str, str]) -> list[Char
         ax.grid(True, axis="x", lw=0.3, alpha=0.6)
         ax.legend(fontsize=7, loc="best")
         used = [r for r, _ in pairs]
-        used += [p for p in peak_recs if device_key(p.env) == dev]
+        ceiling_runs = {m.ceiling.run_id for _, m in pairs if m.ceiling is not None}
+        used += [p for p in peak_recs if p.run_id in ceiling_runs]  # the runs of its roofs
         out.append(finish(plt, fig, title, commands_of(used, commands)))
     return out
+
+
+def _whose(pairs: Sequence[tuple[Any, Any]]) -> str:
+    """What the legend must say of the measured ceilings the bars use: burst ones, or another
+    card's (:attr:`dlbench.measure.mfu.Ceiling.note` has each result's; the MFU table shows it);
+    nothing where every one is the result's own card's sustained ceiling."""
+    used = [m.ceiling for _, m in pairs if m.measured is not None and m.ceiling is not None]
+    what = []
+    for text, hit in (("burst", lambda c: c.method == "burst"),
+                      ("another card's", lambda c: c.same_card is False),
+                      ("card unrecorded", lambda c: c.same_card is None)):
+        n = sum(map(hit, used))
+        if n:
+            what.append(text if n == len(used) else f"{text} for {n} of {len(used)}")
+    return f": {', '.join(what)}" if what else ""
