@@ -236,29 +236,44 @@ def measure(side: str, tag: str, args: argparse.Namespace, db: Path) -> float:
     return time.perf_counter() - t0
 
 
-def run_trials(args: argparse.Namespace, db: Path) -> tuple[list[dict[str, Any]], dict]:
-    from dlbench.store import Store
-    trials, env = [], {}
-    for i in range(args.trials):
-        order = SIDES[i % 3:] + SIDES[:i % 3]  # who goes first rotates: drift hits every side
-        walls = {side: measure(side, f"gate-{i}-{side}", args, db) for side in order}
-        with Store(db) as store:
-            recs = {side: [r for r in store.results(tag=f"gate-{i}-{side}") if r.ok]
-                    for side in SIDES}
-        if any(len(v) < 2 for v in recs.values()):
-            raise RuntimeError(f"trial {i}: a side has fewer than 2 ok processes: "
-                               f"{ {k: len(v) for k, v in recs.items()} }")
-        env = env or recs["A"][0].env
-        t = {"order": list(order), "wall_s": walls,
-             "sides": {s: {"records": [r.id for r in v],
-                           "figures": [r.summary().throughput for r in v],
-                           "within_rel_halfwidth": [r.summary().rel_halfwidth for r in v]}
-                       for s, v in recs.items()},
-             "identical": judge(recs["A"], recs["A2"], args.threshold, args.alpha),
-             "slowed": judge(recs["A"], recs["S"], args.threshold, args.alpha)}
-        trials.append(t)
-        print(trial_line(i, args.trials, t), flush=True)
+def run_trials(args: argparse.Namespace, db: Path,
+               done: Callable[[list[dict[str, Any]], Any], None] = lambda t, e: None
+               ) -> tuple[list[dict[str, Any]], Any]:
+    """The trials and the first side's environment; ``done`` is called after each trial with
+    all so far, so a run cut off keeps its finished trials. Ctrl-C (or the SIGINT of a
+    ``timeout``) ends the loop and returns what finished."""
+    trials: list[dict[str, Any]] = []
+    env: Any = {}
+    try:
+        for i in range(args.trials):
+            t, env = one_trial(i, args, db)
+            trials.append(t)
+            print(trial_line(i, args.trials, t), flush=True)
+            done(trials, env)
+    except KeyboardInterrupt:
+        print(f"interrupted: {len(trials)} finished trial(s) kept", flush=True)
     return trials, env
+
+
+def one_trial(i: int, args: argparse.Namespace, db: Path) -> tuple[dict[str, Any], Any]:
+    """Trial ``i``: the three sides measured in a rotating order, then judged."""
+    from dlbench.store import Store
+    order = SIDES[i % 3:] + SIDES[:i % 3]  # who goes first rotates: drift hits every side
+    walls = {side: measure(side, f"gate-{i}-{side}", args, db) for side in order}
+    with Store(db) as store:
+        recs = {side: [r for r in store.results(tag=f"gate-{i}-{side}") if r.ok]
+                for side in SIDES}
+    if any(len(v) < 2 for v in recs.values()):
+        raise RuntimeError(f"trial {i}: a side has fewer than 2 ok processes: "
+                           f"{ {k: len(v) for k, v in recs.items()} }")
+    t = {"order": list(order), "wall_s": walls,
+         "sides": {s: {"records": [r.id for r in v],
+                       "figures": [r.summary().throughput for r in v],
+                       "within_rel_halfwidth": [r.summary().rel_halfwidth for r in v]}
+                   for s, v in recs.items()},
+         "identical": judge(recs["A"], recs["A2"], args.threshold, args.alpha),
+         "slowed": judge(recs["A"], recs["S"], args.threshold, args.alpha)}
+    return t, recs["A"][0].env
 
 
 def summary_lines(s: dict[str, Any], config: dict[str, Any]) -> list[str]:
@@ -305,19 +320,25 @@ def main(argv: list[str] | None = None) -> int:
     args.batch = args.batch or (32 if args.device == "cpu" else 256)
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     t0 = time.time()
+    command = "python benchmarks/gate.py " + " ".join(sys.argv[1:] if argv is None else argv)
+
+    def write(trials: list[dict[str, Any]], env: Any) -> None:
+        if args.out and trials:
+            doc = {"about": "benchmarks/gate.py: false alarms of dlbench compare on identical "
+                            "code and detections of a slowdown, from real dlbench throughput runs",
+                   "command": command, "config": config, "wall_s": time.time() - t0,
+                   "environment": env, "summary": summarize(trials), "trials": trials}
+            args.out.write_text(json.dumps(doc, indent=1) + "\n")
+
     with tempfile.TemporaryDirectory() as tmp:
-        trials, env = run_trials(args, args.db or Path(tmp) / "gate.db")
-    summary = summarize(trials)
-    print("\n" + "\n".join(summary_lines(summary, config)))
+        trials, env = run_trials(args, args.db or Path(tmp) / "gate.db", write)
+    if not trials:
+        print("no trial finished: nothing to judge", file=sys.stderr)
+        return 1
+    print("\n" + "\n".join(summary_lines(summarize(trials), config)))
     if args.out:
-        doc = {"about": "benchmarks/gate.py: false alarms of dlbench compare on identical code "
-                        "and detections of a slowdown, from real dlbench throughput runs",
-               "command": "python benchmarks/gate.py " + " ".join(
-                   sys.argv[1:] if argv is None else argv),
-               "config": config, "wall_s": time.time() - t0, "environment": env,
-               "summary": summary, "trials": trials}
-        args.out.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"wrote {args.out}")
+        write(trials, env)
+        print(f"wrote {args.out} ({len(trials)} of {args.trials} trials)")
     return 0
 
 
