@@ -16,11 +16,17 @@ command again) and S (the same model made 5% slower), in a rotating order. It th
 The slowdown: ``DLBENCH_GATE_SLOWDOWN=0.05`` makes the model's forward first wait 5% of the
 step's own time (the median of its last 9 steps, the wait itself taken out): on the CPU a
 busy-wait on the host, as slower code would spend; on a GPU a spin kernel on the GPU's stream
-(``torch.cuda._sleep``, calibrated once against CUDA events; not yet run on a GPU). A step is
+(``torch.cuda._sleep``, calibrated once against CUDA events). A step is
 then 1.05x as long, and the figure B/A about 1 / 1.05 = 0.952: below the default --threshold of
 0.05 only by chance, which is why the gate is asked here with --threshold 0.02 (a gate meant to
 catch 5% must be set below 5%). The model's name (this file) is the same on every side, so
 compare matches the three sides as one config.
+
+On a GPU the step must be bound by the GPU, or the spin kernel only fills time the GPU would
+have spent idle, waiting for Python to launch the next kernel: the first GPU run (one H100,
+32-pixel images at batch 256, `results/pt2.11-cu130-2x-h100/gate-gpu.json`) had steps of about
+2.5 ms, windows up to ±69% wide, and a slowed side no slower than the others. Images are
+therefore 128 pixels on a GPU (16x the work a step); that setting has not yet run.
 
 On the CPU each process runs torch on one thread (``OMP_NUM_THREADS=1``): on a 2-core machine
 shared with other work, a 2-thread step stalls for whole scheduler slices (steps of 0.5 s among
@@ -224,7 +230,8 @@ def measure(side: str, tag: str, args: argparse.Namespace, db: Path) -> float:
     if args.device == "cpu" and args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
     cmd = [sys.executable, "-m", "dlbench", "throughput", "-m", "benchmarks/gate.py:build",
-           "-b", str(args.batch), "--device", args.device, "--repeat", str(args.repeat),
+           "-b", str(args.batch), "--input-size", str(args.input_size), "--device", args.device,
+           "--repeat", str(args.repeat),
            "--warmup", "5", "--warmup-time", str(args.warmup_time), "--min-time",
            str(args.min_time), "--max-time", str(args.max_time), "--db", str(db.resolve()),
            "--tag", tag, "-q"]
@@ -307,8 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slowdown", type=float, default=0.05,
                     help="S's wait, a fraction of a step's own time (default 0.05)")
     ap.add_argument("--batch", type=int, default=None,
-                    help="batch size (default 32 on the CPU, 256 on a GPU, so a step is "
-                         "bound by the GPU)")
+                    help="batch size (default 32 on the CPU, 256 on a GPU)")
+    ap.add_argument("--input-size", type=int, default=None,
+                    help="image side in px (default 32 on the CPU; 128 on a GPU, where 32-px "
+                         "steps of about 2.5 ms were bound by Python's launches, not the GPU)")
     ap.add_argument("--threads", type=int, default=1,
                     help="CPU: OMP_NUM_THREADS of every process (default 1; 0 leaves it)")
     ap.add_argument("--warmup-time", type=float, default=0.5)
@@ -318,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write the JSON here")
     args = ap.parse_args(argv)
     args.batch = args.batch or (32 if args.device == "cpu" else 256)
+    args.input_size = args.input_size or (32 if args.device == "cpu" else 128)
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     t0 = time.time()
     command = "python benchmarks/gate.py " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -102,9 +102,14 @@ def test_one_process_a_side_without_a_run_to_run_spread_is_inconclusive(real, ki
     assert p.test == "none" and cmp._verdict(p) == "inconclusive (one process per side)"
 
 
+def _h100_throughput(real, steady: bool):
+    return next(x for x in real if x.kind == "throughput" and x.ok and cmp.device_model(x) ==
+                "NVIDIA H100 80GB HBM3" and (x.summary().rel_halfwidth <=
+                                            cmp.SPREAD_WINDOW_MAX_REL_HALFWIDTH) == steady)
+
+
 def test_one_h100_process_a_side_is_judged_against_the_stored_spread(real):
-    r = next(x for x in real if x.kind == "throughput" and cmp.device_model(x) ==
-             "NVIDIA H100 80GB HBM3")
+    r = _h100_throughput(real, steady=True)
     spread = cmp.stored_spread("throughput", "NVIDIA H100 80GB HBM3")
     assert spread is not None
     same = cmp.compare([r], [dataclasses.replace(r, id=new_id())]).pairs[0]
@@ -113,6 +118,15 @@ def test_one_h100_process_a_side_is_judged_against_the_stored_spread(real):
     p = cmp.compare([r], [_slower(r)]).pairs[0]
     assert p.basis == cmp.RUN_TO_RUN and p.regression and p.ratio_high < 1.0
     assert p.run_spread == spread and "stored run-to-run spread" in p.run_spread.source
+
+
+def test_a_noisy_window_is_not_judged_against_the_stored_spread(real):
+    """The stored spread comes from windows of at most 1%: a wider one-process window (here a
+    real H100 record's) varies more from process to process than it says, so no verdict."""
+    r = _h100_throughput(real, steady=False)
+    assert r.summary().rel_halfwidth > cmp.SPREAD_WINDOW_MAX_REL_HALFWIDTH
+    p = cmp.compare([r], [_slower(r)]).pairs[0]
+    assert p.inconclusive and not p.regression and p.run_spread is None
 
 
 def test_training_seeds_gate_on_time_to_train_and_epoch_speed(tmp_path_factory):

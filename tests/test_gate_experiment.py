@@ -70,6 +70,64 @@ def test_the_committed_run_judged_real_processes():
     assert run["environment"]["accelerator"] == "cpu"
 
 
+GPU_RUN = ROOT / "results" / "pt2.11-cu130-2x-h100" / "gate-gpu.json"
+
+
+def _gpu_section() -> str:
+    text = " ".join(GUIDE.read_text().split())
+    return text[text.index("**On a GPU: the first run measured Python"):].split("<a id=")[0]
+
+
+def test_the_guide_quotes_the_gpu_run_and_todays_verdicts(gate, tmp_path):
+    """The GPU run's rates from its trials, its steps and windows from its store, and the
+    one-process pairs re-judged from the stored records by today's rule (a window wider than
+    the stored spread's windows is no verdict)."""
+    import gzip
+    import shutil
+
+    from dlbench.store import Store
+    run = json.loads(GPU_RUN.read_text())
+    s = gate.summarize(run["trials"])
+    assert s == run["summary"]
+    section = _gpu_section()
+    for how in ("processes", "one_process", "former_one_process"):
+        for what in ("false_alarms", "detections"):
+            assert s[how][what]["text"] in section, (how, what)
+    assert f"mean B/A across processes was {s['mean_ratio']['identical']:.3f} for identical " \
+           f"code and {s['mean_ratio']['slowed']:.3f}" in section
+    cfg = run["config"]
+    assert (cfg["device"], cfg["batch"], cfg["trials"], len(run["trials"])) == ("cuda", 256, 7, 4)
+    assert "32-pixel images at batch 256" in section and "after 4 of its 7 trials" in section
+    walls = [sum(t["wall_s"].values()) for t in run["trials"]]
+    assert f"({min(walls):.0f}-{max(walls):.0f} s a trial)" in section
+    apart = max(max(v["figures"]) / min(v["figures"]) for t in run["trials"]
+                for v in t["sides"].values())
+    assert f"up to {apart - 1:.1%} apart" in section
+    db = tmp_path / "gate.db"
+    with gzip.open(GPU_RUN.with_name("gate-gpu.db.gz"), "rb") as src, open(db, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with Store(db) as store:
+        ids = {i for t in run["trials"] for v in t["sides"].values() for i in v["records"]}
+        ok = [r for r in store.results() if r.id in ids]
+        assert len(ok) == len(ids) == 36 and all(r.ok for r in ok)
+        medians = [statistics.median(r.step_times_s) * 1e3 for r in ok]
+        widths = [r.summary().rel_halfwidth for r in ok]
+        assert f"A step took {min(medians):.1f}-{max(medians):.1f} ms" in section
+        assert f"Windows were ±{min(widths):.1%}-{max(widths):.1%} wide" in section
+        assert {r.env["gpus"][0]["name"] for r in ok} == {"NVIDIA H100 80GB HBM3"}
+        rejudged = []
+        for i in range(len(run["trials"])):
+            recs = {side: [r for r in store.results(tag=f"gate-{i}-{side}") if r.ok]
+                    for side in gate.SIDES}
+            rejudged += [gate.judge(recs["A"], recs[b], cfg["threshold"], cfg["alpha"])
+                         ["one_process"] for b in ("A2", "S")]
+    assert all(gate.outcome(p) == "inconclusive" for p in rejudged) and len(rejudged) == 8
+    assert "no verdict in 4 of 4 trials, both comparisons, and no false alarm" in section
+    spread = cmp.stored_spread("throughput", "NVIDIA H100 80GB HBM3")
+    assert f"the H100's stored spread, sd {spread.rel_sd:.2%}" in section
+    assert cmp.SPREAD_WINDOW_MAX_REL_HALFWIDTH == 0.01 and "wider than 1%" in section
+
+
 # -- the logic on known numbers -------------------------------------------------------------------
 def test_wilson_interval_known_values(gate):
     lo, hi = gate.wilson(0, 10)

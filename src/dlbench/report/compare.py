@@ -52,7 +52,9 @@ identical code a 0.834x regression at p ~ 1e-19. So:
   committed stores' repeat groups by ``benchmarks/run_spread.py``) or, where one side is a
   group, that group's own. The pair is significant only when the widened interval excludes 1
   (and, both sides one process, Welch's p < alpha).
-- **inconclusive**: one process a side and no spread known for the device and kind: no test;
+- **inconclusive**: one process a side and no spread known for the device and kind, or a
+  one-process side whose own window is wider (interval above 1%) than those the stored spread
+  was derived from, so the spread does not describe it: no test;
   the verdict says so and asks for ``--repeat 3`` on both sides. Never a regression.
 
 Training (its seeds are its runs) and the largest batch (a bracket, not a timed figure) keep
@@ -391,14 +393,26 @@ def _group_spread(s: Side, name: str) -> RunSpread:
                                           f"processes (sd {sd:.2%})", stored=False)
 
 
+#: The widest within-process interval of the windows a stored spread is derived from
+#: (:func:`derive_run_spreads`): it describes windows like those and no others.
+SPREAD_WINDOW_MAX_REL_HALFWIDTH = 0.01
+
+
 def _judge_by(a: Side, b: Side, kind: str,
               table: Mapping[str, Any] | None) -> tuple[str, RunSpread | None]:
     """Across processes where both sides have several; else against a run-to-run spread: the
-    stored one of this device and kind, else a group side's own; else inconclusive."""
+    stored one of this device and kind, else a group side's own; else inconclusive.
+
+    The stored spread is not used for a one-process side whose own window is wider than those
+    it was derived from: a noisy window (a step bound by Python's launches, a busy host) varies
+    from process to process far more than the steady ones did (on an H100, launch-bound
+    windows of ±2-69% gave figures up to 32% apart where the stored spread says 0.13%)."""
     if a.processes >= 2 and b.processes >= 2:
         return ACROSS_PROCESSES, None
     da, db = device_model(a.records[-1]), device_model(b.records[-1])
-    spread = stored_spread(kind, da, table) if da == db else None
+    steady = all(s.processes >= 2 or s.rel_halfwidth <= SPREAD_WINDOW_MAX_REL_HALFWIDTH
+                 for s in (a, b))
+    spread = stored_spread(kind, da, table) if da == db and steady else None
     if spread is None:
         group = a if a.processes >= 2 else b if b.processes >= 2 else None
         if group is not None:
@@ -406,7 +420,9 @@ def _judge_by(a: Side, b: Side, kind: str,
     return (RUN_TO_RUN, spread) if spread is not None else (INCONCLUSIVE, None)
 
 
-def derive_run_spreads(records: Sequence[Any], max_rel_halfwidth: float = 0.01) -> dict[str, Any]:
+def derive_run_spreads(records: Sequence[Any],
+                       max_rel_halfwidth: float = SPREAD_WINDOW_MAX_REL_HALFWIDTH
+                       ) -> dict[str, Any]:
     """Run-to-run spread per kind and device model, from the repeat groups among ``records``.
 
     A group's spread is the relative standard deviation of its processes' figures; only
