@@ -382,6 +382,7 @@ def test_an_fp8_run_is_stored_shown_and_exported_as_fp8(tmp_path, fp8_on_this_cp
     bf16, q = json.loads(p.stdout)
     assert q["status"] == "ok" and q["config"]["precision"] == "fp8"
     assert "test-llama b2 fp8 8+4 static+fuse" in p.stderr      # the line as it finished
+    assert "fast only under --path compile" not in p.stderr     # the note is weight-only's
     assert q["shape"]["decode_weight_bytes"] == FP8_READ_BYTES
     assert bf16["shape"]["decode_weight_bytes"] == BF16_READ_BYTES
     # every parameter as held: the read bytes and the embedding table in bf16
@@ -399,6 +400,15 @@ def test_an_fp8_run_is_stored_shown_and_exported_as_fp8(tmp_path, fp8_on_this_cp
     assert float(rows[1]["decode_bytes_per_step"]) == FP8_READ_BYTES + 2 * 128 + kv
     assert float(rows[0]["decode_bytes_per_step"]) - float(rows[1]["decode_bytes_per_step"]) \
         == BF16_READ_BYTES - FP8_READ_BYTES
+
+
+def test_weight_only_outside_compile_says_it_is_fast_only_compiled(tmp_path, fp8_on_this_cpu):
+    p = run_cli("generate", "-m", "test-llama", "--precision", "fp8", "--fp8-recipe",
+                "weight-only", "--prompt-len", "8", "--output-len", "4", "--path", "static",
+                "--device", "cpu", "--db", str(tmp_path / "g.db"), *FAST)
+    assert p.returncode == 0, p.stderr
+    assert ("note: --fp8-recipe weight-only is fast only under --path compile; on static its "
+            "layers run uncompiled") in " ".join(p.stderr.split())
 
 
 # -- --fp8-recipe: the config, its label and identity, the command -------------------------------

@@ -195,6 +195,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
                               f"{', '.join(GENERATE_PRECISIONS)}")
     if "fp8" in precisions:  # an sm_89+ GPU and torchao, before any model is built (exit 2)
         jobs.check_fp8(args.device)
+    uncompiled = [p for p in paths if p != "compile"]
+    if "fp8" in precisions and args.fp8_recipe == "weight-only" and uncompiled:
+        # measured on H100s: weight-only decode graph-captured was several times slower than
+        # the dynamic recipe's, compiled it was faster (docs/results/2026-11-2x-h100.md)
+        terminal.stderr.print(
+            f"note: --fp8-recipe weight-only is fast only under --path compile; on "
+            f"{', '.join(uncompiled)} its layers run uncompiled, several times slower than the "
+            "dynamic recipe on an H100")
     stop = StopRule(min_steps=args.min_requests, min_seconds=args.min_time,
                     max_seconds=args.max_time, target_rel_ci=args.target_ci)
     batches = flatten(args.batch_size, [1])
