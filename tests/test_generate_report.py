@@ -276,17 +276,19 @@ GEN_SPREAD = {"generate": {"NVIDIA H100 80GB HBM3": {"rel_sd": 0.005, "df": 20,
 
 
 def test_compare_gates_output_tokens_and_tpot():
-    a = [generate_record(spread=0.02, requests=20)]
+    a = [generate_record(spread=0.001, requests=20)]
     # without a spread, one process a side cannot be judged: inconclusive, never a regression
-    blind = cmp.compare(a, [generate_record(spread=0.02, requests=20, tpot_s=0.0013,
+    blind = cmp.compare(a, [generate_record(spread=0.001, requests=20, tpot_s=0.0013,
                                             ttft_s=0.026, run_id="b")], spreads={})
     assert not blind.regressions and all(p.inconclusive for p in blind.pairs)
     compare = functools.partial(cmp.compare, spreads=GEN_SPREAD)
+    # a stored spread describes steady windows (intervals of at most 1%), as these are
+    assert a[0].summary().rel_halfwidth <= cmp.SPREAD_WINDOW_MAX_REL_HALFWIDTH
     same = compare(a, [dataclasses.replace(a[0], id=new_id())])
     assert [p.unit for p in same.pairs] == ["output tok/s", "1/TPOT"]
     assert not same.regressions and not same.only_a and not same.only_b
     # every step 30% slower: both figures regress; TPOT shown as ms, ratio = TPOT A / TPOT B
-    slow = compare(a, [generate_record(spread=0.02, requests=20, tpot_s=0.0013,
+    slow = compare(a, [generate_record(spread=0.001, requests=20, tpot_s=0.0013,
                                        ttft_s=0.026, run_id="b")])
     tok, tpot = slow.pairs
     assert tok.regression and tok.test == "welch"
@@ -295,7 +297,7 @@ def test_compare_gates_output_tokens_and_tpot():
     t = cmp.comparison_table(slow)
     assert t.rows[1][2:5] == ("1.000 ms", "1.300 ms", "TPOT mean")
     # a faster decode with a slower prefill: TPOT better, the output rate a regression
-    mixed = compare(a, [generate_record(spread=0.02, requests=20, tpot_s=0.0009,
+    mixed = compare(a, [generate_record(spread=0.001, requests=20, tpot_s=0.0009,
                                         ttft_s=0.03, run_id="b")])
     assert [p.regression for p in mixed.pairs] == [True, False]
     assert mixed.pairs[1].improvement

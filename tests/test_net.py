@@ -22,9 +22,9 @@ from dlbench.netemu.shaping import LinkSpec, burst_bytes, parse_link, queue_byte
 from dlbench.netemu.topology import NetEmuError, NetEmuUnavailable, Topology, privilege_problem
 from dlbench.records.net import NetConfig
 from dlbench.records.throughput import ThroughputConfig
+from dlbench.reference.networks import find_network
 from dlbench.whatif import check
 from dlbench.whatif.comm import ps_collectives, ring_allreduce
-from dlbench.whatif.networks import find_network
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 _ENV = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}

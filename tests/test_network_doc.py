@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from fakes.pages import H, assert_says, store_fixture
 
+from dlbench.measure.units import fmt_bps
+from dlbench.reference.networks import ETH_TCP_EFFICIENCY, IB_EFFICIENCY, NETWORKS
 from dlbench.report.table import fmt_ms, fmt_pct
 from dlbench.whatif import check, comm, scenarios
-from dlbench.whatif.model import fmt_bps
-from dlbench.whatif.networks import ETH_TCP_EFFICIENCY, IB_EFFICIENCY, NETWORKS, get_network
+from dlbench.whatif.networks import get_network
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "network.md").read_text()

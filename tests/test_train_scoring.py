@@ -2,7 +2,7 @@
 
 import pytest
 
-from dlbench.training.scoring import olympic_mean
+from dlbench.measure.olympic import olympic_mean
 
 
 def test_five_runs_drop_the_fastest_and_the_slowest():

@@ -8,6 +8,7 @@ import pytest
 
 from dlbench.config import ConfigError
 from dlbench.records.net import NetConfig, NetRecord
+from dlbench.reference.networks import NETWORKS
 from dlbench.whatif import check
 from dlbench.whatif.comm import (
     Link,
@@ -21,7 +22,6 @@ from dlbench.whatif.comm import (
 )
 from dlbench.whatif.model import Cluster, Workload, hiding, predict
 from dlbench.whatif.networks import (
-    NETWORKS,
     custom_network,
     get_network,
     parse_bandwidth,

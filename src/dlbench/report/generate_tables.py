@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from dlbench.records.generate import PATHS
+from dlbench.records.payback import payback, setup_s
 from dlbench.report.generate_figures import bandwidth_roof, generate_flags, prefill_mfu
 from dlbench.report.kernel_tables import kernel_tables
 from dlbench.report.table import GIB, Table, fmt_num, fmt_pct
-from dlbench.tuning.payback import payback, setup_s
 
 
 def _ms(seconds: float | None) -> str:
@@ -182,7 +182,7 @@ def _rate(r: Any) -> str:
 
 def payback_cell(eager: Any, other: Any) -> str:
     """Output tokens (requests, seconds of the faster path) until its extra setup is earned back.
-    :func:`dlbench.tuning.payback.payback` works on generate records as they are: samples are
+    :func:`dlbench.records.payback.payback` works on generate records as they are: samples are
     output tokens, a step is a request."""
     p = payback(eager, other)
     if p is None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from dlbench.measure.units import fmt_bps
+from dlbench.reference.networks import NETWORKS
 from dlbench.report.table import Table, fmt_ms, fmt_num, fmt_pct
-from dlbench.whatif.model import fmt_bps
-from dlbench.whatif.networks import NETWORKS
 
 
 def _kb(x: float | None) -> str:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from dlbench.measure.olympic import olympic_mean
 from dlbench.measure.stats import mean, percentile
 from dlbench.report.table import Table, fmt_num
-from dlbench.training.scoring import olympic_mean
 
 
 def _setup(r) -> tuple:

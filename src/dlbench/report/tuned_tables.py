@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from dlbench.records.lever_trials import Trial, describe_change, replay, throughput_of
+from dlbench.records.payback import payback, setup_s
 from dlbench.records.throughput import ThroughputRecord
 from dlbench.report.table import Table, fmt_num
-from dlbench.tuning.levers import describe_change
-from dlbench.tuning.payback import payback, setup_s
-from dlbench.tuning.search import Trial, replay, throughput_of
 
 UNITS = {"images": "img/s", "sequences": "seq/s", "tokens": "tok/s"}
 

@@ -8,6 +8,7 @@ from typing import Callable
 
 from dlbench.models.base import ModelSpec
 from dlbench.models.zoo.text import VOCAB_MULTIPLE
+from dlbench.records.lever_trials import describe_change  # noqa: F401 (re-exported)
 from dlbench.records.throughput import ThroughputConfig
 
 # (new config, None) when the lever applies; (None, why not) when it does not.
@@ -178,28 +179,6 @@ def lever_named(name: str) -> Lever:
         return BY_NAME[name]
     except KeyError:
         raise ValueError(f"unknown lever {name!r}; levers: {', '.join(BY_NAME)}") from None
-
-
-def describe_change(before: ThroughputConfig, after: ThroughputConfig) -> str:
-    """What differs between two configs, as a reader would say it (``compile default``)."""
-    a, b = before.to_dict(), after.to_dict()
-    parts = []
-    for name in ("pad_vocab", "channels_last", "optimizer_impl", "attention", "compile",
-                 "compile_loss", "cuda_graph", "precision", "batch_size"):
-        if a[name] != b[name]:
-            value = b[name]
-            parts.append({
-                "pad_vocab": "vocabulary padded" if value else "vocabulary unpadded",
-                "channels_last": "channels_last" if value else "NCHW",
-                "optimizer_impl": f"{value} optimizer",
-                "attention": f"attention {value}",
-                "compile": f"compile {value}" if value else "eager",
-                "compile_loss": "loss compiled with the model" if value else "model compiled alone",
-                "cuda_graph": "CUDA graph" if value else "no CUDA graph",
-                "precision": value,
-                "batch_size": f"batch {value}",
-            }[name])
-    return ", ".join(parts) or "no change"
 
 
 def flags_of(cfg: ThroughputConfig) -> str:

@@ -21,11 +21,11 @@ Everything returned is a *prediction*: tables built from it say so in their titl
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from dlbench.config import ConfigError
+from dlbench.measure.units import fmt_bps  # noqa: F401 (re-exported)
 from dlbench.whatif.comm import CommCost, Link, hierarchical_allreduce, ps_collectives, push_pull
 from dlbench.whatif.networks import Network
 from dlbench.whatif.sharded import ModelShape, ShardedStep, fsdp_step, fsdp_tp_step, tp_step
@@ -340,13 +340,3 @@ def hiding(w: Workload, c: Cluster, strategy: str, overlap: str) -> Hiding:
         max_nodes = n
         n *= 2
     return Hiding(strategy, eff, budget, lat, v, needed, max_nodes)
-
-
-def fmt_bps(bps: float) -> str:
-    """Bits per second in the unit people quote links in."""
-    if not math.isfinite(bps):
-        return "inf"
-    for unit, scale in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-        if bps >= scale:
-            return f"{bps / scale:.3g} {unit}"
-    return f"{bps:.3g} bit/s"
