@@ -18,8 +18,8 @@ from dlbench.netemu.topology import NetEmuError, NetEmuUnavailable, Topology
 from dlbench.records.base import ErrorType
 from dlbench.records.net import NetConfig, NetRecord
 from dlbench.records.throughput import ThroughputConfig
+from dlbench.reference.networks import find_network
 from dlbench.store import Store
-from dlbench.whatif.networks import find_network
 
 DEFAULT_LINKS = ("unshaped", "100mbit", "10mbit")
 DEFAULT_STRATEGIES = ("ddp", "ps")

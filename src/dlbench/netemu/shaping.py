@@ -83,7 +83,7 @@ def parse_link(text: str, find_network: Callable[[str], Any] | None = None) -> L
     ``10mbit``, ``1gbit/2ms``, ``1gbe`` (the what-if table's 1 Gbit/s Ethernet), ``unshaped``.
     A network name sets the rate only; its latency needs netem and is added only when written
     after a slash. Names are looked up with ``find_network`` (the caller passes
-    :func:`dlbench.whatif.networks.find_network`: a name to an object with ``bandwidth_Bps``, or
+    :func:`dlbench.reference.networks.find_network`: a name to an object with ``bandwidth_Bps``, or
     None), so that the emulator does not import the what-if model that checks it; without it
     only rates are read.
     """

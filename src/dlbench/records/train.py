@@ -6,7 +6,7 @@ the MLPerf log the run wrote, and the throughput of the input pipeline alone and
 synthetic data, measured beside it. Figures (time to train, epochs to converge, median epoch
 time) are computed from those series. A run that diverged (NaN loss) or did not reach the target
 within its epoch cap is a record too, with ``status="error"``: MLPerf counts it (see
-:mod:`dlbench.training.scoring`).
+:mod:`dlbench.measure.olympic`).
 """
 
 from __future__ import annotations
