@@ -366,5 +366,6 @@ def test_the_ceilings_page_states_the_sustained_method_as_the_code_runs_it():
                       f"estimate, not a measurement: the warm-up's {gpu.warmup_s:.0f} s and the "
                       f"grid's FLOPs at {ESTIMATE_TFLOPS:.0f} TFLOP/s ({gpu.shape_warmup + gpu.iters} iterations "
                       "a shape)")
-    assert_says(page, "No sustained ceiling of a GPU has been measured yet: every ceiling on "
-                      "this page is burst.")
+    # the sustained GPU ceilings measured since are on the page, checked against their store
+    # by tests/test_2x_h100_page.py; the sentence saying there were none is gone
+    assert "No sustained ceiling of a GPU has been measured yet" not in " ".join(page.split())

@@ -44,6 +44,7 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -1330,6 +1331,182 @@ def comm_p99_beside_nccl_tests(folder: str, graph: str, eager: str,
     return render
 
 
+def generate_length_runs(runs: Sequence[str]) -> Callable[[Store], list[str]]:
+    """:func:`generate_runs`'s table with each record's prompt and output lengths beside its
+    batch (``prompt+output`` tokens), for runs that sweep the lengths."""
+    inner = generate_runs(runs)
+
+    def render(store: Store) -> list[str]:
+        lines = inner(store)
+        recs = [r for run in runs for r in store.results(run_id=run, kind="generate")]
+        head, rule, *rows = lines[2:]
+        if len(rows) != len(recs):
+            raise LookupError(f"runs {', '.join(runs)}: {len(rows)} rows for {len(recs)} records")
+
+        def after_batch(line: str, cell: str) -> str:
+            cells = line.split(" | ")
+            return " | ".join(cells[:2] + [cell] + cells[2:])
+        lengths = [f"{r.config.prompt_len}+{r.config.output_len}" for r in recs]
+        return lines[:2] + [after_batch(head, "prompt+output"), rule + "---|"] + [
+            after_batch(row, cell) for row, cell in zip(rows, lengths)]
+    return render
+
+
+# -- PyTorch against JAX, data parallel ---------------------------------------------------------
+def frameworks_pairs(caption: str, runs: Sequence[str]) -> Callable[[Store], list[str]]:
+    """PyTorch against JAX, a row per config and GPU count that both frameworks measured in
+    ``runs`` (:func:`dlbench.report.frameworks.pairs`: the same model, batch per GPU and
+    precision, PyTorch at whatever layout and compile setting it ran): each side's rate ±95%
+    with its factor over the same framework's 1-GPU record, JAX / PyTorch, each side's first
+    step and allocator peak, and each side's flags in its cell. Energy is left out: a JAX
+    data-parallel record's telemetry may hold fewer GPUs than it ran on."""
+    from dlbench.report.frameworks import pairs, torch_setting  # the comparison view's pairing
+
+    def render(store: Store) -> list[str]:
+        recs = [r for run in runs for r in store.results(run_id=run, kind="scaling")]
+        bad = [r.id for r in recs if not r.ok]
+        if bad or not recs:
+            raise LookupError(f"runs {', '.join(runs)}: failed or no scaling records {bad}")
+        matched = pairs(recs)
+        if any(len(side) != 1 for _, by in matched for side in by.values()):
+            raise LookupError("a --repeat group: this table shows one process a side")
+
+        def key(r: Any) -> tuple:
+            c = r.config.base
+            return (c.framework, c.model, c.batch_size, c.precision, c.input_size)
+
+        one_gpu = {key(r): r for r in recs if r.config.gpus == 1}
+        flags = {r.id: record_flags(r) for r in recs}
+        common = _common(list(flags.values()))
+        rows = []
+        for rep, by in matched:
+            t, j = by["torch"][0], by["jax"][0]
+            cells = []
+            for r in (t, j):
+                base = one_gpu.get(key(r)) if r.config.gpus > 1 else None
+                cells.append(_figure(r, flags[r.id], common, "rate", base))
+            rows.append((_name(rep), str(rep.config.base.batch_size), str(rep.config.gpus),
+                         torch_setting(t), *cells,
+                         f"{j.summary().throughput / t.summary().throughput:.2f}",
+                         f"{t.first_step_s:.1f} / {j.first_step_s:.1f}",
+                         f"{_gib(t)} / {_gib(j)}"))
+        return [caption + " " + _caption(common), ""] + _table(
+            ("model", "batch/GPU", "GPUs", "PyTorch as", "PyTorch (x 1 GPU) ±95%",
+             "JAX (x 1 GPU) ±95%", "JAX / PyTorch", "first step s PT / JAX",
+             "peak GiB PT / JAX"), rows)
+    return render
+
+
+# -- collectives: rounds of dlbench beside rounds of nccl-tests --------------------------------
+def comm_rounds_beside_nccl_tests(folder: str, rounds: Sequence[tuple[str, str]],
+                                  from_bytes: int) -> Callable[[Store], list[str]]:
+    """dlbench's all_reduce busbw beside nccl-tests' ``-G`` round by round, from
+    ``from_bytes`` up: each round a ``dlbench comm --timing graph`` run and the nccl-tests
+    output committed in ``folder`` that it is set beside (``rounds``: (run, file) in the order
+    they ran), busbw out of place / in place, the ratio dlbench / nccl-tests in each
+    placement, NCCL's algorithm and protocol (said once where every round's records agree),
+    and the flags not common to the table, per round."""
+    from dlbench.report.comm_tables import _choice, _size, timing_label  # the comm view
+    from dlbench.report.nccl_tests import only_run  # nccl-tests' printed tables
+
+    def render(store: Store) -> list[str]:
+        printed = [only_run(_committed_text(folder, name)) for _, name in rounds]
+        if any(not p.graph for p in printed):
+            raise ValueError("every round's nccl-tests output must be a -G run")
+        runs = [run for run, _ in rounds]
+        cells = _comm_cells(store, runs)
+        flags = {r.id: _comm_flags(r) for r in cells.values()}
+        common = _common(list(flags.values()))
+        label = {run: timing_label(next(r for (k, _, _), r in cells.items() if k == run))
+                 for run in runs}
+        rows = []
+        for size in sorted({s for _, s, _ in cells if s >= from_bytes}):
+            line, choices, notes = [_size(size)], [], []
+            for i, (run, nt) in enumerate(zip(runs, printed), 1):
+                pair = (cells[(run, size, False)], cells[(run, size, True)])
+                row = nt.row(size)
+                line += [" / ".join(f"{r.busbw() / 1e9:.2f}" for r in pair),
+                         f"{row.out_busbw:.2f} / {row.in_busbw:.2f}",
+                         " / ".join(f"{r.busbw() / 1e9 / row.busbw(r.config.inplace):.3f}"
+                                    for r in pair)]
+                choices += [_choice(r) for r in pair]
+                rest = _pair_flags(pair, flags, common)
+                if rest != "–":
+                    notes.append(f"round {i}: {rest}")
+            line += [" / ".join(dict.fromkeys(choices)), "; ".join(notes) or "–"]
+            rows.append(tuple(line))
+        said = "; ".join(f"round {i}: run {run} ({label[run]}) beside {name} (-G {nt.graph})"
+                         for i, ((run, name), nt) in enumerate(zip(rounds, printed), 1))
+        columns = ["size"]
+        for i, (run, nt) in enumerate(zip(runs, printed), 1):
+            columns += [f"{i}: dlbench {label[run]}", f"{i}: nccl-tests -G {nt.graph}",
+                        f"{i}: dlbench / -G"]
+        return [f"all_reduce busbw GB/s out of place / in place beside nccl-tests "
+                f"{printed[0].version}, {said}; ratios dlbench / nccl-tests in the same "
+                "placement. " + _caption(common), ""] + _table(
+            tuple(columns) + ("NCCL algo/proto", "flags"), rows)
+    return render
+
+
+# -- ceilings: one row per dlbench peak run -----------------------------------------------------
+def _published_ceiling(env: dict, precision: str) -> float | None:
+    """The published matmul ceiling of the record's GPU model in ``precision`` (mamf-finder's,
+    :mod:`dlbench.reference.today`), None where none is published."""
+    from dlbench.reference import today  # published figures, each with its source
+
+    spec, _ = spec_for_env(env)
+    if spec is None:
+        return None
+    return next((f.value for f in today.figures_for("matmul")
+                 if f.gpu_id == spec.id and f.precision == precision), None)
+
+
+def ceilings_by_run(caption: str, runs: Sequence[str]) -> Callable[[Store], list[str]]:
+    """``dlbench peak`` matmul runs side by side, a row per run and precision: the card (its
+    UUID's prefix), the method (sustained with its warm-up, or burst), the ceiling (sustained:
+    the largest per-shape mean, mamf-finder's figure; burst: the largest per-shape median) with
+    the 95% interval of its point's mean iteration time and its shape, the largest median and
+    the best single iteration beside it with their shapes, the shapes swept, the run's wall
+    time, the ceiling over the published one of the GPU model, and the flags."""
+    def render(store: Store) -> list[str]:
+        wall = {r.run_id: r for r in store.runs()}
+        found = []
+        for run in runs:
+            recs = [r for r in store.results(run_id=run, kind="peak")
+                    if r.ok and r.config.verb == "matmul"]
+            if not recs:
+                raise LookupError(f"run {run} has no ok matmul peak record")
+            for key, c in ceilings(recs).items():
+                setter = next(r for r in recs if r.config.label == c["ceiling_label"]
+                              and r.ceiling_rate() == c["ceiling"])
+                found.append((run, key, c, setter))
+        flags = {setter.id: _peak_flags(setter) for *_, setter in found}
+        common = _common(list(flags.values()))
+        rows = []
+        for run, key, c, r in found:
+            method = (f"sustained ({c['warmup_s']:.0f} s warm-up)" if c["method"] == "sustained"
+                      else c["method"])
+            half = stats.interval(r.times_s).halfwidth / stats.mean(r.times_s)
+            published = _published_ceiling(r.env, r.config.precision)
+            w = wall[run]
+            seconds = (datetime.fromisoformat(w.finished_at)
+                       - datetime.fromisoformat(w.started_at)).total_seconds()
+            shape = c["ceiling_label"].rsplit(" ", 1)[-1]
+            rows.append((run, r.env["gpus"][0]["uuid"][:12], key, method,
+                         f"{fmt_num(c['ceiling'])} ±{fmt_pct(half)} ({shape})",
+                         f"{fmt_num(c['median'])} ({c['label'].rsplit(' ', 1)[-1]})",
+                         f"{fmt_num(c['best'])} ({c['best_label'].rsplit(' ', 1)[-1]})",
+                         f"{c['points']} ({c['iterations']})", f"{seconds:.0f}",
+                         "–" if published is None else f"{c['ceiling'] / published:.3f}",
+                         _rest(flags[r.id], common)))
+        return [caption + " " + _caption(common), ""] + _table(
+            ("run", "card", "precision", "method", "ceiling TFLOP/s ±95% (shape)",
+             "largest median (shape)", "best iteration (shape)",
+             "shapes (iterations at the ceiling)",
+             "wall s", "ceiling / published", "flags"), rows)
+    return render
+
+
 H100_PAGE = "docs/results/2026-11-h100.md"
 H200_4_PAGE = "docs/results/2026-11-4x-h200.md"
 CPU_PAGE = "docs/results/2026-11-cpu.md"
@@ -1436,6 +1613,42 @@ H100_SERVE = f"{H100}/serve"
 #: against dlbench's stub on the same host.
 SERVE_RUN, SERVE_STUB_RUN = "b7dcec268a21", "2b8382ad76b4"
 
+H100_2_PAGE = "docs/results/2026-11-2x-h100.md"
+H100_2 = "pt2.11-cu130-2x-h100"
+H100_2_COMM = f"{H100_2}/comm"
+#: A host of two H100s (NV18), lent three times, a fresh host each time. PyTorch DDP against
+#: JAX data parallel at 1 and 2 GPUs, bf16, frameworks.sh's window (first call): ResNet-50 b128
+#: (torch, jax), GPT-2 b8 (torch, jax).
+H100_2_FRAMEWORKS_RUNS = ("c93308749211", "a8128adc3f25", "64c5aa21b32e", "062d4bb98538")
+#: The interconnect A/B at 2 GPUs: the first call's run, which the call's time limit cut after
+#: five results, and its --resume in the third call, on another host.
+H100_2_INTERCONNECT_RUNS = ("cd6d4b790d4b", "259090fabae4")
+H100_2_INTERCONNECT = picked(
+    "ddp at 2 GPUs, bf16, channels_last, img/s (factor over default) ±95%; runs "
+    "cd6d4b790d4b (first call) and 259090fabae4 (its --resume, third call, another host); "
+    "calls: the device call, and so the host, of each column's record.",
+    ("model", "calls: default / no-p2p / no-p2p+no-shm") + _INTERCONNECT_COLS[1:],
+    ((("resnet50", "1 / 1 / 3"), ("3a64a0427c8b", "0a67784f52e0", "16026b19cbda")),
+     (("vgg16", "1 / 3 / 3"), ("5f890ccac0b8", "11015851f77f", "c9c7f2233d7b")),
+     (("inception_v3", "1 / 3 / 3"), ("a22477bbd659", "dacd1d68673d", "203ec8cf80c2")),
+     (("resnet152", "1 / 3 / 3"), ("139569c52d21", "9247181af246", "2b38ef2bda56"))),
+    factor_over=0, digits=3)
+#: all_reduce 8 B..1 GiB, graph timing with 20 iterations a replay, twice, each run after an
+#: nccl-tests -G 20 run of the same call (first call): (dlbench run, nccl-tests output).
+H100_2_COMM_ROUNDS = (("7a3b9f29ca7b", "nccl-G20-1.txt"), ("b9552949cc91", "nccl-G20-2.txt"))
+#: llama-3.1-8b, graph-captured, fused and folded, on one card (second call): prompt length
+#: 128, 512 and 2048 at batch 1 and 16, then output length 32 and 512 at batch 1.
+H100_2_GENERATE_RUNS = ("978cbe9a278e", "032dd16bc756")
+#: fp8's dynamic and weight-only recipes, the same path, batch 1, 128+128 (third call, GPU 1).
+H100_2_FP8_RUNS = ("2e9c51d4a9ae", "eaf85e385db0")
+#: dlbench peak --verbs matmul --precision bf16 (third call): GPU 0 burst then sustained,
+#: GPU 1 sustained.
+H100_2_PEAK_RUNS = ("b8f9aedb5153", "51a1c2c4a9f6", "1a347ef2fcac")
+H100_2_CEILINGS = ceilings_by_run(
+    "`dlbench peak --verbs matmul --precision bf16` on two H100s of one host, one run a row; "
+    "±95%: the interval of the ceiling shape's mean iteration time; published: mamf-finder's "
+    "for the GPU model (src/dlbench/reference/today.json).", H100_2_PEAK_RUNS)
+
 HEADLINES = (
     Headline("h100-default", H100, h100_default),
     Headline("h100-tuned", H100, h100_tuned),
@@ -1534,6 +1747,20 @@ HEADLINES = (
         H100_4_COMM, COMM_H100_GRAPH_RUN, COMM_H100_EAGER_RUN, "nccl-I.txt"), COMM_H100_PAGE),
     Headline("h100-serve", H100_SERVE, serve_sweep(SERVE_RUN), SERVE_PAGE),
     Headline("h100-serve-overhead", H100_SERVE, serve_overhead(SERVE_STUB_RUN), SERVE_PAGE),
+    Headline("2x-h100-frameworks", H100_2, frameworks_pairs(
+        "PyTorch DDP (eager, NCHW) against JAX data parallel, bf16, runs "
+        f"{', '.join(H100_2_FRAMEWORKS_RUNS)}; img/s for ResNet-50, tok/s for GPT-2.",
+        H100_2_FRAMEWORKS_RUNS), H100_2_PAGE),
+    Headline("2x-h100-interconnect", H100_2, H100_2_INTERCONNECT, H100_2_PAGE),
+    Headline("2x-h100-comm", H100_2_COMM, comm_runs([r for r, _ in H100_2_COMM_ROUNDS]),
+             H100_2_PAGE),
+    Headline("2x-h100-comm-nccl-tests", H100_2_COMM, comm_rounds_beside_nccl_tests(
+        H100_2_COMM, H100_2_COMM_ROUNDS, 1 << 20), H100_2_PAGE),
+    Headline("2x-h100-generate", H100_2, generate_length_runs(H100_2_GENERATE_RUNS),
+             H100_2_PAGE),
+    Headline("2x-h100-generate-fp8", H100_2, generate_runs(H100_2_FP8_RUNS), H100_2_PAGE),
+    Headline("2x-h100-ceilings", H100_2, H100_2_CEILINGS, H100_2_PAGE),
+    Headline("ceilings-2x-h100", H100_2, H100_2_CEILINGS, "docs/ceilings.md"),
 )
 
 
