@@ -3,8 +3,8 @@
 #   benchmarks/frameworks.sh OUTDIR [PART ...]
 #
 # Parts (default: all five, in this order):
-#   throughput  both frameworks, one batch each: ResNet-50 (b128), VGG-16 (b64), seed 003's
-#               cnn10 (b256), ViT-B/16 (b64) and GPT-2 124M (b8 x 1024 tokens) in bf16, and
+#   throughput  both frameworks, one batch each: ResNet-50 (b128), VGG-16 (b64), the CIFAR-10
+#               frameworks study's cnn10 (b256), ViT-B/16 (b64) and GPT-2 124M (b8 x 1024 tokens) in bf16, and
 #               the CNNs (ResNet-50, VGG-16, cnn10) in true fp32; PyTorch eager, its CNNs in
 #               both layouts (NCHW, its default, and channels_last NHWC, JAX's); a short
 #               window each (--max-time 4), the first step (PyTorch: cuDNN autotuning; JAX: XLA

@@ -139,7 +139,8 @@ def first_host(store) -> frozenset[str]:
 
 
 def article(model: str, gpus: int, setup: str = "no NVLink", precision: str = "fp16") -> float:
-    (row,) = select(source="seed000", model=model, gpus=gpus, precision=precision, setup=setup)
+    (row,) = select(source="tf-cnn-benchmarks", model=model, gpus=gpus, precision=precision,
+                    setup=setup)
     return row.value
 
 
@@ -243,7 +244,7 @@ def test_the_bf16_scaling(store, runs, scaling):
          f"{option(runs['9f27ee3f6a3d'], '--max-time')} s).")
 
     # the article's figures: tf_cnn_benchmarks on four Quadro RTX 8000, without NVLink bridges
-    assert "4x Quadro RTX 8000" in sources()["seed000"]["title"]
+    assert "4x Quadro RTX 8000" in sources()["tf-cnn-benchmarks"]["title"]
     cells = []
     for m in BF16_BATCH:
         one, two, four = (article(m, n) for n in (1, 2, 4))
@@ -278,7 +279,7 @@ def test_the_bf16_scaling(store, runs, scaling):
     spec = get_model("nasnet")
     params = store.get("0b31735dc07a").memory["params_bytes"] / 4
     assert "nasnetalarge" in spec.description and "5.3M params" in spec.notes
-    assert "NASNet-A mobile at 224 px" in select(source="seed000", model="nasnet")[0].note
+    assert "NASNet-A mobile at 224 px" in select(source="tf-cnn-benchmarks", model="nasnet")[0].note
     says(f"NASNet here is timm's `nasnetalarge` ({spec.input_size} px, {params / 1e6:.1f}M "
          "parameters); the article's \"nasnet\" was NASNet-A mobile at 224 px (5.3M)")
 

@@ -48,7 +48,7 @@ def test_aggregate_is_total_samples_over_slowest_rank():
 
 
 def test_factor_and_efficiency_arithmetic():
-    # seed 000, ResNet50 fp16: 1046.94 -> 2047.45 (1.96) -> 4066.72 (3.88)
+    # the tf_cnn_benchmarks study, ResNet50 fp16: 1046.94 -> 2047.45 (1.96) -> 4066.72 (3.88)
     assert round(scaling_factor(2047.45, 1046.94), 2) == 1.96
     assert round(scaling_factor(4066.72, 1046.94), 2) == 3.88
     assert scaling_efficiency(scaling_factor(4066.72, 1046.94), 4) == pytest.approx(0.9711, abs=1e-4)

@@ -24,6 +24,7 @@ from fakes.pages import H, assert_says, store_fixture
 
 from dlbench.measure import stats
 from dlbench.measure.mfu import datasheet_mfu, measured_peaks
+from dlbench.records import compat
 from dlbench.reference import spec_for_env
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.store import Store
@@ -142,15 +143,36 @@ def _reference(source: str, **match) -> list[dict]:
             and all(r.get(k) == v for k, v in match.items())]
 
 
+def test_the_suites_runs_under_their_former_names(runs):
+    """The classic-cnn and ms-per-batch runs were stored before the suites were renamed: their
+    suite and tag are the old names, read through compat; the page's commands find them by
+    today's names or by run id."""
+    from dlbench.suites import canonical  # noqa: PLC0415
+    for suite in ("classic-cnn", "ms-per-batch"):
+        mine = [r for r in runs.values() if canonical(r.suite) == suite]
+        assert mine and all(r.suite != suite for r in mine)    # stored under the old name
+        assert {r.tag for r in mine} <= set(compat.former(compat.SUITES, suite))
+    says("the classic-cnn and ms-per-batch suites' runs are tagged with those suites' former "
+         "names (`dlbench results ls --db h100.db --suite classic-cnn` lists a suite's runs")
+    (ms,) = [r for r in runs.values() if canonical(r.suite) == "ms-per-batch"]
+    says(f"`dlbench results show {ms.run_id} --db h100.db --view ms-per-batch`")
+    tuned = runs["b235ab913c19"]
+    assert " --tuned " in tuned.command and tuned.suite is None
+    assert compat.current(compat.METHODS, tuned.command.split("--method ")[1].split()[0]) \
+        == "fwd-bwd"
+    says("--method fwd-bwd --tuned` (run b235ab913c19). From the store: `dlbench report --db "
+         "h100.db --run b235ab913c19 --markdown`.")
+
+
 def test_the_ms_per_batch_suite(store):
     recs = {(r.config.model, r.config.mode, r.config.precision): r
             for r in store.results(run_id="e991c923eb3f", kind="throughput")}
     cells = []
     for model in ("vgg16", "resnet152", "densenet161"):
-        ev, tr = (_reference("seed002", device="RTX 3060", model=model, mode=m,
+        ev, tr = (_reference("ms-per-batch", device="RTX 3060", model=model, mode=m,
                              precision="fp32") for m in ("eval", "train"))
         cells.append(f"{model} {ev[0]['value']} / {tr[0]['value']}")
-    assert {r["framework"] for r in _reference("seed002", device="RTX 3060")} == {
+    assert {r["framework"] for r in _reference("ms-per-batch", device="RTX 3060")} == {
         "PyTorch (PyTorch 1.12, CUDA 11.3)"}
     says(f"published RTX 3060 figures (PyTorch 1.12, FP32; not measured by dlbench; `dlbench gpus "
          f"--source ms-per-batch`): {', '.join(cells)} ms (eval / train)")
@@ -170,16 +192,22 @@ def test_the_ms_per_batch_suite(store):
 
 
 def test_the_classic_cnn_suite(store, runs):
-    article = _reference("seed000", gpus=1, precision="fp16", setup="no NVLink")
+    article = _reference("tf-cnn-benchmarks", gpus=1, precision="fp16", setup="no NVLink")
     v = {r["model"]: round(r["value"]) for r in article}
     says(f"The article's Quadro RTX 8000 did {v['resnet50']:,} (ResNet-50), {v['inception_v3']} "
          f"(Inception v3), {v['vgg16']} (VGG-16), {v['resnet152']} (ResNet-152) and "
          f"{v['inception_v4']} (Inception v4) img/s in fp16 with XLA.")
-    invocations = [r for r in runs.values() if r.tag == "seed000"]
+    # The suite's runs carry its former name as their tag and in their command, read through
+    # compat under today's.
+    invocations = [r for r in runs.values()
+                   if compat.current(compat.SUITES, r.tag or "") == "classic-cnn"]
     recs = [x for r in invocations for x in store.results(run_id=r.run_id, kind="throughput")]
     configs = {(r.config.model, r.config.precision, r.config.compile) for r in recs}
     assert len(configs) == 24 and all(r.ok for r in recs)
-    assert all(r.command.startswith("dlbench run --suite seed000") and "--resume" in r.command
+    suites = {compat.current(compat.SUITES, r.command.split()[3]) for r in invocations}
+    assert suites == {"classic-cnn"}
+    assert {r.tag for r in invocations} <= set(compat.former(compat.SUITES, "classic-cnn"))
+    assert all(r.command.startswith("dlbench run --suite ") and "--resume" in r.command
                for r in invocations)
     says(f"All 24 configs were measured over {len(invocations)} invocations of the suite")
     empty = sorted(r.run_id for r in invocations if not store.results(run_id=r.run_id))

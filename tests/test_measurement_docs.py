@@ -568,7 +568,7 @@ def test_published_results_and_the_fit():
     assert "gpt2" not in today.models()
     ceilings_say("a model with no published figure (GPT-2 today) is refused")
 
-    assert {r.batch_size for r in select(source="seed002", model="vgg16")} == {16}
+    assert {r.batch_size for r in select(source="ms-per-batch", model="vgg16")} == {16}
     ceilings_say("VGG-16 at batch 16, 1/time of the six FP32 rows")
     fits = {mode: ms_per_batch_fit("vgg16", mode) for mode in ("eval", "train")}
     points = reference_points("vgg16", "eval")

@@ -51,14 +51,15 @@ def test_match_gpu_by_torch_name():
 def test_published_tables_are_complete_and_sourced():
     rows = ref.reference_results()
     srcs = ref.sources()
-    assert {r.source for r in rows} == {"seed000", "seed002", "seed003"} <= set(srcs)
-    s0 = ref.select(source="seed000")
+    assert {r.source for r in rows} == {"tf-cnn-benchmarks", "ms-per-batch",
+                                        "cifar10-frameworks"} <= set(srcs)
+    s0 = ref.select(source="tf-cnn-benchmarks")
     assert len(s0) == 3 * 6 * 3      # three tables, six models, 1/2/4 GPUs
     assert ref.select(s0, model="resnet50", precision="fp16", gpus=4, setup="no NVLink")[0].value == 4066.72
-    s2 = ref.select(source="seed002")
+    s2 = ref.select(source="ms-per-batch")
     assert len(s2) == 7 * 6 + 2      # seven full rows, MX250 vgg16 only
     assert ref.select(s2, device="MX250", mode="train")[0].value == 10344.4
-    s3 = ref.select(source="seed003", metric="median_epoch_s")
+    s3 = ref.select(source="cifar10-frameworks", metric="median_epoch_s")
     assert len(s3) == 5 + 2 + 5 + 3
     assert ref.select(s3, model="WRN-28-10", gpus=2, batch_size=512)[0].value == 56.49
     for r in rows:

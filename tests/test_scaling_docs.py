@@ -313,9 +313,9 @@ def test_the_profiles():
 
 
 def article(model: str, gpus: int, setup: str = "no NVLink") -> float:
-    """The tf_cnn_benchmarks study's fp16 img/s (reference data, source seed000)."""
+    """The tf_cnn_benchmarks study's fp16 img/s (reference data, source tf-cnn-benchmarks)."""
     from dlbench.reference import select
-    (row,) = select(source="seed000", model=model, gpus=gpus, precision="fp16", setup=setup)
+    (row,) = select(source="tf-cnn-benchmarks", model=model, gpus=gpus, precision="fp16", setup=setup)
     return row.value
 
 

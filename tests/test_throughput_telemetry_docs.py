@@ -594,5 +594,5 @@ def test_the_articles_rtx_3060_figures():
     from dlbench.reference import reference_results
     got = {r.mode: r.value for r in reference_results()
            if (r.source, r.gpu_id, r.model, r.precision, r.batch_size, r.metric)
-           == ("seed002", "rtx-3060", "vgg16", "fp32", 16, "ms_per_batch")}
+           == ("ms-per-batch", "rtx-3060", "vgg16", "fp32", 16, "ms_per_batch")}
     thr(f"(the article's RTX 3060 in FP32: VGG-16 {got['eval']} / {got['train']} ms)")

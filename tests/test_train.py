@@ -59,7 +59,7 @@ def test_a_real_short_run_reaches_a_modest_target_within_a_minute(run, mnist5k):
     # the clock: time to train ends with the last evaluation, and holds every epoch
     assert res["time_to_train_s"] == pytest.approx(res["eval_end_s"][-1])
     assert res["time_to_train_s"] >= sum(res["epoch_times_s"]) + sum(res["eval_times_s"]) - 1e-6
-    # seed 004's series: one loss and one end time per iteration, in order
+    # the slow-networks study's series: one loss and one end time per iteration, in order
     steps = res["steps_per_epoch"]
     assert steps == math.ceil(mnist5k.train_len / 64)
     assert len(res["iter_loss"]) == len(res["iter_time_s"]) == steps * n

@@ -17,8 +17,3 @@ from dlbench.measure.units import fmt_bps
 ])
 def test_rates_take_the_largest_unit_they_reach(bps, text):
     assert fmt_bps(bps) == text
-
-
-def test_the_what_if_model_formats_with_the_one_formatter():
-    from dlbench.whatif import model
-    assert model.fmt_bps is fmt_bps

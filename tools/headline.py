@@ -51,6 +51,8 @@ from typing import Any, Callable, Iterable, Sequence
 from dlbench.launch import tempdirs
 from dlbench.measure import stats
 from dlbench.measure.mfu import datasheet_mfu, mfu
+from dlbench.measure.units import fmt_bps
+from dlbench.records import compat
 from dlbench.records.peak import ceilings
 from dlbench.reference import spec_for_env
 from dlbench.report.cards import own_card_peaks
@@ -59,7 +61,6 @@ from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.report.tuned_tables import _payback_cell
 from dlbench.store import Store
 from dlbench.telemetry.summary import energy_mismatch, mismatch_note
-from dlbench.whatif.model import fmt_bps
 
 #: Where the committed stores live, relative to the repository root.
 RESULTS = Path("results")
@@ -349,12 +350,13 @@ def suite_run(run: str, columns: Sequence[str]) -> Callable[[Store], list[str]]:
     return render
 
 
-CLASSIC_CNN_TAG = "seed000"
+#: the classic-cnn suite's runs in the H100 store carry the suite's former name as their tag
+CLASSIC_CNN_TAG = compat.former(compat.SUITES, "classic-cnn")[0]
 CLASSIC_CNN_MODELS = ("resnet50", "inception_v3", "nasnet", "vgg16", "resnet152", "inception_v4")
 
 
 def classic_cnn(store: Store) -> list[str]:
-    """The classic-cnn suite (runs tagged ``seed000``): img/s per model, fp16 and fp32, eager and
+    """The classic-cnn suite (runs tagged with its former name, :data:`CLASSIC_CNN_TAG`): img/s per model, fp16 and fp32, eager and
     compiled, the latest ok record of each; compiled cells with their factor over eager."""
     recs = [r for r in store.results(kind="throughput", tag=CLASSIC_CNN_TAG) if r.ok]
     grid = {(m, p, c): latest(recs, model=m, precision=p, compile=c)
@@ -374,7 +376,7 @@ def classic_cnn(store: Store) -> list[str]:
                 parts += [] if rest == "–" else [rest]
                 row.append(_rate_bare(r) + (f" ({'; '.join(parts)})" if parts else ""))
         rows.append(tuple(row))
-    return [f"Runs tagged {CLASSIC_CNN_TAG}. " + _caption(common), ""] + _table(
+    return ["Runs of the classic-cnn suite. " + _caption(common), ""] + _table(
         ("model", "fp16 batch", "fp16 eager", "fp16 compiled", "fp32 batch", "fp32 eager",
          "fp32 compiled"), rows)
 
@@ -468,7 +470,7 @@ def gains(caption: str, rows: Sequence[tuple[str, str, Any]],
 
 
 MS_PER_BATCH = picked(
-    "Run e991c923eb3f (tag seed002), ms per batch of 16 (mean step) ±95%.",
+    "Run e991c923eb3f (the ms-per-batch suite), ms per batch of 16 (mean step) ±95%.",
     ("setup", "vgg16 eval", "vgg16 train", "resnet152 eval", "resnet152 train",
      "densenet161 eval", "densenet161 train"),
     ((("FP32",), ("688e5a5feb08", "b5c7020049f1", "41cb734903f0", "62f9f504766c",
@@ -939,7 +941,7 @@ def generate_paths(runs: Sequence[str]) -> Callable[[Store], list[str]]:
     request: compilation, graph capture) and the output tokens that pay it back."""
     # function-level: the generation views, as generate_runs takes its roofs
     from dlbench.report.generate_tables import path_pairs, payback_cell
-    from dlbench.tuning.payback import payback
+    from dlbench.records.payback import payback
 
     def render(store: Store) -> list[str]:
         recs = [r for run in runs for r in store.results(run_id=run, kind="generate") if r.ok]

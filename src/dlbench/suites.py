@@ -12,6 +12,7 @@ from typing import Callable
 
 from dlbench.config import ConfigError
 from dlbench.measure.stopping import StopRule
+from dlbench.records import compat
 from dlbench.records.throughput import ThroughputConfig, expand
 
 # The six CNNs of the 2020 tf_cnn_benchmarks study (4x Quadro RTX 8000, NVLink on and off).
@@ -203,13 +204,14 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
 )}
 
 #: Old names, still accepted (and found in the ``suite`` column of stores written before the
-#: rename), never listed.
-OLD_NAMES = {"seed000": "classic-cnn", "seed002": "ms-per-batch"}
+#: rename), never listed: :data:`dlbench.records.compat.SUITES`.
+OLD_NAMES = compat.SUITES
 
 
 def canonical(name: str | None) -> str | None:
-    """A suite or view name as it is called now: ``seed000`` -> ``classic-cnn``."""
-    return OLD_NAMES.get(name, name) if name is not None else None
+    """A suite or view name as it is called now (an old one read through
+    :mod:`dlbench.records.compat`)."""
+    return compat.current(OLD_NAMES, name) if name is not None else None
 
 
 def view_of_suite(name: str | None, default: str = "throughput") -> str:

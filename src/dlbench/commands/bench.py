@@ -41,6 +41,7 @@ from dlbench.commands.common import (
 from dlbench.config import ATTENTION_BACKENDS, FRAMEWORKS, METHODS, OPTIMIZER_IMPLS, ConfigError
 from dlbench.frameworks import jax as jaxpath
 from dlbench.measure.stopping import StopRule
+from dlbench.records import compat
 from dlbench.records.throughput import expand
 from dlbench.report import export, terminal
 from dlbench.suites import OLD_NAMES, SUITES, suite_for
@@ -181,7 +182,7 @@ def _add_repeat_flag(p: argparse.ArgumentParser, suite: bool) -> None:
 
 # -- run / throughput -------------------------------------------------------------------------
 #: ``--method`` names no longer shown, still accepted.
-OLD_METHODS = {"seed002": "fwd-bwd"}
+OLD_METHODS = compat.METHODS
 AUTO = "auto"
 
 

@@ -28,6 +28,7 @@ from dlbench.commands.common import (
 )
 from dlbench.config import PRECISIONS, ConfigError
 from dlbench.measure.mfu import device_key, mfu
+from dlbench.records import compat
 from dlbench.records.peak import METHODS as PEAK_METHODS
 from dlbench.report import cards, export, tables, terminal
 from dlbench.store import Store, StoreError
@@ -52,7 +53,7 @@ METHOD_HELP = (
     "ceiling the best median; measured on an H100: 18 s for every verb and precision, 5 s for "
     "--precision bf16 --verbs matmul. --quick keeps either at seconds")
 #: ``gpus --source`` by the reference data's own ids (accepted, not shown).
-OLD_SOURCES = {old: new for new, old in SOURCE_IDS.items()}
+OLD_SOURCES = compat.ARTICLES
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -24,8 +24,9 @@ ORDER = 24
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
         sub, "report", help="write an HTML report (tables and charts, one file) or Markdown tables",
-        description="Write one self-contained HTML file: the environment, the throughput and "
-                    "seed-style tables, and charts where their data exists (throughput per "
+        description="Write one self-contained HTML file: the environment, the throughput "
+                    "tables and those laid out as the reference articles' (classic-cnn, "
+                    "ms-per-batch), and charts where their data exists (throughput per "
                     "configuration and against batch size, memory against batch size with OOM "
                     "points, scaling by GPU count, interconnect A/B, MFU, roofline, your GPU "
                     "among published GPUs, telemetry timelines). No network is needed to view "

@@ -20,6 +20,7 @@ from dlbench.commands.common import (
     real,
     show_table,
 )
+from dlbench.records import compat
 from dlbench.report import terminal
 from dlbench.report.network import (
     check_table,
@@ -133,7 +134,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the 2017 distributed-TensorFlow parameter-server cluster (5 servers x "
                         "4 GPUs, 10 parameter-server tasks, CIFAR-10) over 1 GbE, 10 GbE and "
                         "InfiniBand, predicted")
-    p.add_argument("--seed004", dest="ps_cluster", action="store_true", help=argparse.SUPPRESS)
+    # its old name, still accepted, never shown
+    p.add_argument(*compat.former(compat.FLAGS, "--ps-cluster"), dest="ps_cluster",
+                   action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--networks", action="store_true", help="list the named links and exit")
     add_output_flags(p, "print as JSON on stdout: the predictions (one object per model, strategy, "
                         "cluster and network: compute, communication, step time, throughput, "

@@ -22,7 +22,8 @@ def _shipped_lm(name: str, input_size: int):
     return text.causal_lm(entry.model_type, entry.config, input_size)
 
 
-#: Models of the seed article (tf_cnn_benchmarks era), in its order.
+#: Models of the reference articles (docs/articles.md): the tf_cnn_benchmarks study's CNNs in its
+#: order, the ms-per-batch article's DenseNet-161, the CIFAR-10 frameworks study's cnn10.
 SEED_MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(
         name="resnet50", source="torchvision", kind="image", unit="images", input_size=224,
@@ -79,9 +80,9 @@ SEED_MODELS: tuple[ModelSpec, ...] = (
         num_classes=10, default_batch=256,
         description="the CIFAR-10 framework study's 10-layer CNN (9 conv + 1 dense), 1.9M params",
         factory=cifar.cnn10,
-        notes="Built for CIFAR-10's 3 x 32 x 32 images; the seed article gives its layout only "
-              "by reference, so this is our reconstruction (dlbench train uses the same "
-              "network, sized by the dataset).",
+        notes="Built for CIFAR-10's 3 x 32 x 32 images; the CIFAR-10 frameworks study gives its "
+              "layout only by reference, so this is our reconstruction (dlbench train uses the "
+              "same network, sized by the dataset).",
     ),
 )
 

@@ -29,11 +29,8 @@ from dlbench.config import (
 )
 from dlbench.measure.stats import Summary, summarize
 from dlbench.measure.stopping import StopRule
+from dlbench.records import compat
 from dlbench.records.base import Record, StepRateMixin, asdict, config_key, known_fields
-
-# Old public names of methods, still accepted (and read from old stores) under their new name.
-_OLD_METHODS = {"seed002": "fwd-bwd"}
-_KEY_METHODS = {new: old for old, new in _OLD_METHODS.items()}
 
 
 @dataclass(frozen=True)
@@ -50,7 +47,8 @@ class ThroughputConfig:
         optimizer: ``sgd`` (momentum 0.9, as tf_cnn_benchmarks) or ``adamw`` (``--optimizer``).
         method: ``standard`` or ``fwd-bwd`` (``--method``): forward + ``out.sum().backward()``,
             no loss and no optimizer, as classic per-model ms-per-batch scripts time training.
-            ``seed002``, its name in stores written before, is read as ``fwd-bwd``.
+            Its old name, in stores written before, is read as ``fwd-bwd``
+            (:mod:`dlbench.records.compat`).
         input_size: image side or sequence length; None for the model's default (``--input-size``/``--seq-len``).
         device: ``auto``, ``cpu`` or ``cuda`` / ``cuda:N`` (``--device``).
         warmup_steps: untimed steps after the first (``--warmup``); the first step, which holds
@@ -124,8 +122,8 @@ class ThroughputConfig:
     checkpoint_policy: str = "full"
 
     def __post_init__(self) -> None:
-        if self.method in _OLD_METHODS:
-            object.__setattr__(self, "method", _OLD_METHODS[self.method])
+        if self.method in compat.METHODS:  # stored (or typed) under its old name
+            object.__setattr__(self, "method", compat.current(compat.METHODS, self.method))
         if self.batch_size < 1:
             raise ConfigError(f"-b/--batch-size must be >= 1, got {self.batch_size}")
         choice("--mode", self.mode, MODES)
@@ -217,7 +215,7 @@ class ThroughputConfig:
         ident = {k: v for k, v in self.to_dict().items() if k not in self._NOT_IDENTITY}
         # Keys are spelled as when the method had its old name, so --resume and comparisons
         # still match results stored before the rename.
-        ident["method"] = _KEY_METHODS.get(ident["method"], ident["method"])
+        ident["method"] = compat.method_in_key(ident["method"])
         # A field at its default drops out: the key of a result stored before the field existed.
         for name, default in self._LATER_FIELDS:
             if ident[name] == default:

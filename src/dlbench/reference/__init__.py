@@ -5,11 +5,12 @@ package is data: it imports nothing of dlbench above it.
 
 ``gpus.json`` holds one row per GPU: dense FP32 / TF32 / FP16 / BF16 / FP8 TFLOPS, memory
 bandwidth and size, TDP, and the document each figure comes from. ``results.json`` holds every
-table of three published studies, one value per row, each row naming its source: the 2020
-tf_cnn_benchmarks study on 4x Quadro RTX 8000 (source id ``seed000``), the 2022 RTX 3060 article's
-ms per batch of the classic per-model scripts (``seed002``), and the 2019 PyTorch vs Keras
-CIFAR-10 study on 2x RTX 2080 Ti (``seed003``). The ids are data keys kept for compatibility;
-``dlbench gpus --source`` takes the names tf-cnn-benchmarks, ms-per-batch, cifar10-frameworks.
+table of three published studies, one value per row, each row naming its source by what it
+is: the 2020 tf_cnn_benchmarks study on 4x Quadro RTX 8000 (``tf-cnn-benchmarks``), the 2022
+RTX 3060 article's ms per batch of the classic per-model scripts (``ms-per-batch``), and the
+2019 PyTorch vs Keras CIFAR-10 study on 2x RTX 2080 Ti (``cifar10-frameworks``), the names
+``dlbench gpus --source`` takes. A former id (a script's from before 2026-11) is mapped by
+:mod:`dlbench.records.compat`, a layer above, before anything is asked of this package.
 
 The RTX 3060 article's VGG16 analysis, reproduced by :mod:`dlbench.measure.regression`: speed =
 1000 / (ms per batch) against FP32 TFLOPS for the six FP32 rows of the article (Titan V, 1080 Ti,
@@ -147,8 +148,8 @@ def reference_results() -> tuple[ReferenceResult, ...]:
 
 
 def select(results: Iterable[ReferenceResult] | None = None, **where: Any) -> list[ReferenceResult]:
-    """Rows whose fields equal every given value (``select(source="seed002", model="vgg16")``:
-    the ms-per-batch table's VGG16 rows)."""
+    """Rows whose fields equal every given value
+    (``select(source="ms-per-batch", model="vgg16")``: the ms-per-batch table's VGG16 rows)."""
     rows = reference_results() if results is None else results
     return [r for r in rows if all(getattr(r, k) == v for k, v in where.items() if v is not None)]
 
@@ -186,8 +187,8 @@ def speed_of(r: ReferenceResult) -> float:
     raise ValueError(f"metric {r.metric!r} is not a speed")
 
 
-def reference_points(model: str, mode: str, precision: str = "fp32", source: str = "seed002",
-                     x_precision: str = "fp32") -> list[FitPoint]:
+def reference_points(model: str, mode: str, precision: str = "fp32",
+                     source: str = "ms-per-batch", x_precision: str = "fp32") -> list[FitPoint]:
     """Published single-GPU rows of ``model``/``mode`` as (spec TFLOPS, speed) points."""
     pts = []
     for r in select(source=source, model=model, mode=mode, precision=precision, gpus=1):

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from dlbench.config import ConfigError
-from dlbench.measure.units import fmt_bps  # noqa: F401 (re-exported)
 from dlbench.whatif.comm import CommCost, Link, hierarchical_allreduce, ps_collectives, push_pull
 from dlbench.whatif.networks import Network
 from dlbench.whatif.sharded import ModelShape, ShardedStep, fsdp_step, fsdp_tp_step, tp_step

@@ -22,11 +22,11 @@ from dlbench.reference import today
 from dlbench.store import Store
 
 #: The published source the fit uses: the classic per-model ms-per-batch figures (batch 16).
-FIT_SOURCE = "seed002"
+FIT_SOURCE = "ms-per-batch"
 
-#: The names ``gpus --source`` shows, and the reference data's own source ids behind them.
-SOURCE_IDS = {"tf-cnn-benchmarks": "seed000", "ms-per-batch": "seed002",
-              "cifar10-frameworks": "seed003"}
+#: The names ``gpus --source`` shows -> the reference data's source ids: since the articles
+#: were named by what they are (:mod:`dlbench.records.compat`), the same names.
+SOURCE_IDS = {name: name for name in ("tf-cnn-benchmarks", "ms-per-batch", "cifar10-frameworks")}
 
 
 def own_points(db: str, model: str, mode: str, x_precision: str) -> list[ref.FitPoint]:

@@ -1,5 +1,6 @@
-"""Seed 003's 10-layer CNN for CIFAR-10 sized images, shared by ``dlbench train`` (which sizes
-it by the dataset) and the throughput registry (``-m cnn10``: 3 x 32 x 32 images, 10 classes)."""
+"""The CIFAR-10 frameworks study's 10-layer CNN for CIFAR-10 sized images, shared by
+``dlbench train`` (which sizes it by the dataset) and the throughput registry (``-m cnn10``:
+3 x 32 x 32 images, 10 classes)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ class CNN10(nn.Module):
     (64, 128, 256 channels at ``width=64``), 2x2 average pooling between stages, global average
     pooling and one linear layer: nine convolutions and a dense layer.
 
-    The seed article refers to its author's earlier article for the layout; this is that layout
+    The study refers to its author's earlier article for the layout; this is that layout
     as we reconstruct it (stage widths doubling, average pooling, no dropout). ``width`` scales
     every stage (``cnn10_small`` is width 16, for CPUs and tests).
     """

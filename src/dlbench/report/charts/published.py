@@ -12,7 +12,7 @@ from dlbench import reference as ref
 from dlbench.measure.regression import fit_through_origin
 from dlbench.report.charts.base import Chart, commands_of, finish, pyplot, wrap
 
-SOURCE = "seed002"  # the ms-per-batch table's id in reference/results.json
+SOURCE = "ms-per-batch"  # the table's source id in reference/results.json
 X_PRECISION = "fp32"
 PUBLISHED = "published: ms per batch, 2022 (dlbench gpus --source ms-per-batch)"
 
