@@ -265,6 +265,29 @@ def test_sampler_energy_from_counter_and_power_agree(monkeypatch):
     assert raw["gpus"][0]["series"]["t_s"][-1] > raw["marks"]["window_end"]  # a sample after
 
 
+def test_a_benchmark_over_several_gpus_of_one_process_samples_every_one(monkeypatch):
+    """JAX's data parallel runs one process over several GPUs: the benchmark's sampler takes
+    each of them (matched by the UUIDs the environment holds), so energy is every card's."""
+    from types import SimpleNamespace
+
+    from dlbench import telemetry
+    a = FakeGpu(power_usage_mw=300_000, uuid="GPU-a")
+    b = FakeGpu(power_usage_mw=200_000, uuid="GPU-b")
+    install(monkeypatch, a, b)
+    env = {"gpus": [{"index": 0, "uuid": a.uuid}, {"index": 1, "uuid": b.uuid}]}
+    cuda = [SimpleNamespace(type="cuda", index=i) for i in (0, 1)]
+    with telemetry.for_benchmark(0.02, cuda[0], env, more=cuda) as s:
+        s.mark("window_start")
+        time.sleep(0.15)
+        s.mark("window_end")
+    raw = s.stop()
+    assert [g["uuid"] for g in raw["gpus"]] == [a.uuid, b.uuid]
+    assert [g["series"]["power_w"][-1] for g in raw["gpus"]] == [300.0, 200.0]
+    assert len(summarize(raw, samples=100)["gpus"]) == 2  # the total sums both
+    alone = telemetry.for_benchmark(0.02, cuda[1], env)  # one GPU: that one only
+    assert [g["uuid"] for g in alone._want_gpus] == [b.uuid]
+
+
 def test_idle_baseline_waits_for_the_power_to_settle(monkeypatch):
     # A card that has just finished work: 500 W falling to 100 W over 0.6 s, then flat.
     t_start = time.perf_counter()

@@ -14,7 +14,7 @@ process; the host is sampled anyway (psutil).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from dlbench.telemetry.sampler import DEFAULT_INTERVAL_S, NullSampler, Sampler, TelemetryWarning
 from dlbench.telemetry.summary import finish, summarize
@@ -24,12 +24,14 @@ from dlbench.telemetry.summary import finish, summarize
 IDLE_BASELINE_S = 0.5
 
 
-def for_benchmark(interval_s: float | None, device: Any,
-                  env: dict[str, Any]) -> Sampler | NullSampler:
+def for_benchmark(interval_s: float | None, device: Any, env: dict[str, Any],
+                  more: Sequence[Any] = ()) -> Sampler | NullSampler:
     """The sampler of one benchmark on ``device`` (a ``torch.device``), to use as a context
     manager, or a no-op one when ``interval_s`` is None. The GPU is matched to NVML by the UUID
-    in ``env``. Samples are timed with ``perf_counter``, the clock of the benchmark's marks (a
-    test's injected clock is never read from the sampler thread)."""
+    in ``env``. ``more``: the other GPUs one process runs the benchmark on (JAX's data parallel
+    splits one batch over them), sampled with it, so its energy is every card's. Samples are
+    timed with ``perf_counter``, the clock of the benchmark's marks (a test's injected clock is
+    never read from the sampler thread)."""
     if interval_s is None:
         return NullSampler()
     gpus = None
@@ -38,8 +40,10 @@ def for_benchmark(interval_s: float | None, device: Any,
         if index is None:
             import torch  # only for a CUDA device: dlbench monitor samples without torch
             index = torch.cuda.current_device()
-        uuid = next((g.get("uuid") for g in env.get("gpus") or [] if g.get("index") == index), None)
-        gpus = [{"index": index, "uuid": uuid}]
+        indices = [index] + [d.index for d in more
+                             if getattr(d, "type", None) == "cuda" and d.index != index]
+        gpus = [{"index": i, "uuid": next((g.get("uuid") for g in env.get("gpus") or []
+                                           if g.get("index") == i), None)} for i in indices]
     return Sampler(interval_s, gpus=gpus, host=True)
 
 

@@ -153,12 +153,15 @@ def measure(cfg, env: dict, clock: Callable[[], float] = time.perf_counter, flop
     jdev, device = jax_device(cfg.device)
     sharding = replicated = None
     batch = cfg.batch_size
+    more = ()  # the other GPUs of a data-parallel step: their power and energy count too
     if devices and len(devices) > 1:
         sharding, replicated = jstep.batch_sharding(devices)
         batch *= len(devices)
+        if device.type == "cuda":
+            more = tuple(SimpleNamespace(type="cuda", index=d.id) for d in devices)
 
     with jstep.precision_flags(cfg.precision), jax.default_device(jdev), \
-            telemetry.for_benchmark(cfg.telemetry_interval_s, device, env) as sampler:
+            telemetry.for_benchmark(cfg.telemetry_interval_s, device, env, more) as sampler:
         if idle_baseline:
             sampler.idle(telemetry.IDLE_BASELINE_S)
         t = clock()
