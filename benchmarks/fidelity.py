@@ -595,7 +595,7 @@ def fsdp_rank(job_path: str) -> NoReturn:
     # The result is on disk: skip the interpreter's teardown, where a native thread pool torn
     # down now and then aborts the process ("terminate called without an active exception",
     # about one run in three with checkpointing on the CPU) and fails a finished job. dlbench's
-    # ranks end the same way (dlbench.launch.rank).
+    # ranks end the same way (dlbench.launch.rank_entry).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -95,6 +95,7 @@ def test_sweep_json_results_and_export(tmp_path):
     assert {d["id"] for d in js} == {d["id"] for d in docs}
 
 
+@pytest.mark.slow
 def test_pad_vocab_flag_reaches_language_models_only(tmp_path):
     from dlbench.cli import build_parser
     assert build_parser().parse_args(["throughput", "-m", "gpt2", "--pad-vocab"]).pad_vocab
@@ -157,6 +158,7 @@ def _wait_for_results(db, n, proc, limit=120):
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_results_and_resume_finishes(tmp_path):
     db = str(tmp_path / "c.db")
     proc = _start_long_sweep(db)
@@ -176,6 +178,7 @@ def test_ctrl_c_keeps_results_and_resume_finishes(tmp_path):
     assert count_results(db) == 6
 
 
+@pytest.mark.slow
 def test_kill_mid_sweep_keeps_every_stored_result(tmp_path):
     db = str(tmp_path / "k.db")
     proc = _start_long_sweep(db)

@@ -29,13 +29,13 @@ from dlbench.measure.nccl_tuning import (
 )
 from dlbench.records import record_from_dict
 from dlbench.records.base import config_key
-from dlbench.records.comm import CommConfig, CommRecord
+from dlbench.records.collective import CommConfig, CommRecord
 from dlbench.reference import gpu_specs
-from dlbench.reference.comm import busbw_references, gpu_link, references_for
+from dlbench.reference.busbw import busbw_references, gpu_link, references_for
 from dlbench.report.comm_tables import comm_tables, reference_table
 from dlbench.report.tables import comm_table
 from dlbench.store import Store
-from dlbench.workloads.comm import (
+from dlbench.workloads.collectives import (
     EXACT_INTEGERS,
     Pattern,
     TuningLog,
@@ -139,6 +139,7 @@ def _gloo(ops, dtype, **kw):
     return launchers.torchrun(timeout_s=120).run_comm(ops, [64, 4096], 2, {}, dtype=dtype, **kw)
 
 
+@pytest.mark.slow
 def test_comm_on_gloo_is_correct_and_a_corrupted_rank_fails_its_rows():
     recs = _gloo(ALL_OPS, "float32", iters=3, warmup=1)
     assert {r.config.op for r in recs} == set(ALL_OPS)
@@ -165,6 +166,7 @@ def test_comm_on_gloo_is_correct_and_a_corrupted_rank_fails_its_rows():
     assert next(r for r in bad if r.config.op == "all_gather").wrong == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_half_precision_collectives_check_exactly_batched_on_gloo(dtype):
     """bf16 and fp16: every op 0 wrong, timed batched (4 calls a sample, each sample's time
@@ -322,7 +324,7 @@ def test_only_the_timed_calls_lines_count():
     """The probe's row reads NCCL's choice from the lines of the timed calls alone: those of the
     checked call and of the warm-up are set aside (a one-rank gloo group in this process)."""
     import torch.distributed as dist
-    from dlbench.workloads import comm as workload
+    from dlbench.workloads import collectives as workload
 
     line = "h:1:1 [0] NCCL INFO AllReduce: 8 Bytes -> Algo {} proto LL channel{{Lo..Hi}}={{0..0}}"
     log = _ScriptedLog([line.format("TREE")], [line.format("PAT")], [line.format("RING")] * 3)
@@ -468,6 +470,7 @@ def _dlbench(*args, timeout=120):
     return run_cli(*args, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_comm_cli(tmp_path):
     p = _dlbench("comm", "--device", "cpu", "--gpus", "2", "--op", "all_reduce", "--min", "8B",
                  "--max", "32B", "--iters", "2", "--warmup", "0", "--timing", "batched",

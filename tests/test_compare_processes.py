@@ -22,7 +22,7 @@ from dlbench.measure.stats import t_quantile
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report import compare as cmp
 from dlbench.store import Store
-from dlbench.sweep import env_key
+from dlbench.env import env_key
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = {"accelerator": "cpu", "cpu_model": "Test CPU", "cpu_logical_cores": 2,

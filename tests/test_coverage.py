@@ -53,6 +53,11 @@ LENGTHS = (8, 15, 30, 100, 250, 1000)
 MIN_TAUS = 3
 # An exempt cell still covers at least this often (8 and 15 steps at phi 0.9 cover about 84%).
 EXEMPT_FLOOR = 0.80
+TWO_PI = 2.0 * math.pi
+#: The tests that judge the cells' windows run on one worker with docs/measurement.md's coverage
+#: table (tests/test_measurement_docs.py), which extends those windows (:class:`Windows`)
+#: rather than drawing them again in another process.
+CELLS = pytest.mark.xdist_group("coverage-cells")
 
 
 def tau_of(phi: float) -> float:
@@ -66,12 +71,35 @@ def required(n: int, phi: float) -> bool:
 
 def ar1_window(n: int, phi: float, rng: random.Random) -> list[float]:
     """``n`` step times of a stationary AR(1) process around MEAN_S with marginal sd NOISE_S."""
-    x = rng.gauss(0.0, 1.0)                      # a stationary start: no burn-in needed
-    innovation = math.sqrt(1.0 - phi * phi)
+    first, *innovations = normals(rng, n + 1)   # a stationary start: no burn-in needed
+    x = first
+    scale = math.sqrt(1.0 - phi * phi)
     out = []
-    for _ in range(n):
+    for e in innovations:
         out.append(MEAN_S + NOISE_S * x)
-        x = phi * x + innovation * rng.gauss(0.0, 1.0)
+        x = phi * x + scale * e
+    return out
+
+
+def normals(rng: random.Random, k: int) -> list[float]:
+    """``[rng.gauss(0.0, 1.0) for _ in range(k)]``, the same floats, leaving ``rng`` in the same
+    state, in a third of the time: the simulation draws tens of millions of them.
+
+    ``random.Random.gauss`` (Box-Muller) draws a pair from two uniforms and keeps the second in
+    ``gauss_next`` for the next call; this is its arithmetic, one pair per turn, without a call
+    per number (``0.0 + z * 1.0`` is ``z``)."""
+    out = []
+    if rng.gauss_next is not None:
+        out.append(rng.gauss_next)
+        rng.gauss_next = None
+    uniform, log, sqrt, cos, sin = rng.random, math.log, math.sqrt, math.cos, math.sin
+    for _ in range((k - len(out) + 1) // 2):
+        x2pi = uniform() * TWO_PI
+        g2rad = sqrt(-2.0 * log(1.0 - uniform()))
+        out.append(cos(x2pi) * g2rad)
+        out.append(sin(x2pi) * g2rad)
+    if len(out) > k:
+        rng.gauss_next = out.pop()
     return out
 
 
@@ -91,22 +119,45 @@ def previous_halfwidth(xs, confidence: float = 0.95) -> float:
     return stats.t_quantile(q, df) * stats.stdev(xs) / math.sqrt(n / tau)
 
 
+class Windows:
+    """The simulated windows of one cell, each judged by both intervals once. A cell draws its
+    windows from one stream seeded by the cell, so the first ``reps`` windows of a longer run
+    are those of a run of ``reps``: the table of docs/measurement.md (4,000 a cell) extends the
+    1,000 the tests here judge instead of drawing them again."""
+
+    def __init__(self, n: int, phi: float) -> None:
+        self.n, self.phi = n, phi
+        self.rng = random.Random(f"{n}-{phi}")
+        self.covered: list[bool] = []       # this interval holds the true mean
+        self.old_covered: list[bool] = []   # the previous one does
+        self.widths: list[float] = []
+        self.old_widths: list[float] = []
+
+    def first(self, reps: int) -> "Windows":
+        while len(self.widths) < reps:
+            xs = ar1_window(self.n, self.phi, self.rng)
+            err = abs(stats.mean(xs) - MEAN_S)
+            h, old = stats.mean_interval(xs), previous_halfwidth(xs)
+            self.covered.append(err <= h)
+            self.old_covered.append(err <= old)
+            self.widths.append(h)
+            self.old_widths.append(old)
+        return self
+
+
+@functools.lru_cache(maxsize=None)
+def windows(n: int, phi: float) -> Windows:
+    return Windows(n, phi)
+
+
 @functools.lru_cache(maxsize=None)
 def cell(n: int, phi: float, reps: int = REPS) -> dict:
     """Coverage and half-widths of the interval and of the previous one on the same ``reps``
     windows (seeded per cell)."""
-    rng = random.Random(f"{n}-{phi}")
-    hits = old_hits = 0
-    widths, old_widths = [], []
-    for _ in range(reps):
-        xs = ar1_window(n, phi, rng)
-        err = abs(stats.mean(xs) - MEAN_S)
-        h, old = stats.mean_interval(xs), previous_halfwidth(xs)
-        hits += err <= h
-        old_hits += err <= old
-        widths.append(h)
-        old_widths.append(old)
-    return {"coverage": hits / reps, "previous": old_hits / reps,
+    w = windows(n, phi).first(reps)
+    widths, old_widths = w.widths[:reps], w.old_widths[:reps]
+    return {"coverage": sum(w.covered[:reps]) / reps,
+            "previous": sum(w.old_covered[:reps]) / reps,
             "mean_ratio": statistics.fmean(widths) / statistics.fmean(old_widths),
             "median_ratio": statistics.median(widths) / statistics.median(old_widths)}
 
@@ -120,6 +171,7 @@ def coverage(n: int, phi: float, half_width, reps: int = REPS) -> float:
     return hits / reps
 
 
+@CELLS
 @pytest.mark.parametrize("n", LENGTHS)
 def test_interval_covers_the_true_mean(n):
     expected = stats.BATCH_MEANS if n >= 200 else stats.ESS
@@ -138,6 +190,7 @@ def test_exempt_cells_are_the_short_windows_at_high_correlation():
     assert exempt == [(8, 0.75), (8, 0.9), (15, 0.75), (15, 0.9), (30, 0.9)]
 
 
+@CELLS
 @pytest.mark.parametrize("n", LENGTHS)
 def test_uncorrelated_windows_keep_their_width(n):
     # The coverage at high correlation is not bought by widening every interval: at phi 0 the
@@ -189,6 +242,7 @@ def _script():
     return cli.script("coverage")
 
 
+@pytest.mark.slow
 def test_the_coverage_experiment_runs_through_dlbench(tmp_path):
     # benchmarks/coverage.py on the CPU: 2 configs of the smoke suite x 4 fresh processes, so
     # that a group of 2 leaves 2 others for its held-out reference.

@@ -170,6 +170,7 @@ def _varied(value):
     return value
 
 
+@pytest.mark.slow
 @hypothesis.settings(max_examples=400, deadline=None, derandomize=True)
 @hypothesis.given(st.dictionaries(PLAIN_KEYS, PLAIN), st.integers(0, 3))
 def test_a_plain_document_by_its_template_is_what_json_dumps_writes(doc, level):

@@ -32,9 +32,6 @@ from dlbench.records import record_from_dict
 from dlbench.records.scaling import ScalingConfig
 from dlbench.records.throughput import ThroughputConfig
 
-# The tiny_llama jobs of conftest.llama_job are shared with test_distributed and test_tp.
-pytestmark = pytest.mark.xdist_group("tiny-llama-jobs")
-
 CPU = torch.device("cpu")
 
 
@@ -213,6 +210,7 @@ def test_a_trace_that_cannot_be_read_is_no_figure(monkeypatch):
 
 
 # -- real jobs: 2 gloo ranks of tiny_llama through torchrun ----------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy, collective", [("fsdp", "gloo:all_gather"),
                                                   ("ddp", "gloo:all_reduce")])
 def test_a_two_rank_job_records_each_ranks_exposed_communication(strategy, collective,
@@ -252,6 +250,7 @@ def test_the_profile_is_not_part_of_a_configs_identity():
     assert on.comm_profile_steps == 3 and on.key() == off.key() and on.label == off.label
 
 
+@pytest.mark.slow
 def test_no_profile_comm_leaves_every_rank_unmeasured_with_the_reason(tmp_path):
     p = cli.run("scale", "-m", "tiny_cnn", "-b", "2", "--gpus", "2", "--device", "cpu",
                 "--no-profile-comm", "--db", str(tmp_path / "s.db"), "--json", *cli.FAST)
@@ -272,7 +271,7 @@ def test_whatif_check_sets_the_profiled_exposed_time_beside_the_models():
     from dlbench.records.scaling import ScalingRecord
     from dlbench.report.network import check_table
     from dlbench.whatif.check import check_scaling
-    from dlbench.whatif.comm import Link
+    from dlbench.whatif.patterns import Link
     from dlbench.whatif.sharded import ModelShape
 
     shape = ModelShape(root_params=1e8, block_params=(1e8, 1e8), hidden=64, seq_len=32)

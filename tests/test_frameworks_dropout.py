@@ -61,6 +61,7 @@ def _jax_gpt2_attention_only():
         positions=SEQ, dim=32, depth=2, heads=2, dropout=0.0, embd_dropout=0.0)
 
 
+@pytest.mark.slow
 def test_gpt2_attention_probabilities_are_dropped_in_both_training_steps():
     import torch
     torch.manual_seed(0)

@@ -107,7 +107,7 @@ def test_a_fused_static_loop_generates_the_same_tokens():
 
 def test_generate_fuse_command(tmp_path):
     db = str(tmp_path / "g.db")
-    fast = ["--min-requests", "3", "--min-time", "0", "--max-time", "2", "--warmup", "0",
+    fast = ["--min-requests", "3", "--min-time", "0", "--max-time", "0.2", "--warmup", "0",
             "--telemetry-interval", "0", "--prompt-len", "8", "--output-len", "4"]
     p = cli.run("generate", "-m", "test-llama,test-gpt2", "--path", "eager,static", "--fuse",
                 "--db", db, *fast)

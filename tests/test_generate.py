@@ -269,6 +269,7 @@ def test_generate_command_errors_say_what_to_do(tmp_path):
     assert rows == [("error", "unsupported"), ("ok", None)]
 
 
+@pytest.mark.slow
 def test_generate_in_fresh_processes(tmp_path):
     db = str(tmp_path / "g.db")
     p = dlbench("generate", "-m", "test-gpt2", "--prompt-len", "4", "--output-len", "3",

@@ -36,7 +36,7 @@ from dlbench.report.generate_tables import (
 )
 from dlbench.report.tables import tables_for
 from dlbench.store import Store
-from dlbench.sweep import env_key
+from dlbench.env import env_key
 from dlbench.tuning.payback import payback
 
 

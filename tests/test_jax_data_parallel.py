@@ -22,6 +22,7 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_sharded_step_equals_the_one_device_step():
     out = _run("""
         import json, jax, numpy as np
@@ -48,6 +49,7 @@ def test_a_sharded_step_equals_the_one_device_step():
     assert r["moved"] > 1e-6 and r["diff"] < 1e-5  # the step did update, identically
 
 
+@pytest.mark.slow
 def test_scale_with_jax_stores_one_and_two_device_results(tmp_path):
     db = str(tmp_path / "s.db")
     out = _run("""
@@ -92,6 +94,7 @@ MULTI = """
 """
 
 
+@pytest.mark.slow
 def test_two_processes_through_jax_distributed():
     import socket
     with socket.socket() as s:

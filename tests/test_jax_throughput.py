@@ -83,6 +83,7 @@ def test_pytorch_levers_are_refused_with_jax(flags, match):
         ThroughputConfig(**{"model": "resnet50", "batch_size": 8, "framework": "jax", **flags})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model, mode, method", [
     ("tiny_cnn", "train", "standard"), ("tiny_cnn", "eval", "standard"),
     ("tiny_gpt", "train", "standard"), ("tiny_cnn", "train", "fwd-bwd")])
@@ -104,6 +105,7 @@ def test_a_jax_window_on_the_cpu(model, mode, method):
     assert rec.env["jax"]["dropout"] == dropout.applied(model, mode) == {}
 
 
+@pytest.mark.slow
 def test_training_lowers_the_loss_on_its_fixed_batch():
     from dlbench.frameworks.jax import step as jstep
     from dlbench.frameworks.jax.models import JAX_MODELS
@@ -136,6 +138,7 @@ def test_missing_jax_names_the_extra(monkeypatch, tmp_path, capsys):
     assert "pip install 'dlbench[jax]'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_api_takes_the_framework(tmp_path):
     import dlbench
     rec = dlbench.measure_throughput("tiny_cnn", 4, device="cpu", framework="jax",

@@ -39,6 +39,7 @@ def _events(mllog: str) -> list[str]:
             if ":::MLLOG" in line]
 
 
+@pytest.mark.slow
 def test_jax_reaches_the_target_with_the_pytorch_runs_log():
     from dlbench.jobs.jax_train import JaxTrainRunner
     from dlbench.training.loop import train_run

@@ -48,7 +48,7 @@ def test_the_workers_the_launchers_run_round_trip():
     for fn in (workers.THROUGHPUT, workers.GENERATE, workers.SCALING_RANK, workers.COMM_RANK,
                RANK_WORKER):
         assert find_worker(worker_name(fn)) is fn
-    assert worker_name(workers.COMM_RANK) == "dlbench.workloads.comm:run_rank"
+    assert worker_name(workers.COMM_RANK) == "dlbench.workloads.collectives:run_rank"
 
 
 def test_a_static_or_class_method_round_trips_by_its_qualified_name():
@@ -94,7 +94,7 @@ def test_a_function_its_module_no_longer_holds_under_its_name_is_refused(monkeyp
 
 def test_find_worker_refuses_a_name_without_its_function():
     with pytest.raises(ValueError, match="package.module:function"):
-        find_worker("dlbench.workloads.comm")
+        find_worker("dlbench.workloads.collectives")
 
 
 def test_launchers_refuse_a_worker_another_process_cannot_import_before_starting_it():

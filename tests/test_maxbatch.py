@@ -18,7 +18,7 @@ from dlbench.records.base import ErrorType
 from dlbench.records.maxbatch import MaxBatchConfig, Probe
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store
-from dlbench.sweep import run_sweep
+from dlbench.jobs.sweep import run_sweep
 from dlbench.workloads import maxbatch as mb
 from dlbench.workloads.checkpointing import enable_checkpointing
 from dlbench.workloads.devices import UnsupportedError
@@ -456,6 +456,7 @@ def maxbatch_db(tmp_path_factory):
     return db, p
 
 
+@pytest.mark.slow
 def test_maxbatch_cli_finds_32_for_test_oom_through_fresh_processes(maxbatch_db):
     db, p = maxbatch_db
     assert p.returncode == 0, p.stderr
@@ -477,6 +478,7 @@ def test_maxbatch_cli_finds_32_for_test_oom_through_fresh_processes(maxbatch_db)
     assert t.config.warmup_steps == 1 and t.config.warmup_seconds == 0  # --warmup, --warmup-time
 
 
+@pytest.mark.slow
 def test_throughput_b_auto_reuses_the_stored_search(maxbatch_db):
     db, _ = maxbatch_db
     p = dlbench("throughput", "-m", "test_oom", "-b", "auto", "--device", "cpu", "--db", db,

@@ -162,6 +162,7 @@ def fsdp_search(tmp_path_factory):
     return db, p
 
 
+@pytest.mark.slow
 def test_maxbatch_under_fsdp_on_two_ranks_finds_the_fake_limit(fsdp_search):
     db, p = fsdp_search
     assert p.returncode == 0, p.stderr[-3000:]
@@ -179,6 +180,7 @@ def test_maxbatch_under_fsdp_on_two_ranks_finds_the_fake_limit(fsdp_search):
     assert "maxbatch test_oom fp32 train x2 fsdp: largest batch 32" in p.stderr
 
 
+@pytest.mark.slow
 def test_a_strategy_search_is_reused_and_reported(fsdp_search):
     db, _ = fsdp_search
     p = dlbench("maxbatch", "-m", "test_oom", "--strategy", "fsdp", "--gpus", "2", "--device",

@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import test_coverage  # the simulation the coverage table comes from (tests/ is on the path)
 import torch
 from fakes.cli import script
 from fakes.pages import H, assert_says
@@ -131,7 +132,6 @@ def by_id(h100):
 
 @pytest.fixture(scope="module")
 def coverage():
-    import test_coverage  # the simulation the coverage table comes from (tests/ is on the path)
     return test_coverage
 
 
@@ -223,8 +223,10 @@ def test_how_the_interval_is_made(by_id, coverage):
 
 
 @pytest.mark.slow
+@test_coverage.CELLS
 def test_the_coverage_table(coverage):
-    # `python3 tests/test_coverage.py 4000`, every row (a minute of simulation)
+    # `python3 tests/test_coverage.py 4000`, every row (half a minute of simulation, on the
+    # worker of test_coverage's own cells: their first 1,000 windows are these cells' first)
     for row in coverage.coverage_table(4000).splitlines():
         measurement_says(row)
     measurement_says("Coverage of 4,000 simulated windows a cell")
@@ -590,6 +592,7 @@ def test_published_results_and_the_fit():
                  f"{pcie_r2['eval']:.3f} (eval) and {pcie_r2['train']:.3f} (train)")
 
 
+@pytest.mark.slow
 def test_the_flop_counts_differ():
     gpt2 = get_model("gpt2")
     counted = count_flops(gpt2, "train") / gpt2.input_size     # per token

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fakes.cli import run as run_cli
 from dlbench.store import Store
 
@@ -27,6 +28,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_node_example_runs_on_one_host_and_merges_to_one_job(tmp_path):
     dlbench = f"{shlex.quote(sys.executable)} -m dlbench"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1",

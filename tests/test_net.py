@@ -24,7 +24,7 @@ from dlbench.records.net import NetConfig
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.reference.networks import find_network
 from dlbench.whatif import check
-from dlbench.whatif.comm import ps_collectives, ring_allreduce
+from dlbench.whatif.patterns import ps_collectives, ring_allreduce
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 _ENV = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -152,6 +152,7 @@ def net_records():
     return {(r.config.strategy, r.config.link): r for r in recs}
 
 
+@pytest.mark.slow
 @needs_netns
 def test_shaped_link_slows_the_step_by_about_what_the_model_predicts(net_records):
     fast, slow = net_records[("ddp", "unshaped")], net_records[("ddp", "16mbit")]
@@ -170,6 +171,7 @@ def test_shaped_link_slows_the_step_by_about_what_the_model_predicts(net_records
     assert 0.8 * predicted <= measured <= 1.6 * predicted, (measured, predicted)
 
 
+@pytest.mark.slow
 @needs_netns
 def test_bytes_on_the_wire_match_ring_allreduce(net_records):
     for link in ("unshaped", "16mbit"):
@@ -184,6 +186,7 @@ def test_bytes_on_the_wire_match_ring_allreduce(net_records):
             assert r.rx_per_step()[host] == pytest.approx(want, rel=0.05)
 
 
+@pytest.mark.slow
 @needs_netns
 def test_parameter_server_bytes_follow_gloo_reduce_and_broadcast(net_records):
     r = net_records[("ps", "16mbit")]
@@ -198,6 +201,7 @@ def test_parameter_server_bytes_follow_gloo_reduce_and_broadcast(net_records):
     assert r.step_s > net_records[("ddp", "16mbit")].step_s     # more, one-way, collectives
 
 
+@pytest.mark.slow
 @needs_netns
 def test_loss_per_iteration_matches_across_links_and_strategies(net_records):
     curves = [r.losses for r in net_records.values()]
@@ -247,6 +251,7 @@ def _wait_for_ranks(proc, limit_s=60.0) -> list[int]:
     raise AssertionError("the ranks did not start")
 
 
+@pytest.mark.slow
 @needs_netns
 def test_cleanup_after_a_killed_run_leaves_nothing(tmp_path, capsys):
     proc = _start_net(tmp_path, cli=False)
@@ -267,6 +272,7 @@ def test_cleanup_after_a_killed_run_leaves_nothing(tmp_path, capsys):
             proc.kill()
 
 
+@pytest.mark.slow
 @needs_netns
 def test_sigterm_unwinds_and_removes_everything(tmp_path):
     proc = _start_net(tmp_path)

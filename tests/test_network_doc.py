@@ -14,7 +14,7 @@ from fakes.pages import H, assert_says, store_fixture
 from dlbench.measure.units import fmt_bps
 from dlbench.reference.networks import ETH_TCP_EFFICIENCY, IB_EFFICIENCY, NETWORKS
 from dlbench.report.table import fmt_ms, fmt_pct
-from dlbench.whatif import check, comm, scenarios
+from dlbench.whatif import check, patterns, scenarios
 from dlbench.whatif.networks import get_network
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,9 +68,9 @@ def test_the_alpha_beta_model_rules():
     says(f"{ETH_TCP_EFFICIENCY:.3f} for TCP over Ethernet at MTU 1500 with delayed ACKs, "
          f"{IB_EFFICIENCY:.3f} for IB RDMA at 4 KiB MTU")
     # ring all-reduce: each host sends 2(n-1)/n x G; tree: 2G
-    link = comm.Link(1e9, 0.0)
+    link = patterns.Link(1e9, 0.0)
     for n in (2, 4, 8):
-        assert max(comm.ring_allreduce(1e6, n, link).sent) == pytest.approx(2 * (n - 1) / n * 1e6)
+        assert max(patterns.ring_allreduce(1e6, n, link).sent) == pytest.approx(2 * (n - 1) / n * 1e6)
     says("Ring all-reduce: 2(n-1) steps of G/n (each host sends 2(n-1)/n x G)")
     says("with backward assumed 2/3 of the compute (`--backward-fraction`)")
 
@@ -169,11 +169,11 @@ def test_how_accurate_the_model_is(net, rows):
 
 
 def test_gloos_broadcast(net, monkeypatch):
-    assert comm._binomial_span(4) == 3
+    assert patterns._binomial_span(4) == 3
     says("3 g/beta for 4 ranks, not the 2 of sequential rounds")
     x = net[(4, "10mbit", "ps")]
     gloo = check.check_net([x])[0].predicted_none_s
-    monkeypatch.setattr(comm, "_binomial_span", lambda n: math.ceil(math.log2(n)))
+    monkeypatch.setattr(patterns, "_binomial_span", lambda n: math.ceil(math.log2(n)))
     seq = check.check_net([x])[0].predicted_none_s
     says(f"modelled as sequential rounds it would be {(1 - seq / x.step_s) * 100:.1f}% low at "
          "4 hosts and 10 Mbit/s")

@@ -23,7 +23,7 @@ from dlbench.report import html as report_html
 from dlbench.report import tables
 from dlbench.report.table import Table, md_escape, printable
 from dlbench.store import Store
-from dlbench.sweep import env_key
+from dlbench.env import env_key
 
 CLEAR = "\x1b[2J"
 MARKUP = "[red]x[/red]"

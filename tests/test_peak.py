@@ -20,7 +20,7 @@ from dlbench.cli import build_parser
 from dlbench.records import record_from_dict
 from dlbench.records.peak import PeakConfig, PeakRecord, ceilings
 from dlbench.store import Store
-from dlbench.sweep import env_key
+from dlbench.env import env_key
 from dlbench.report.tables import peak_table
 from dlbench.workloads.peak import (
     GRID_PRECISIONS,

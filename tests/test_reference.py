@@ -102,7 +102,7 @@ def test_gpus_cli_prints_fit_and_predictions(tmp_path, capsys):
 
 
 def _store(db, env, *recs):
-    from dlbench.sweep import env_key
+    from dlbench.env import env_key
     from dlbench.store import Store
     with Store(db) as s:
         s.start_run("r1", "dlbench test", env, env_key(env), "CPU")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fakes.pages import assert_says
 
-from dlbench import sweep
+from dlbench.jobs import sweep
 from dlbench.jobs.stored_run import StoredRun
 from dlbench.store import Store
 

@@ -12,7 +12,7 @@ from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report.table import fmt_ms, fmt_num
 from dlbench.report.tables import ONE_PROCESS, group_figure, throughput_table
 from dlbench.store import Store
-from dlbench.sweep import run_sweep
+from dlbench.jobs.sweep import run_sweep
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fakes.cli import FAST  # noqa: E402
@@ -155,6 +155,7 @@ def test_repeat_needs_fresh_processes(tmp_path):
         run_sweep(_cfgs(4), store, Inline(), ENV, "test", repeat=2)
 
 
+@pytest.mark.slow
 def test_repeat_through_the_cli_in_fresh_processes(tmp_path):
     db = str(tmp_path / "cli.db")
     p = dlbench("throughput", "-m", "tiny_cnn,test_nan", "-b", "4", "--device", "cpu",

@@ -14,7 +14,7 @@ from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report import compare as cmp
 from dlbench.report import html as report_html
 from dlbench.store import Store
-from dlbench.sweep import env_key
+from dlbench.env import env_key
 
 EVIL = "<script>alert(1)</script>"
 ENV = {"accelerator": "cpu", "cpu_model": "Test CPU", "cpu_logical_cores": 2,

@@ -22,7 +22,7 @@ from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report import charts
 from dlbench.report import html as report_html
 from dlbench.store import Store
-from dlbench.sweep import env_key
+from dlbench.env import env_key
 from dlbench.telemetry.summary import finish
 
 browser = script("tools/browser.py")  # headless Chromium (a repository script, not in dlbench)

@@ -30,7 +30,7 @@ from dlbench.report.table import fmt_num
 from dlbench.report.tables import scaling_table
 from dlbench.store import Store
 from dlbench.suites import DeviceFacts
-from dlbench.sweep import env_key
+from dlbench.env import env_key
 
 CPU = {"accelerator": "cpu", "cpu_model": "Test CPU", "cpu_logical_cores": 2,
        "packages": {"torch": "2.9.0"}, "hostname": "bench-host"}
@@ -41,6 +41,7 @@ def dlbench(*args):
 
 
 # -- the real path: 2 gloo ranks, 2 fresh jobs --------------------------------------------------
+@pytest.mark.slow
 def test_scale_repeat_makes_one_group_of_fresh_jobs_that_compare_tests_across_processes(tmp_path):
     db = str(tmp_path / "s.db")
     p = dlbench("scale", "-m", "tiny_cnn", "-b", "4", "--gpus", "2", "--device", "cpu",

@@ -373,7 +373,7 @@ def test_the_comm_defaults():
 
 def test_busbw_factors_and_exact_inputs():
     from dlbench.measure.bandwidth import busbw_factor
-    from dlbench.workloads.comm import EXACT_INTEGERS, Pattern
+    from dlbench.workloads.collectives import EXACT_INTEGERS, Pattern
     n = 8
     assert busbw_factor("all_reduce", n) == 2 * (n - 1) / n
     assert {busbw_factor(op, n) for op in ("all_gather", "reduce_scatter", "all_to_all")} == \
@@ -460,7 +460,7 @@ def test_what_nccl_chose():
 
 
 def test_the_published_figures_table():
-    from dlbench.reference.comm import busbw_references
+    from dlbench.reference.busbw import busbw_references
     table = PAGE[PAGE.index("### Published figures beside yours"):
                  PAGE.index("### Beside nccl-tests")]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()

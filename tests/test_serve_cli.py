@@ -163,6 +163,7 @@ def test_a_launched_server_and_what_it_started_are_stopped_at_the_end(tmp_path):
     assert not srv.log_path.exists()  # a temporary log goes with its server
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 130), (signal.SIGKILL, -9)])
 def test_a_run_stopped_by_a_signal_leaves_no_server_behind(sig, code, tmp_path):
     """SIGTERM: dlbench ends as on Ctrl-C (exit 130) and stops its server; SIGKILL: the kernel

@@ -22,9 +22,6 @@ from dlbench.records.throughput import ThroughputConfig
 from dlbench.workloads import fp8
 from dlbench.workloads.devices import UnsupportedError
 
-# The tiny_llama jobs of conftest.llama_job are shared with test_distributed and test_tp.
-pytestmark = pytest.mark.xdist_group("tiny-llama-jobs")
-
 THREE = StopRule(min_steps=3, max_steps=3, min_seconds=0, max_seconds=60)
 FAST = StopRule(min_steps=5, min_seconds=0.05, max_seconds=0.5, target_rel_ci=0.05)
 CPU = torch.device("cpu")
@@ -38,6 +35,7 @@ def base(**kw):
 
 
 # -- --offload on a real gloo group --------------------------------------------------------------
+@pytest.mark.slow
 def test_offload_trains_to_the_parameters_fsdp_does_without_it(llama_job):
     """FSDP2 with CPUOffloadPolicy on every unit (2 gloo ranks, 1 + 3 AdamW steps) ends with the
     parameters FSDP2 reaches without it: offload moves the shards, never the arithmetic."""
@@ -265,6 +263,7 @@ def test_fp8_needs_an_ada_or_hopper_gpu(monkeypatch):
         fp8.check_device(torch.device("cuda", 0))
 
 
+@pytest.mark.slow
 def test_fp8_on_the_cpu_is_an_unsupported_row():
     """A job asked for fp8 on the CPU: each rank refuses before building the model, and the
     job is a row saying why (torchao is not needed to say it)."""

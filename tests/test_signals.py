@@ -9,7 +9,8 @@ its environment, found with psutil), every result stored before the signal still
 temporary directory left, and ``--resume`` redoing nothing finished.
 
 The command is started through ``signals.install()`` and ``cli.main`` so that these tests hold
-whether or not ``cli.main`` installs the handlers itself.
+whether or not ``cli.main`` installs the handlers itself. The commands that follow it (a
+``--resume``, a listing) read and finish the store in this process: no signal reaches them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from fakes import cli
 
 from dlbench.launch import signals
 from dlbench.store import Store
@@ -230,6 +232,7 @@ def _sweep(tmp_path: Path, db: Path, *extra: str) -> Cmd:
                "--isolate", "--db", str(db), "-q", *FAST, *extra)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
                          ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_signal_during_an_isolated_sweep_ends_it_like_ctrl_c(tmp_path, sig):
@@ -245,13 +248,14 @@ def test_a_signal_during_an_isolated_sweep_ends_it_like_ctrl_c(tmp_path, sig):
     assert cmd.temp_left() == []
     assert _result_ids(db) == kept
     assert _statuses(db) == ["interrupted"]
-    again = _run(tmp_path, "throughput", "-m", "tiny_mlp,tiny_cnn", "-b", "2", "--device", "cpu",
-                 "--db", str(db), "--resume", *FAST)
+    again = cli.run("throughput", "-m", "tiny_mlp,tiny_cnn", "-b", "2", "--device", "cpu",
+                    "--db", str(db), "--resume", *FAST)
     assert again.returncode == 0, again.stderr
     assert "1 skipped by --resume" in again.stderr
     assert len(_result_ids(db)) == len(kept) + 1  # the finished config was not measured again
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_no_worker_and_the_next_command_marks_the_run_stale(tmp_path):
     db = tmp_path / "s.db"
     cmd = _sweep(tmp_path, db)
@@ -262,16 +266,17 @@ def test_sigkill_leaves_no_worker_and_the_next_command_marks_the_run_stale(tmp_p
     assert cmd.orphans_after() == []   # the worker sees its parent gone and ends
     assert _statuses(db) == ["running"]
     # reading writes nothing: the run stays as it was
-    ls = _run(tmp_path, "results", "ls", "--db", str(db), "--json")
+    ls = cli.run("results", "ls", "--db", str(db), "--json")
     assert ls.returncode == 0, ls.stderr
     assert _statuses(db) == ["running"]
-    again = _run(tmp_path, "throughput", "-m", "tiny_mlp,tiny_cnn", "-b", "2", "--device", "cpu",
-                 "--db", str(db), "--resume", *FAST)
+    again = cli.run("throughput", "-m", "tiny_mlp,tiny_cnn", "-b", "2", "--device", "cpu",
+                    "--db", str(db), "--resume", *FAST)
     assert again.returncode == 0, again.stderr
     assert _statuses(db) == ["stale", "done"]
     assert _result_ids(db)[:len(kept)] == kept and len(_result_ids(db)) == len(kept) + 1
 
 
+@pytest.mark.slow
 def test_the_temporary_folder_of_a_killed_dlbench_goes_with_the_next_run(tmp_path):
     db = tmp_path / "s.db"
     cmd = _sweep(tmp_path, db)
@@ -287,6 +292,7 @@ def test_the_temporary_folder_of_a_killed_dlbench_goes_with_the_next_run(tmp_pat
     assert cmd.temp_left() == []   # the killed run's folder, and this run's own
 
 
+@pytest.mark.slow
 def test_a_killed_isolated_worker_is_a_row_and_leaves_no_temporary_folder(tmp_path):
     db = tmp_path / "s.db"
     cmd = Cmd(tmp_path, "throughput", "-m", "tiny_cnn", "-b", "2", "--device", "cpu",
@@ -356,11 +362,12 @@ def _scale(tmp_path: Path, db: Path) -> Cmd:
                "--db", str(db), "-q")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_during_a_scaling_job_ends_torchrun_and_its_ranks(tmp_path, sig):
     db = tmp_path / "d.db"
     cmd = _scale(tmp_path, db)
-    cmd.wait_for(lambda: sum("dlbench.launch.rank" in " ".join(_cmdline(p))
+    cmd.wait_for(lambda: sum("dlbench.launch.rank_entry" in " ".join(_cmdline(p))
                              for p in cmd.marked()) >= 2, label="two ranks")
     time.sleep(1.0)
     code = cmd.signal(sig)
@@ -370,29 +377,32 @@ def test_a_signal_during_a_scaling_job_ends_torchrun_and_its_ranks(tmp_path, sig
     assert _statuses(db) == ["interrupted"]
 
 
+@pytest.mark.slow
 def test_a_rank_killed_with_sigkill_is_a_row_and_leaves_no_temporary_folder(tmp_path):
     db = tmp_path / "d.db"
     cmd = _scale(tmp_path, db)
-    cmd.wait_for(lambda: sum("dlbench.launch.rank" in " ".join(_cmdline(p))
+    cmd.wait_for(lambda: sum("dlbench.launch.rank_entry" in " ".join(_cmdline(p))
                              for p in cmd.marked()) >= 2, label="two ranks")
     time.sleep(1.0)
-    cmd.kill_child("dlbench.launch.rank")
+    cmd.kill_child("dlbench.launch.rank_entry")
     assert cmd.proc.wait(timeout=60) == 3, cmd.stderr()[-3000:]   # the job's failure is a row
     assert cmd.orphans_after() == []
     assert cmd.temp_left() == []   # torchrun's log folder (was left by every job) and dlbench's
     assert _statuses(db) == ["done"]
 
 
+@pytest.mark.slow
 def test_sigkill_during_a_scaling_job_leaves_no_rank(tmp_path):
     db = tmp_path / "d.db"
     cmd = _scale(tmp_path, db)
-    cmd.wait_for(lambda: sum("dlbench.launch.rank" in " ".join(_cmdline(p))
+    cmd.wait_for(lambda: sum("dlbench.launch.rank_entry" in " ".join(_cmdline(p))
                              for p in cmd.marked()) >= 2, label="two ranks")
     cmd.signal(signal.SIGKILL)
     assert cmd.orphans_after(within=8.0) == []
 
 
 # -- a maxbatch search, each probe in its own process ------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_a_signal_during_a_maxbatch_search(tmp_path, sig):
     db = tmp_path / "m.db"
@@ -406,7 +416,7 @@ def test_a_signal_during_a_maxbatch_search(tmp_path, sig):
     assert cmd.orphans_after() == []
     if sig == signal.SIGKILL:
         assert _statuses(db) == ["running"]
-        again = _run(tmp_path, *args, "--resume")
+        again = cli.run(*args, "--resume")
         assert again.returncode == 0, again.stderr
         assert _statuses(db)[0] == "stale"
         return
@@ -415,6 +425,6 @@ def test_a_signal_during_a_maxbatch_search(tmp_path, sig):
     assert _statuses(db) == ["interrupted"]
     docs = [json.loads(r[0]) for r in _rows(db, "SELECT record_json FROM results")]
     assert [p["batch"] for p in docs[0]["probes"]] == [2]   # the finished probe is kept
-    again = _run(tmp_path, *args, "--resume")
+    again = cli.run(*args, "--resume")
     assert again.returncode == 0, again.stderr
     assert "batch 2: probing" not in again.stderr              # and not probed again

@@ -9,7 +9,8 @@ from dlbench.jobs import launchers
 from dlbench.launch.inline import InlineLauncher
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store, StoreError
-from dlbench.sweep import env_key, run_sweep
+from dlbench.env import env_key
+from dlbench.jobs.sweep import run_sweep
 from dlbench.workloads import workers
 
 

@@ -11,7 +11,7 @@ import pytest
 from dlbench.cli import main
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store, StoreError
-from dlbench.sweep import env_key
+from dlbench.env import env_key
 
 ENV = {"accelerator": "cpu", "cpu_model": "Test CPU", "packages": {"torch": "2.9.0"},
        "hostname": "bench-host"}

@@ -16,7 +16,7 @@ from fakes.cli import run as run_cli
 from dlbench.cli import main
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store, StoreError
-from dlbench.sweep import env_key
+from dlbench.env import env_key
 
 ENV = {"accelerator": "cpu", "cpu_model": "Test CPU", "packages": {"torch": "2.9.0"},
        "hostname": "bench-host"}

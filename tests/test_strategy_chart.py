@@ -20,7 +20,7 @@ from dlbench.report import html as report_html
 from dlbench.report.charts.base import pyplot
 from dlbench.report.charts.strategy import panel_title, strategy_figure, strategy_panels
 from dlbench.store import Store
-from dlbench.sweep import env_key
+from dlbench.env import env_key
 
 GIB = 1024 ** 3
 H100 = {"accelerator": "cuda", "gpu_count": 2, "hostname": "gpu-host",

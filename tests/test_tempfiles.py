@@ -74,6 +74,7 @@ def _env(tmp: Path) -> dict[str, str]:
                                                          os.environ.get("PYTHONPATH")])))
 
 
+@pytest.mark.slow
 def test_dlbench_comm_on_gloo_leaves_the_temporary_directory_as_it_found_it(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -90,6 +91,7 @@ def _serve_logs(tmp: Path) -> list[Path]:
     return sorted(tmp.rglob("dlbench-serve-*.log"))
 
 
+@pytest.mark.slow
 def test_a_launched_servers_log_is_in_the_runs_folder_and_goes_after_a_sigkill(tmp_path):
     pytest.importorskip("aiohttp")
     tmp = tmp_path / "tmp"

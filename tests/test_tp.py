@@ -18,10 +18,6 @@ from dlbench.records.scaling import ScalingConfig, ScalingRecord
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.workloads.devices import UnsupportedError
 
-# The tiny_llama jobs of conftest.llama_job are shared with test_distributed and
-# test_sharded_levers.
-pytestmark = pytest.mark.xdist_group("tiny-llama-jobs")
-
 THREE = StopRule(min_steps=3, max_steps=3, min_seconds=0, max_seconds=60)
 FAST = StopRule(min_steps=5, min_seconds=0.05, max_seconds=0.5, target_rel_ci=0.05)
 
@@ -40,6 +36,7 @@ def _same(a, b):
 
 
 # -- real gloo jobs (conftest.llama_job: base()'s config) ----------------------------------------
+@pytest.mark.slow
 def test_tp_trains_to_the_parameters_of_one_process(llama_job):
     """Two ranks split each block (q/k/v, gate/up colwise; o, down rowwise) and feed the same
     batch: after the steps the whole parameters are one process's, and the job counts that
@@ -55,6 +52,7 @@ def test_tp_trains_to_the_parameters_of_one_process(llama_job):
     assert s.samples == 2 * len(rec.step_times_s)
 
 
+@pytest.mark.slow
 def test_fsdp_tp_on_two_ranks_is_one_tp_group(llama_job):
     """fsdp+tp on 2 processes: a (dp=1, tp=2) mesh, FSDP2 over the dp dimension of one rank."""
     params, rec = llama_job("fsdp+tp", 2)
@@ -74,6 +72,7 @@ def test_fsdp_tp_on_four_ranks_trains_as_ddp_on_two(llama_job):
     assert rec.counted_samples_per_step() == (2, 0, 2, 0) and rec.samples_per_step == 4
 
 
+@pytest.mark.slow
 def test_an_unsupported_layout_is_an_error_row_naming_the_supported_models():
     rec = launchers.torchrun(timeout_s=120).run(
         ScalingConfig(base=base(model="tiny_gpt2"), gpus=2, strategy="tp"), {})
@@ -82,11 +81,12 @@ def test_an_unsupported_layout_is_an_error_row_naming_the_supported_models():
     assert "self_attn.q_proj" in rec.error
 
 
+@pytest.mark.slow
 def test_tp_through_the_cli_stores_a_record(tmp_path):
     db = str(tmp_path / "s.db")
     p = cli.run("scale", "-m", "tiny_llama", "-b", "2", "--gpus", "2", "--strategy", "tp",
                 "--optimizer", "adamw", "--device", "cpu", "--db", db, "--json",
-                "--min-steps", "3", "--min-time", "0", "--max-time", "2", "--warmup", "1",
+                "--min-steps", "3", "--min-time", "0", "--max-time", "0.2", "--warmup", "1",
                 "--warmup-time", "0")
     assert p.returncode == 0, p.stderr[-3000:]
     [rec] = [record_from_dict(d) for d in json.loads(p.stdout)]

@@ -1,8 +1,8 @@
 """Inputs dlbench must not trust, tried with real processes on the CPU: files in the working
 directory (never imported by a worker, a zygote, torchrun's agent or its ranks), a Hugging Face
 directory whose config asks for its own code (never run, never prompted for), sizes that cannot
-be built (refused before building), and model code that calls ``sys.exit`` (a failure record,
-not a silent exit 0)."""
+be built (refused before building: in this process, as that starts none), and model code that
+calls ``sys.exit`` (a failure record, not a silent exit 0)."""
 
 import json
 import os
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import cli
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "1", "--warmup", "1",
@@ -43,6 +44,7 @@ def _plant(cwd: Path, marker: Path) -> None:
 
 
 # -- files in the working directory -------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("spawn", [False, True], ids=["zygote", "spawned"])
 def test_an_isolated_worker_imports_nothing_from_the_working_directory(tmp_path, monkeypatch,
                                                                          spawn):
@@ -59,6 +61,7 @@ def test_an_isolated_worker_imports_nothing_from_the_working_directory(tmp_path,
     assert docs[0]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_torchrun_and_its_ranks_import_nothing_from_the_working_directory(tmp_path):
     cwd, marker = tmp_path / "cwd", tmp_path / "imported"
     cwd.mkdir()
@@ -182,6 +185,7 @@ def language_model():  # dlbench generate: a factory of a causal LM
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolate", [False, True], ids=["inline", "isolate"])
 @pytest.mark.parametrize("where", ["in_forward", "in_factory", "own_base_exception"])
 def test_a_model_that_calls_sys_exit_is_a_failed_row(tmp_path, where, isolate):
@@ -204,6 +208,7 @@ def _one_failed_row(p: subprocess.CompletedProcess) -> dict:
     return doc
 
 
+@pytest.mark.slow
 def test_a_model_that_calls_sys_exit_in_a_scaling_rank_is_a_failed_row(tmp_path):
     (tmp_path / "quits.py").write_text(EXITING_MODEL)
     doc = _one_failed_row(dlbench(
@@ -214,6 +219,7 @@ def test_a_model_that_calls_sys_exit_in_a_scaling_rank_is_a_failed_row(tmp_path)
     assert doc["error"].startswith("rank "), doc["error"]   # the rank that exited first
 
 
+@pytest.mark.slow
 def test_a_model_that_calls_sys_exit_in_training_is_a_failed_run(tmp_path):
     from fakes.datasets import mnist5k_dir
     (tmp_path / "quits.py").write_text(EXITING_MODEL)
@@ -247,14 +253,17 @@ def test_a_model_file_that_exits_in_dlbenchs_own_process_is_a_usage_error(tmp_pa
 
 
 # -- a reader that stops early ------------------------------------------------------------------
-@pytest.mark.parametrize("args", [["models"], ["models", "--json"], ["results", "ls"]])
+# The model table and its JSON without FLOPs: counting them (every model built on the meta
+# device, seconds of work) adds nothing that is written.
+@pytest.mark.parametrize("args", [["models", "--no-flops"], ["models", "--json", "--no-flops"],
+                                  ["results", "ls"]])
 def test_stdout_closed_by_its_reader_ends_quietly_with_exit_0(tmp_path, args):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, *env.get("PYTHONPATH", "").split(
         os.pathsep)]))
     extra = ["--db", str(tmp_path / "r.db")] if args[0] == "results" else []
-    if extra:  # a store with a result to list
-        assert dlbench("throughput", "-m", "tiny_mlp", "--device", "cpu", "-b", "2", *extra,
+    if extra:  # a store with a result to list (made in this process: it is not under test)
+        assert cli.run("throughput", "-m", "tiny_mlp", "--device", "cpu", "-b", "2", *extra,
                        "-q", *FAST, cwd=tmp_path).returncode == 0
     p = subprocess.Popen([sys.executable, "-P", "-m", "dlbench", *args, *extra],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
@@ -270,7 +279,8 @@ def test_stdout_closed_by_its_reader_ends_quietly_with_exit_0(tmp_path, args):
                                          ("hf:bert?vocab_size=0", "vocab_size=0"),
                                          ("hf:llama?hidden_size=2.5", "hidden_size=2.5")])
 def test_a_nonsensical_hf_size_is_refused_before_building(tmp_path, model, field):
-    p = dlbench("throughput", "-m", model, "--device", "cpu", "-b", "1",
+    # In this process (what the command says and returns; no process of its own to trust)
+    p = cli.run("throughput", "-m", model, "--device", "cpu", "-b", "1",
                 "--db", str(tmp_path / "z.db"), "-q", *FAST, cwd=tmp_path)
     assert p.returncode == 2, p.stdout + p.stderr
     assert field in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

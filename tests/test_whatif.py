@@ -10,7 +10,14 @@ from dlbench.config import ConfigError
 from dlbench.records.net import NetConfig, NetRecord
 from dlbench.reference.networks import NETWORKS
 from dlbench.whatif import check
-from dlbench.whatif.comm import (
+from dlbench.whatif.model import Cluster, Workload, hiding, predict
+from dlbench.whatif.networks import (
+    custom_network,
+    get_network,
+    parse_bandwidth,
+    parse_latency,
+)
+from dlbench.whatif.patterns import (
     Link,
     _binomial_sends,
     alpha_beta,
@@ -19,13 +26,6 @@ from dlbench.whatif.comm import (
     push_pull,
     ring_allreduce,
     tree_allreduce,
-)
-from dlbench.whatif.model import Cluster, Workload, hiding, predict
-from dlbench.whatif.networks import (
-    custom_network,
-    get_network,
-    parse_bandwidth,
-    parse_latency,
 )
 
 # 1 MB/s and 1 ms: every time below is easy to work out by hand.
@@ -60,7 +60,7 @@ def test_tree_allreduce_trades_bandwidth_for_latency():
 
 
 def test_gloo_binomial_broadcast_span():
-    from dlbench.whatif.comm import _binomial_span
+    from dlbench.whatif.patterns import _binomial_span
     # 2 ranks: one copy. 4: the root's two copies share its link (2), then rank 1 forwards (3).
     # 3: the root's two copies, nobody forwards. 8: 3 + 2 + 1.
     assert [_binomial_span(n) for n in (1, 2, 3, 4, 8)] == [0, 1, 2, 3, 6]
@@ -271,7 +271,7 @@ def test_whatif_command_tables(capsys):
 def _store_with_gpu_records(path):
     """What GPU runs leave in a store: a one-GPU training record, dlbench comm
     all-reduce rows, and dlbench scale at 1 and 2 GPUs (figures made up, times exact)."""
-    from dlbench.records.comm import CommConfig, CommRecord
+    from dlbench.records.collective import CommConfig, CommRecord
     from dlbench.records.scaling import ScalingConfig, ScalingRecord
     from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
     from dlbench.store import Store
@@ -316,7 +316,7 @@ def test_whatif_check_against_scaling_records(tmp_path, capsys):
     assert "dlbench scale" in out and "mean absolute error" in out
     from dlbench.store import Store
     from dlbench.whatif.check import check_scaling
-    from dlbench.whatif.comm import Link
+    from dlbench.whatif.patterns import Link
     with Store(db) as store:
         rows = check_scaling(store.results(), Link(100e6, 10e-6), {"tiny_mlp": 4 * 49_866})
     assert len(rows) == 1
@@ -329,7 +329,7 @@ def test_whatif_check_takes_each_profiles_own_link_and_the_shared_one_gpu_record
     from dlbench.records.scaling import ScalingConfig, ScalingRecord
     from dlbench.records.throughput import ThroughputConfig
     from dlbench.whatif.check import check_scaling
-    from dlbench.whatif.comm import Link
+    from dlbench.whatif.patterns import Link
     base = ThroughputConfig(model="tiny_mlp", batch_size=8, device="cpu")
 
     def scale(gpus, step, profile="default"):

@@ -7,9 +7,9 @@ import pytest
 
 from dlbench.config import ConfigError
 from dlbench.whatif.check import check_scaling, error_summary
-from dlbench.whatif.comm import Link, ring_allgather, ring_allreduce, ring_reduce_scatter
 from dlbench.whatif.model import Cluster, Workload, predict
 from dlbench.whatif.networks import custom_network
+from dlbench.whatif.patterns import Link, ring_allgather, ring_allreduce, ring_reduce_scatter
 from dlbench.whatif.sharded import (
     ModelShape,
     MEGATRON_BACKWARD_ALLREDUCES,

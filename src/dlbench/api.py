@@ -25,7 +25,7 @@ from dlbench.models import get_model
 from dlbench.models.sources import STEP_PREFIX
 from dlbench.records.generate import GENERATE_STOP, GenerateRecord
 from dlbench.records.serve import ServeRecord
-from dlbench.records.throughput import ThroughputConfig, ThroughputRecord, expand
+from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.report import export
 from dlbench.store import Store, StoreError
 
@@ -81,13 +81,13 @@ def measure_throughput(model: str, batch_size: int | None = None, *, precision: 
     spec = get_model(model)
     facts = plans.device_facts()
     gpu = plans.on_gpu(device, facts)
-    [cfg] = expand([spec.name], [batch_size], modes=[mode], precisions=[precision],
-                   compiles=[config.pop("compile", None)],
-                   channels_last=[config.pop("channels_last", False)],
-                   cuda_graphs=[config.pop("cuda_graph", False)],
-                   default_batch=plans.default_batch(facts, gpu), input_size=input_size,
-                   device=device, warmup_steps=warmup_steps, warmup_seconds=warmup_seconds,
-                   stop=stop or StopRule(), **config)
+    [cfg] = plans.expand([spec.name], [batch_size], modes=[mode], precisions=[precision],
+                         compiles=[config.pop("compile", None)],
+                         channels_last=[config.pop("channels_last", False)],
+                         cuda_graphs=[config.pop("cuda_graph", False)],
+                         default_batch=plans.default_batch(facts, gpu), input_size=input_size,
+                         device=device, warmup_steps=warmup_steps,
+                         warmup_seconds=warmup_seconds, stop=stop or StopRule(), **config)
     cfg = plans.applicable(cfg)
     plans.preflight([cfg])
     command = f"dlbench.measure_throughput({model!r}, batch_size={cfg.batch_size})"

@@ -3,8 +3,8 @@
 Every result record carries the dict returned by :func:`capture_environment`, so a
 number can always be traced back to the machine, driver and library versions that
 produced it. :func:`identity` and :func:`differences` decide whether two results are
-comparable at all; :func:`device_label` and :func:`file_tag` name an environment in
-tables and file names.
+comparable at all, and :func:`env_key` names that identity in the store; :func:`device_label`
+and :func:`file_tag` name an environment in tables and file names.
 
 Capture never raises: any field that cannot be determined is ``None``. NVML
 (``pynvml`` from the ``nvidia-ml-py`` package) is optional; without it the GPU details
@@ -13,7 +13,9 @@ come from ``torch.cuda`` and ``nvidia-smi`` alone.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import json
 import os
 import platform
 import re
@@ -456,6 +458,13 @@ def identity(env: dict[str, Any]) -> dict[str, Any]:
         for field in _CPU_IDENTITY_FIELDS:
             ident[field] = env.get(field)
     return ident
+
+
+def env_key(env: dict[str, Any]) -> str:
+    """A short hash of :func:`identity` (GPU, driver, CUDA, torch, ...): the store files each
+    result under it, so results measured in the same environment are found together."""
+    blob = json.dumps(identity(env), sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def _show(value: Any) -> str:

@@ -13,7 +13,7 @@ from typing import Callable
 from dlbench.config import ConfigError
 from dlbench.measure.stopping import StopRule
 from dlbench.records import compat
-from dlbench.records.throughput import ThroughputConfig, expand
+from dlbench.records.throughput import ThroughputConfig
 
 # The six CNNs of the 2020 tf_cnn_benchmarks study (4x Quadro RTX 8000, NVLink on and off).
 CLASSIC_CNN_MODELS = ("resnet50", "inception_v3", "nasnet", "vgg16", "resnet152", "inception_v4")
@@ -165,8 +165,9 @@ def _classic_cnn(dev: DeviceFacts) -> list[ThroughputConfig]:
 def _ms_per_batch(dev: DeviceFacts) -> list[ThroughputConfig]:
     """The classic per-model ms-per-batch table: batch 16, fp32 and fp16, eval and train
     (forward + sum().backward(), as those scripts time it)."""
-    return expand(MS_PER_BATCH_MODELS, [16], modes=("eval", "train"), precisions=("fp32", "fp16"),
-                  method="fwd-bwd", warmup_steps=10, warmup_seconds=1.0, stop=GPU_STOP)
+    return [ThroughputConfig(model=m, batch_size=16, mode=mode, precision=prec, method="fwd-bwd",
+                             warmup_steps=10, warmup_seconds=1.0, stop=GPU_STOP)
+            for m in MS_PER_BATCH_MODELS for mode in ("eval", "train") for prec in ("fp32", "fp16")]
 
 
 def _smoke(dev: DeviceFacts) -> list[ThroughputConfig]:

@@ -40,12 +40,11 @@ from dlbench.commands.common import (
 )
 from dlbench.config import ATTENTION_BACKENDS, FRAMEWORKS, METHODS, OPTIMIZER_IMPLS, ConfigError
 from dlbench.frameworks import jax as jaxpath
+from dlbench.jobs.sweep import NullProgress, SweepOutcome
 from dlbench.measure.stopping import StopRule
 from dlbench.records import compat
-from dlbench.records.throughput import expand
 from dlbench.report import export, terminal
 from dlbench.suites import OLD_NAMES, SUITES, suite_for
-from dlbench.sweep import NullProgress, SweepOutcome
 
 ORDER = 10
 
@@ -221,7 +220,7 @@ def cmd_throughput(args: argparse.Namespace) -> int:
     precisions = flatten(args.precision, []) or [
         plans.tuned_precision(facts, gpu) if args.tuned else "fp32"]
     fixed = [b for b in batches if b != AUTO]
-    configs = expand(
+    configs = plans.expand(
         models, fixed or [1],
         modes=flatten(args.mode, ["train"]),
         precisions=precisions,

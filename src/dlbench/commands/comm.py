@@ -25,7 +25,7 @@ from dlbench.commands.common import (
     rendezvous_flags,
     show_failures,
 )
-from dlbench.records.comm import TIMINGS
+from dlbench.records.collective import TIMINGS
 from dlbench.report import comm_tables, terminal
 
 ORDER = 21

@@ -33,6 +33,7 @@ from dlbench.commands.common import (
     show_tables,
 )
 from dlbench.config import ConfigError
+from dlbench.jobs.sweep import NullProgress, SweepOutcome
 from dlbench.measure.stopping import StopRule
 from dlbench.records.generate import (
     FP8_LABELS,
@@ -45,7 +46,6 @@ from dlbench.records.generate import (
 from dlbench.report import export, terminal
 from dlbench.report.table import fmt_num, fmt_pct
 from dlbench.store import Store
-from dlbench.sweep import NullProgress, SweepOutcome
 
 ORDER = 15
 

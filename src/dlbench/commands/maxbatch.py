@@ -38,7 +38,6 @@ from dlbench.commands.common import (
 from dlbench.config import ConfigError
 from dlbench.measure.stopping import StopRule
 from dlbench.records.maxbatch import MaxBatchConfig
-from dlbench.records.throughput import expand
 from dlbench.report import export, tables, terminal
 from dlbench.store import Store
 
@@ -163,14 +162,14 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     models = [get_model(m).name for m in flatten(args.model, [])]
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,
                     max_seconds=args.max_time, target_rel_ci=args.target_ci)
-    bases = expand(models, [1], modes=flatten(args.mode, ["train"]),
-                   precisions=flatten(args.precision, ["fp32"]),
-                   compiles=flatten(args.compile, [None]),
-                   channels_last=flatten(args.channels_last, [False]), optimizer=args.optimizer,
-                   **checkpointing_fields(args), autotune=args.autotune,
-                   input_size=args.input_size,
-                   device=args.device, warmup_steps=args.warmup,
-                   warmup_seconds=args.warmup_time, stop=stop)
+    bases = plans.expand(models, [1], modes=flatten(args.mode, ["train"]),
+                         precisions=flatten(args.precision, ["fp32"]),
+                         compiles=flatten(args.compile, [None]),
+                         channels_last=flatten(args.channels_last, [False]),
+                         optimizer=args.optimizer, **checkpointing_fields(args),
+                         autotune=args.autotune, input_size=args.input_size,
+                         device=args.device, warmup_steps=args.warmup,
+                         warmup_seconds=args.warmup_time, stop=stop)
     bases = plans.unique(map(plans.applicable, bases))
     plans.preflight(bases, fits=not sharded)  # a sharded strategy splits the model
     searches = [MaxBatchConfig(base=b, start=args.start, limit=args.limit,

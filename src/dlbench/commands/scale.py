@@ -41,10 +41,9 @@ from dlbench.commands.common import (
 )
 from dlbench.config import ConfigError
 from dlbench.frameworks import jax as jaxpath
+from dlbench.jobs.sweep import NullProgress
 from dlbench.measure.stopping import StopRule
-from dlbench.records.throughput import expand
 from dlbench.report import export, terminal
-from dlbench.sweep import NullProgress
 
 ORDER = 20
 
@@ -188,15 +187,15 @@ def cmd_scale(args: argparse.Namespace) -> int:
     stop = StopRule(min_steps=args.min_steps, min_seconds=args.min_time,
                     max_seconds=args.max_time, max_steps=args.max_steps,
                     target_rel_ci=args.target_ci)
-    bases = expand(models, flatten(args.batch_size, [None]), modes=["train"],
-                   precisions=flatten(args.precision, ["fp32"]),
-                   compiles=flatten(args.compile, [None]),
-                   channels_last=flatten(args.channels_last, [False]),
-                   default_batch=plans.default_batch(facts, gpu),
-                   optimizer=args.optimizer, input_size=args.input_size,
-                   device="auto" if gpu else "cpu", warmup_steps=args.warmup,
-                   warmup_seconds=args.warmup_time, stop=stop, seed=args.seed,
-                   **checkpointing_fields(args), framework=args.framework)
+    bases = plans.expand(models, flatten(args.batch_size, [None]), modes=["train"],
+                         precisions=flatten(args.precision, ["fp32"]),
+                         compiles=flatten(args.compile, [None]),
+                         channels_last=flatten(args.channels_last, [False]),
+                         default_batch=plans.default_batch(facts, gpu),
+                         optimizer=args.optimizer, input_size=args.input_size,
+                         device="auto" if gpu else "cpu", warmup_steps=args.warmup,
+                         warmup_seconds=args.warmup_time, stop=stop, seed=args.seed,
+                         **checkpointing_fields(args), framework=args.framework)
     if args.framework == "jax":
         _check_jax(args, gpu, rdzv.nnodes)
         if args.repeat > 1:  # its one process drives the devices in this one: none is fresh

@@ -24,9 +24,9 @@ from dlbench.commands.common import (
     flatten,
     real,
 )
+from dlbench.jobs.sweep import NullProgress
 from dlbench.measure.stopping import StopRule
 from dlbench.report import export, terminal
-from dlbench.sweep import NullProgress
 
 ORDER = 12
 

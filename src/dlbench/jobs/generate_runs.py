@@ -9,11 +9,11 @@ from typing import Callable, Sequence
 
 from dlbench.config import ConfigError
 from dlbench.jobs.runs import launcher_for
+from dlbench.jobs.sweep import Progress, SweepOutcome, run_sweep
 from dlbench.measure.stopping import StopRule
 from dlbench.models.lm import get_lm
 from dlbench.records.generate import FP8_RECIPES, GENERATE_STOP, GenerateConfig
 from dlbench.store import Store
-from dlbench.sweep import Progress, SweepOutcome, run_sweep
 
 #: ``-b auto``: the largest batch that fits (see :func:`dlbench.measure.generation.largest_batch`).
 AUTO = "auto"

@@ -21,7 +21,6 @@ from dlbench.records.maxbatch import MaxBatchConfig, MaxBatchRecord, Probe
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store
 from dlbench.suites import gpu_batch
-from dlbench.sweep import env_key
 from dlbench.workloads import maxbatch as mb
 
 #: A measurement that ran out of memory steps down to a fitted batch at most this share of it.
@@ -77,9 +76,9 @@ def default_start(base: ThroughputConfig) -> int:
 
 def _searches(store: Store, cfg: MaxBatchConfig, env: dict, status: str) -> list[MaxBatchRecord]:
     """This setup's stored searches in this environment with ``status``, oldest first."""
-    key, ekey = cfg.key(), env_key(env)
+    key, ekey = cfg.key(), envmod.env_key(env)
     return [r for r in store.results(kind=MaxBatchRecord.kind, status=status, model=cfg.model)
-            if r.config.key() == key and env_key(r.env) == ekey]
+            if r.config.key() == key and envmod.env_key(r.env) == ekey]
 
 
 def stored(store: Store, cfg: MaxBatchConfig, env: dict) -> MaxBatchRecord | None:
@@ -109,7 +108,7 @@ def run_searches(searches: Sequence[MaxBatchConfig], store: Store, env: dict, co
     starts from them. Returns (searches, throughput records).
     """
     progress = progress or NullSearchProgress()
-    ekey = env_key(env)
+    ekey = envmod.env_key(env)
     priors = [stored(store, cfg, env) if reuse else None for cfg in searches]
     found: list[MaxBatchRecord] = []
     measured: list[ThroughputRecord] = []

@@ -1,15 +1,17 @@
 """From what a user asks for to the configs that are measured: the device's facts, default
-batches, which flag applies to which model, the product of a scaling sweep, the rendezvous of a
-multi-host job, and the pre-flight check that runs before anything is measured.
+batches, the product of a sweep's flags (:func:`expand`) and of a scaling sweep's, which flag
+applies to which model, the rendezvous of a multi-host job, and the pre-flight check that runs
+before anything is measured.
 
 The commands parse flags into these calls and print what comes back; the rules live here.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import replace
-from typing import Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import torch
 
@@ -106,6 +108,33 @@ def default_batch(facts: DeviceFacts, gpu: bool) -> Callable[[str], int]:
     if gpu:
         return lambda model: gpu_batch(model, facts.memory_bytes)
     return cpu_batch
+
+
+def expand(
+    models: Sequence[str],
+    batch_sizes: Sequence[int | None],
+    modes: Sequence[str] = ("train",),
+    precisions: Sequence[str] = ("fp32",),
+    compiles: Sequence[str | None] = (None,),
+    channels_last: Sequence[bool] = (False,),
+    cuda_graphs: Sequence[bool] = (False,),
+    default_batch: Callable[[str], int] | None = None,
+    **common: Any,
+) -> list[ThroughputConfig]:
+    """The cross product of the listed values, in a stable order (model outermost).
+
+    A batch size of None stands for ``default_batch(model)``: the model's batch for the device.
+    """
+    out = []
+    for model, bs, mode, prec, comp, cl, graph in itertools.product(
+            models, batch_sizes, modes, precisions, compiles, channels_last, cuda_graphs):
+        if bs is None:
+            if default_batch is None:
+                raise ConfigError("-b/--batch-size: 'default' needs a device to size it for")
+            bs = default_batch(model)
+        out.append(ThroughputConfig(model=model, batch_size=bs, mode=mode, precision=prec,
+                                    compile=comp, channels_last=cl, cuda_graph=graph, **common))
+    return out
 
 
 def applicable(cfg: ThroughputConfig) -> ThroughputConfig:

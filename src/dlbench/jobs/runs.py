@@ -16,18 +16,18 @@ from dlbench.config import PRECISIONS, ConfigError
 from dlbench.jobs import launchers
 from dlbench.jobs.plans import default_batch, preflight, tuned_precision
 from dlbench.jobs.stored_run import StoredRun
+from dlbench.jobs.sweep import Progress, SweepOutcome, run_sweep
 from dlbench.launch.interconnect import PROFILE_ENV
 from dlbench.launch.torchrun import TorchrunLauncher
 from dlbench.measure.bandwidth import COMM_OPS
 from dlbench.models import get_model
-from dlbench.records.comm import CommConfig
+from dlbench.records.collective import CommConfig
 from dlbench.records.throughput import ThroughputConfig
 from dlbench.store import Store
-from dlbench.sweep import NullProgress, Progress, SweepOutcome, run_sweep
 from dlbench.tuning.levers import LEVERS
 from dlbench.tuning.plan import plan as tuned_plan
 from dlbench.tuning.search import MARGIN, LeverSearch
-from dlbench.workloads.comm import parse_size, sizes_between
+from dlbench.workloads.collectives import parse_size, sizes_between
 from dlbench.workloads.devices import resolve_device
 from dlbench.workloads.peak import default_plan, measure_point, plan_points, supported_precisions
 
@@ -89,7 +89,8 @@ def run_scaling(configs: Sequence, db: str, command: str, env: dict, rendezvous,
 # -- tune ---------------------------------------------------------------------------------------
 class _Chain:
     """Several models' lever searches as one sweep: routes each record to the search that
-    asked for it."""
+    asked for it (the next config of a search depends on the last one's figure). A config
+    this run measured already is answered with its record here, not measured again."""
 
     def __init__(self, searches: list) -> None:
         self.searches = searches
@@ -102,38 +103,15 @@ class _Chain:
     def __iter__(self) -> Iterator[ThroughputConfig]:
         for search in self.searches:
             self.active = search
-            yield from search
+            for cfg in search:
+                if cfg.key() in self.seen:
+                    search.observe(self.seen[cfg.key()])
+                else:
+                    yield cfg
 
     def observe(self, record) -> None:
         self.seen[record.config.key()] = record
         self.active.observe(record)
-
-    def again(self, cfg: ThroughputConfig) -> None:  # a config the sweep measured already
-        self.active.observe(self.seen[cfg.key()])
-
-
-class _Feed(NullProgress):
-    """The sweep's progress, also feeding each record to the searches (the next config of a
-    search depends on the last one's figure)."""
-
-    def __init__(self, chain: _Chain, inner: Progress) -> None:
-        self.chain, self.inner = chain, inner
-
-    def begin(self, total: int) -> None:
-        self.inner.begin(total)
-
-    def start(self, cfg) -> None:
-        self.inner.start(cfg)
-
-    def done(self, record) -> None:
-        self.chain.observe(record)
-        self.inner.done(record)
-
-    def skipped(self, cfg) -> None:
-        self.chain.again(cfg)
-
-    def end(self) -> None:
-        self.inner.end()
 
 
 #: The suite name of ``dlbench tune`` runs: tuned mode reads their winners back by it.
@@ -148,7 +126,7 @@ def run_tune(searches: list, db: str, command: str, env: dict, *, tag: str | Non
     chain = _Chain(searches)
     with Store(db) as store:
         return run_sweep(chain, store, launchers.inline(), env, command=command, suite=TUNE_SUITE,
-                         tag=tag, progress=_Feed(chain, progress or NullProgress()))
+                         tag=tag, progress=progress, on_record=chain.observe)
 
 
 def tune_searches(models: Sequence[str], *, batch: int | None, precision: str | None,

@@ -19,12 +19,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from dlbench.config import ConfigError
+from dlbench.jobs.sweep import Progress, SweepOutcome, run_sweep
 from dlbench.launch import server as launch_server
 from dlbench.measure.serving import Slo
 from dlbench.records.base import ErrorType
 from dlbench.records.serve import ServeConfig, ServeRecord
 from dlbench.store import Store
-from dlbench.sweep import Progress, SweepOutcome, run_sweep
 from dlbench.workloads.serve import load, prompts
 
 #: Requests of a point when neither --num-requests nor --duration is given: ten per request in

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from dlbench.jobs.sweep import SweepOutcome, run_sweep
 from dlbench.launch.failures import failure_record, release_memory
 from dlbench.records.throughput import ThroughputConfig, ThroughputRecord
 from dlbench.store import Store
-from dlbench.sweep import SweepOutcome, run_sweep
 from dlbench.workloads.custom_step import measure_callable
 
 

@@ -1,10 +1,10 @@
 """A run in the store around records that come one at a time: peak points, collective sizes,
 emulated-link windows, training runs, maxbatch probes.
 
-``dlbench.sweep.run_sweep`` does this for a list of throughput configs; :class:`StoredRun` is the
-same life cycle for every other command: the run is opened before the first record, each record
-is stored the moment it exists (so Ctrl-C or a crash loses none), and the run is closed with what
-happened to it. It prints nothing.
+``dlbench.jobs.sweep.run_sweep`` does this for a list of throughput configs; :class:`StoredRun`
+is the same life cycle for every other command: the run is opened before the first record, each
+record is stored the moment it exists (so Ctrl-C or a crash loses none), and the run is closed
+with what happened to it. It prints nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from dlbench import env as envmod
 from dlbench.launch import signals, tempdirs
 from dlbench.records.base import new_id
 from dlbench.store import Store
-from dlbench.sweep import env_key
 
 #: How a run ended, as the ``runs`` table says it.
 DONE, INTERRUPTED, FAILED = "done", "interrupted", "failed"
@@ -38,7 +37,7 @@ class StoredRun:
         self.suite, self.tag = suite, tag
         self.on_record = on_record
         self.run_id = new_id()
-        self.env_key = env_key(env)
+        self.env_key = envmod.env_key(env)
         self.records: list = []
         self.status = "running"
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from dlbench.launch.rank import write_json
+from dlbench.launch.rank_entry import write_json
 
 PROGRESS_FILE = "progress.json"
 #: How often rank 0's thread rewrites its file.

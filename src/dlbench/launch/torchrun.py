@@ -1,9 +1,9 @@
 """Multi-process jobs through torch.distributed's own launcher (torchrun).
 
 The parent (:class:`TorchrunLauncher`) writes a job file, starts
-``python -m dlbench.launch.agent ... -m dlbench.launch.rank JOB`` (torch.distributed.run, in a
+``python -m dlbench.launch.agent ... -m dlbench.launch.rank_entry JOB`` (torch.distributed.run, in a
 wrapper that ends it if dlbench is killed) as a subprocess and waits under a time limit. Every
-rank (:mod:`dlbench.launch.rank`) initialises the process group with a timeout, runs the job's
+rank (:mod:`dlbench.launch.rank_entry`) initialises the process group with a timeout, runs the job's
 worker (the function the launcher's caller handed it, sent by name: :mod:`dlbench.launch.lookup`;
 so this package imports no workload), and writes its raw results, or its error and traceback, to
 a file in the folder the parent named; after a success the ranks exchange their results so that
@@ -42,7 +42,7 @@ from dlbench.launch.interconnect import interconnect_env
 from dlbench.launch.lookup import worker_name
 from dlbench.measure.nccl_tuning import UNKNOWN
 from dlbench.records.base import ErrorType
-from dlbench.records.comm import CommConfig, CommRecord
+from dlbench.records.collective import CommConfig, CommRecord
 from dlbench.records.scaling import ScalingConfig, ScalingRank, ScalingRecord
 
 # How often torchrun's agent looks at its workers: a failed rank is noticed within this.
@@ -173,7 +173,7 @@ class TorchrunLauncher:
         """Run ``job`` on ``nproc_per_node`` ranks per host. The job names its worker
         (``job["worker"]``: :func:`dlbench.launch.lookup.worker_name` of the rank function) and
         its process group's ``backend``; every rank calls ``worker(job, local_rank, control)``
-        (see :mod:`dlbench.launch.rank`)."""
+        (see :mod:`dlbench.launch.rank_entry`)."""
         launch_env = {**self.extra_env, **(rank_env or {}), **interconnect_env(interconnect)}
         with tempfile.TemporaryDirectory(prefix="dlbench-dist-", dir=tempdirs.root()) as tmp:
             out_dir = Path(tmp)
@@ -183,7 +183,7 @@ class TorchrunLauncher:
             # torchrun's agent through dlbench.launch.agent: it ends if dlbench is killed
             cmd = [sys.executable, "-m", "dlbench.launch.agent", *self.rdzv.args(nproc_per_node),
                    "--max-restarts", "0", "--monitor-interval", str(MONITOR_INTERVAL_S),
-                   "-m", "dlbench.launch.rank", str(job_path)]
+                   "-m", "dlbench.launch.rank_entry", str(job_path)]
             env = signals.child_env({**os.environ, **launch_env})
             env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default, said explicitly
             log_path = out_dir / "torchrun.log"

@@ -5,7 +5,7 @@
   10.231.0.0/24, and the clean-up that always runs (and ``--cleanup`` for a killed run);
 - :mod:`~dlbench.netemu.probe`: the link's measured round-trip time and TCP goodput;
 - :mod:`~dlbench.netemu.launch`: one gloo rank per host (``ip netns exec``), collected into a
-  :class:`~dlbench.records.net.NetRecord`; :mod:`~dlbench.netemu.rank` is that rank's process.
+  :class:`~dlbench.records.net.NetRecord`; :mod:`~dlbench.netemu.host_rank` is that rank's process.
 
 Needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN); without, :class:`NetEmuUnavailable` says so.
 """

@@ -1,7 +1,7 @@
 """Start one rank per emulated host, drive the link through the windows, collect the records.
 
-Each rank is ``ip netns exec <host's namespace> python -m dlbench.netemu.rank JOB RANK``, in its
-own session (so the parent alone decides when it stops), with ``MASTER_ADDR`` = host 0's address
+Each rank is ``ip netns exec <host's namespace> python -m dlbench.netemu.host_rank JOB RANK``,
+in its own session (so the parent alone decides when it stops), with ``MASTER_ADDR`` = host 0's address
 in the private range and ``GLOO_SOCKET_IFNAME`` = the host's interface. Every namespace is fresh,
 so the rendezvous port is always free there.
 
@@ -149,7 +149,7 @@ class NetLauncher:
                     logs.append(log)
                     procs.append(subprocess.Popen(
                         ["ip", "netns", "exec", h.netns, sys.executable, "-m",
-                         "dlbench.netemu.rank", str(job_path), str(h.index)],
+                         "dlbench.netemu.host_rank", str(job_path), str(h.index)],
                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                         env=_env({"MASTER_ADDR": hosts[0].address,
                                   "MASTER_PORT": str(MASTER_PORT),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlbench.records.base import SCHEMA_VERSION, ErrorType, Record
-from dlbench.records.comm import CommConfig, CommRecord
+from dlbench.records.collective import CommConfig, CommRecord
 from dlbench.records.generate import GenerateConfig, GenerateRecord
 from dlbench.records.maxbatch import MaxBatchConfig, MaxBatchRecord, Probe
 from dlbench.records.net import NetConfig, NetRecord

@@ -1,4 +1,4 @@
-"""The ``throughput`` kind: one model at one batch, mode, precision and setting, and its sweeps.
+"""The ``throughput`` kind: one model at one batch, mode, precision and setting.
 
 Times are in seconds. A record keeps the measured window's raw step times; the first step (which
 holds ``torch.compile`` and autotuning) and the warm-up are kept apart and never enter the figure.
@@ -7,11 +7,10 @@ holds ``torch.compile`` and autotuning) and the warm-up are kept apart and never
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ClassVar, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from dlbench.config import (
     FRAMEWORKS,
@@ -318,37 +317,6 @@ class OnThroughputConfig:
         d["base"] = ThroughputConfig.from_dict(d["base"])
         known = known_fields(cls)
         return cls(**{k: v for k, v in d.items() if k in known})
-
-
-def expand(
-    models: Sequence[str],
-    batch_sizes: Sequence[int | None],
-    modes: Sequence[str] = ("train",),
-    precisions: Sequence[str] = ("fp32",),
-    compiles: Sequence[str | None] = (None,),
-    channels_last: Sequence[bool] = (False,),
-    cuda_graphs: Sequence[bool] = (False,),
-    default_batch: Callable[[str], int] | None = None,
-    **common: Any,
-) -> list[ThroughputConfig]:
-    """The cross product of the listed values, in a stable order (model outermost).
-
-    A batch size of None stands for ``default_batch(model)``: the model's batch for the device.
-    """
-    out = []
-    for model, bs, mode, prec, comp, cl, graph in itertools.product(
-            models, batch_sizes, modes, precisions, compiles, channels_last, cuda_graphs):
-        if bs is None:
-            if default_batch is None:
-                raise ConfigError("-b/--batch-size: 'default' needs a device to size it for")
-            bs = default_batch(model)
-        out.append(ThroughputConfig(model=model, batch_size=bs, mode=mode, precision=prec,
-                                    compile=comp, channels_last=cl, cuda_graph=graph, **common))
-    return out
-
-
-def with_stop(configs: Iterable[ThroughputConfig], stop: StopRule) -> list[ThroughputConfig]:
-    return [replace(c, stop=stop) for c in configs]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,13 +1,13 @@
 """The tables of ``dlbench comm`` records: nccl-tests' columns per op and size, with the
 latency percentiles and NCCL's algorithm beside them, and the published figures of the host's
-platform (:mod:`dlbench.reference.comm`) beside the measured all_reduce busbw. Pure functions
+platform (:mod:`dlbench.reference.busbw`) beside the measured all_reduce busbw. Pure functions
 that return :class:`~dlbench.report.table.Table` rows of text."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from dlbench.reference.comm import references_for
+from dlbench.reference.busbw import references_for
 from dlbench.report.table import Table
 
 TIMING_NOTES = {

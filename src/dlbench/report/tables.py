@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Iterable, Sequence
 
+from dlbench.env import env_key
 from dlbench.measure.mfu import mfu
 from dlbench.measure.stats import percentile
 from dlbench.measure.stats import mean as stats_mean  # `mean` is a column name here
@@ -41,7 +42,6 @@ from dlbench.report.network import loss_table, net_table
 from dlbench.report.serve_tables import serve_tables
 from dlbench.report.table import GIB, Table, fmt_ms, fmt_num, fmt_pct
 from dlbench.report.train_tables import train_tables
-from dlbench.sweep import env_key
 
 
 def _layout(r: ThroughputRecord) -> str:

@@ -30,7 +30,7 @@ from dlbench.launch.torchrun import TorchrunLauncher, resolve_backend
 from dlbench.records.base import ErrorType
 from dlbench.records.train import TrainConfig, TrainRecord
 from dlbench.training.loop import device_for, train_run
-from dlbench.training.rank import run_rank
+from dlbench.training.train_rank import run_rank
 
 #: The worker each rank of a multi-GPU job runs (sent to the ranks by name:
 #: :func:`dlbench.launch.lookup.worker_name`).

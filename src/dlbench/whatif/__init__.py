@@ -3,7 +3,7 @@
 - :mod:`~dlbench.whatif.networks`: a link by name or by its bandwidth and latency (the named
   links, Ethernet, InfiniBand, NVLink, PCIe, each figure with its source, are
   :mod:`dlbench.reference.networks`);
-- :mod:`~dlbench.whatif.comm`: communication patterns (ring, tree, dlbench's ps, TensorFlow's
+- :mod:`~dlbench.whatif.patterns`: communication patterns (ring, tree, dlbench's ps, TensorFlow's
   push-pull, hierarchical) and their alpha-beta cost, per host; pure;
 - :mod:`~dlbench.whatif.sharded`: FSDP's all-gathers and reduce-scatters, tensor parallelism's
   per-layer all-reduces, and the step they leave (FSDP's per-block overlap); pure;

@@ -25,9 +25,9 @@ from typing import Any, Callable, Sequence
 
 from dlbench.measure.stats import mean
 from dlbench.netemu.shaping import burst_bytes
-from dlbench.whatif.comm import CommCost, Link, ps_collectives, push_pull, ring_allreduce
 from dlbench.whatif.model import SHARDED, ps_shard_bytes
 from dlbench.whatif.networks import Network
+from dlbench.whatif.patterns import CommCost, Link, ps_collectives, push_pull, ring_allreduce
 from dlbench.whatif.sharded import ModelShape, dtype_bytes, fsdp_step, fsdp_tp_step, tp_step
 
 EMULATED_EFFICIENCY = 1448 / (1514 + 33)

@@ -25,8 +25,14 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from dlbench.config import ConfigError
-from dlbench.whatif.comm import CommCost, Link, hierarchical_allreduce, ps_collectives, push_pull
 from dlbench.whatif.networks import Network
+from dlbench.whatif.patterns import (
+    CommCost,
+    Link,
+    hierarchical_allreduce,
+    ps_collectives,
+    push_pull,
+)
 from dlbench.whatif.sharded import ModelShape, ShardedStep, fsdp_step, fsdp_tp_step, tp_step
 
 #: Sharded strategies: FSDP, Megatron tensor parallelism, and the two together (TP inside a node,

@@ -13,10 +13,10 @@ from dlbench.config import ConfigError
 from dlbench.store import Store, StoreError
 from dlbench.whatif import check
 from dlbench.whatif.check import check_net, check_scaling
-from dlbench.whatif.comm import Link
 from dlbench.whatif.inputs import compute_inputs, link_from_comm, model_gradients, model_shape
 from dlbench.whatif.model import SHARDED, Cluster, Workload, hiding, predict
 from dlbench.whatif.networks import Network, custom_network, get_network
+from dlbench.whatif.patterns import Link
 from dlbench.whatif.sharded import dtype_bytes
 
 DEFAULT_NETWORKS = ("10gbe", "100gbe", "ib-ndr")

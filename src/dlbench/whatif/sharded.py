@@ -71,7 +71,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from dlbench.config import ConfigError
-from dlbench.whatif.comm import Link, ring_allgather, ring_allreduce, ring_reduce_scatter
+from dlbench.whatif.patterns import Link, ring_allgather, ring_allreduce, ring_reduce_scatter
 
 #: Tensor parallelism's all-reduces per layer: forward (row-parallel outputs), backward
 #: (column-parallel inputs' gradients) in dlbench's layout (q, k, v, gate, up apart:

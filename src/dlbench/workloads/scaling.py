@@ -1,7 +1,7 @@
 """One rank of a training measurement across GPUs: ddp, dp, ps, fsdp, tp or fsdp+tp, timed like
 ``throughput``.
 
-Runs inside a process that ``dlbench.launch.rank`` started through torch.distributed.run, with
+Runs inside a process that ``dlbench.launch.rank_entry`` started through torch.distributed.run, with
 the process group already initialised. The steps run through the one measured window
 (:mod:`dlbench.measure.window`), as throughput's do, with its bounded launch queue. The ranks
 must step in lockstep and stop together: rank 0 consults the stopping rule on its own step times

@@ -1,7 +1,7 @@
 """One rank of a ``dlbench scale`` job: the job file's fields to :func:`measure_rank`'s arguments.
 
 :class:`~dlbench.launch.torchrun.TorchrunLauncher` names :func:`run_rank` as the worker of every
-scaling job; :mod:`dlbench.launch.rank` calls it on each rank with the process group ready.
+scaling job; :mod:`dlbench.launch.rank_entry` calls it on each rank with the process group ready.
 """
 
 from __future__ import annotations

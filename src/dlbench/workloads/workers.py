@@ -12,7 +12,7 @@ must stay light imports it where it builds a launcher, not at the top of its mod
 
 from __future__ import annotations
 
-from dlbench.workloads import comm, generate, scaling_rank, throughput
+from dlbench.workloads import collectives, generate, scaling_rank, throughput
 
 #: Measures one throughput config in this process: ``measure(cfg, env[, flops=...])``.
 THROUGHPUT = throughput.measure
@@ -21,7 +21,7 @@ GENERATE = generate.measure
 #: One rank of a scaling job (DDP, FSDP, TP): ``run_rank(job, local_rank, control)``.
 SCALING_RANK = scaling_rank.run_rank
 #: One rank of a collective-bandwidth job: ``run_rank(job, local_rank, control)``.
-COMM_RANK = comm.run_rank
+COMM_RANK = collectives.run_rank
 
 #: The in-process worker of each record kind a sweep runs (what inline and isolated
 #: launchers take).

@@ -77,7 +77,7 @@ def measure_scaling(cfg, env: dict, clock: Callable[[], float] = time.perf_count
 
 class JaxDataParallelLauncher:
     """Runs JAX scaling configs in this process, one at a time (the launcher protocol of
-    :mod:`dlbench.sweep`): a failure becomes the config's row, and the sweep goes on."""
+    :mod:`dlbench.jobs.sweep`): a failure becomes the config's row, and the sweep goes on."""
 
     name = "jax-inline"
     survives_fatal = False

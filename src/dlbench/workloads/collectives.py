@@ -7,9 +7,11 @@ differ from the expected result (nccl-tests' ``#wrong``); then it runs ``warmup`
 apart, and ``iters`` timed samples in the one measured window (:mod:`dlbench.measure.window`:
 CUDA events on a GPU, ``perf_counter`` on the CPU; a fixed count, as nccl-tests' ``-n``, so every
 rank runs the same collectives with nothing to agree on and no stopping rule). algbw and busbw
-are computed from the times in :mod:`dlbench.records.comm` (doc/PERFORMANCE.md's definitions).
+are computed from the times in :mod:`dlbench.records.collective` (doc/PERFORMANCE.md's
+definitions).
 
-What one timed sample is depends on the job's ``timing`` (:data:`dlbench.records.comm.TIMINGS`):
+What one timed sample is depends on the job's ``timing``
+(:data:`dlbench.records.collective.TIMINGS`):
 
 - ``eager``: one call of the collective, a boundary event after it (nccl-tests' ``-I``). At small
   sizes the figure is then Python's launch cost as much as the fabric's.

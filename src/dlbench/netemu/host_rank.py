@@ -1,4 +1,5 @@
-"""The process of one emulated host: ``ip netns exec NS python -m dlbench.netemu.rank JOB RANK``.
+"""The process of one emulated host:
+``ip netns exec NS python -m dlbench.netemu.host_rank JOB RANK``.
 
 It joins the gloo process group at host 0's namespace address (``MASTER_ADDR``), with gloo bound
 to its namespace's interface (``GLOO_SOCKET_IFNAME``), measures its part of every window
@@ -23,7 +24,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from dlbench.launch.rank import fail, write_json
+from dlbench.launch.rank_entry import fail, write_json
 from dlbench.launch.signals import exit_with_parent
 from dlbench.records.net import NetConfig
 from dlbench.workloads.net import measure_host

@@ -1,4 +1,4 @@
-"""One rank of a multi-GPU ``dlbench train`` job: :mod:`dlbench.launch.rank` calls
+"""One rank of a multi-GPU ``dlbench train`` job: :mod:`dlbench.launch.rank_entry` calls
 :func:`run_rank`, which :class:`~dlbench.training.runner.TorchrunRunner` names as the job's worker.
 
 The process group is initialised; the rank reads the dataset, then trains each run (seed) of the
@@ -14,7 +14,7 @@ from typing import Any
 import torch.distributed as dist
 
 from dlbench.data import load_dataset
-from dlbench.launch.rank import write_json
+from dlbench.launch.rank_entry import write_json
 from dlbench.records.train import TrainConfig
 from dlbench.training.loop import device_for, train_run
 

@@ -8,14 +8,15 @@ process's cuDNN autotuning picks, allocator state and clocks differ from the nex
 the spread of their figures is the run-to-run variance one process cannot show (pyperf's
 lesson). Every process's record is stored as it comes, tagged with its group, index and N; an
 interrupted group keeps the processes it finished and ``--resume`` completes it.
+
+Two hooks watch it: a :class:`Progress` displays it, and ``on_record`` hands each record to
+code whose next config depends on it (the lever searches of ``jobs.runs.run_tune``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field, replace
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from dlbench import env as envmod
 from dlbench.launch import signals, tempdirs
@@ -32,6 +33,8 @@ class Launcher(Protocol):
 
 
 class Progress(Protocol):
+    """What a sweep shows as it goes (display only: nothing the sweep measures depends on it)."""
+
     def begin(self, total: int) -> None: ...
     def start(self, cfg: ThroughputConfig) -> None: ...
     def done(self, record: ThroughputRecord) -> None: ...
@@ -49,12 +52,6 @@ class NullProgress:
     def skipped(self, cfg: ThroughputConfig) -> None: pass
     def end(self) -> None: pass
     def status(self, text: str) -> None: pass
-
-
-def env_key(env: dict) -> str:
-    """A short hash of what makes results comparable (GPU, driver, CUDA, torch, ...)."""
-    blob = json.dumps(envmod.identity(env), sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 #: Failures that would recur in every process (the batch does not fit, the device cannot run
@@ -79,7 +76,7 @@ def open_groups(store: Store, key: str, repeat: int) -> tuple[dict[str, _Group],
     failed: set[str] = set()
     for r in store.iter_results():
         ck = r.config.key()
-        if env_key(r.env) != key:
+        if envmod.env_key(r.env) != key:
             continue
         if r.error_type in DETERMINISTIC:
             failed.add(ck)
@@ -106,9 +103,13 @@ class SweepOutcome:
 def run_sweep(configs: Sequence[ThroughputConfig], store: Store, launcher: Launcher, env: dict,
               command: str, suite: str | None = None, tag: str | None = None,
               resume: bool = False, progress: Progress | None = None,
-              repeat: int = 1) -> SweepOutcome:
+              repeat: int = 1,
+              on_record: Callable[[ThroughputRecord], None] | None = None) -> SweepOutcome:
     """Measure ``configs`` in order, storing each record as it comes; with ``repeat`` N > 1,
     each config in N processes of ``launcher`` (which must start a fresh one per run).
+
+    ``on_record`` gets each record once it is stored, before the next config is taken from
+    ``configs``: an iterable that picks its next config from the last figure reads it there.
 
     On Ctrl-C the run is marked interrupted, the outcome says so, and nothing stored is lost.
     """
@@ -117,7 +118,7 @@ def run_sweep(configs: Sequence[ThroughputConfig], store: Store, launcher: Launc
     if repeat > 1 and not launcher.survives_fatal:
         raise ValueError("repeat > 1 needs a launcher that starts a fresh process per run")
     progress = progress or NullProgress()
-    key = env_key(env)
+    key = envmod.env_key(env)
     outcome = SweepOutcome(run_id=new_id())
     signals.check()  # a Ctrl-C lost in start-up's imports ends it here, before a run opens
     tempdirs.remove_stale()  # a SIGKILLed dlbench's folder goes with the next run, inline too
@@ -128,13 +129,21 @@ def run_sweep(configs: Sequence[ThroughputConfig], store: Store, launcher: Launc
     else:
         done = set()
         groups, failed = open_groups(store, key, repeat) if resume else ({}, set())
+
+    def keep(record: ThroughputRecord) -> None:
+        store.add(record, key)
+        outcome.records.append(record)
+        progress.done(record)
+        if on_record is not None:
+            on_record(record)
+
     progress.begin(len(configs) * repeat)
     try:
         for cfg in configs:
             signals.check()  # one swallowed by the last config's code: no next config
             if repeat > 1:
-                _measure_group(cfg, store, launcher, env, key, outcome, progress, repeat, done,
-                               groups, failed)
+                _measure_group(cfg, launcher, env, outcome, progress, repeat, done, groups,
+                               failed, keep)
                 continue
             if cfg.key() in done:
                 outcome.skipped += 1
@@ -142,10 +151,8 @@ def run_sweep(configs: Sequence[ThroughputConfig], store: Store, launcher: Launc
                 continue
             progress.start(cfg)
             record = launcher.run(cfg, env).with_run(outcome.run_id)
-            store.add(record, key)
+            keep(record)
             done.add(cfg.key())  # a config listed twice is measured once
-            outcome.records.append(record)
-            progress.done(record)
             if record.error_type == ErrorType.FATAL and not launcher.survives_fatal:
                 outcome.status = "fatal"
                 outcome.message = ("a fatal device error left this process unable to measure; "
@@ -171,11 +178,12 @@ def run_sweep(configs: Sequence[ThroughputConfig], store: Store, launcher: Launc
     return outcome
 
 
-def _measure_group(cfg: ThroughputConfig, store: Store, launcher: Launcher, env: dict, key: str,
-                   outcome: SweepOutcome, progress: Progress, repeat: int, done: set[str],
-                   groups: dict[str, _Group], failed: set[str]) -> None:
-    """One config in ``repeat`` fresh processes: those of its group still missing. A process
-    that fails is a record of the group like the others (failures are data)."""
+def _measure_group(cfg: ThroughputConfig, launcher: Launcher, env: dict, outcome: SweepOutcome,
+                   progress: Progress, repeat: int, done: set[str], groups: dict[str, _Group],
+                   failed: set[str], keep: Callable[[ThroughputRecord], None]) -> None:
+    """One config in ``repeat`` fresh processes: those of its group still missing, each record
+    handed to ``keep`` (which stores it). A process that fails is a record of the group like
+    the others (failures are data)."""
     ck = cfg.key()
     group = groups.get(ck)
     if ck in done or ck in failed or (group is not None and len(group.ok) >= repeat):
@@ -202,9 +210,7 @@ def _measure_group(cfg: ThroughputConfig, store: Store, launcher: Launcher, env:
         elif record.ok:
             flops = getattr(record, "flops_per_sample", None)
         record = record.in_group(group.id, i, repeat).with_run(outcome.run_id)
-        store.add(record, key)
-        outcome.records.append(record)
-        progress.done(record)
+        keep(record)
         if record.error_type in DETERMINISTIC:  # every other process would fail the same way
             for _ in range(i + 1, repeat):
                 progress.skipped(cfg)

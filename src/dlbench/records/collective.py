@@ -3,6 +3,9 @@ and what NCCL ran it with.
 
 algbw and busbw are nccl-tests' figures (:mod:`dlbench.measure.bandwidth`); the algorithm and
 protocol are NCCL's own tuning output (:mod:`dlbench.measure.nccl_tuning`).
+
+Stores keep the kind's name, ``comm`` (the command's), whatever this module is called: a record
+names its kind, never a module.
 """
 
 from __future__ import annotations

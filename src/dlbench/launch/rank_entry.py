@@ -1,4 +1,4 @@
-"""One rank of a torchrun job: ``python -m dlbench.launch.rank JOB``.
+"""One rank of a torchrun job: ``python -m dlbench.launch.rank_entry JOB``.
 
 :class:`~dlbench.launch.torchrun.TorchrunLauncher` starts this module on every rank. It reads the
 job file, initialises the process group with the job's timeout, and calls the job's worker (the
@@ -10,7 +10,7 @@ error and traceback, to a file in the folder the parent named; after a success t
 their results so that every host has the whole job's raw samples.
 
 The helpers that write a rank's files and end an orphaned rank are shared with the other
-processes that run a rank (:mod:`dlbench.netemu.rank`).
+processes that run a rank (:mod:`dlbench.netemu.host_rank`).
 """
 
 from __future__ import annotations
