@@ -1,9 +1,9 @@
 """Fidelity: does dlbench change what it measures?
 
 In one process, alternately, the same config runs through dlbench (``workloads.throughput.measure``,
-with its timer, stopping rule and records) and through a bare training loop of about twenty lines
-timed with ``perf_counter`` around one synchronize. The bare loop runs as many steps as dlbench's
-window took. The median ratio dlbench / bare must sit within 0.99-1.01 on a GPU (0.98-1.02 on a
+with its timer, stopping rule and records) and through a bare training loop written by hand
+(``bare_loop``) timed with ``perf_counter`` around one synchronize. The bare loop runs as many
+steps as dlbench's window took. The median ratio dlbench / bare must sit within 0.99-1.01 on a GPU (0.98-1.02 on a
 CPU, whose cores the loop shares with everything else on the machine): outside it, dlbench's own
 overhead (or its timing) shows in its figures.
 
@@ -18,7 +18,7 @@ step (the same kernels) in every round: only the harness around it differs (see 
 
 With --fsdp the same holds for sharded training on several GPUs: ``dlbench scale --strategy
 fsdp`` (its torchrun job, its window, its ranks' agreement on when to stop, its records) against a
-bare FSDP2 loop of about twenty lines run through torchrun: the same transformers model,
+bare FSDP2 loop written by hand (``bare_fsdp``) run through torchrun: the same transformers model,
 ``fully_shard`` on each decoder block and then on the root with the same MixedPrecisionPolicy
 (parameters in the run's precision, gradients reduced in fp32), AdamW, synthetic tokens and a
 cross-entropy over every position, as many steps as dlbench's window measured, timed with

@@ -24,10 +24,8 @@
 # for JAX), so its peak memory is what it used, not the 75% of the GPU it grabs by default.
 # Each framework runs in its own process (one `dlbench` command each).
 #
-# How long on one H100 (JAX compiles each model in 5-30 s, PyTorch autotunes fp32 convolutions
-# for up to 2 minutes (VGG-16 channels_last) and torch.compile takes up to a minute a model):
-# throughput about 11 minutes (22 configs), compiled about 5, fidelity about 2.5, train about
-# 4. The parts can run as separate commands into the same OUTDIR (one store):
+# How long: minutes a part on one H100 (JAX compiles each model, PyTorch autotunes fp32
+# convolutions and torch.compile compiles each model; none of it was timed as a whole). The parts can run as separate commands into the same OUTDIR (one store):
 #   benchmarks/frameworks.sh OUT throughput
 #   benchmarks/frameworks.sh OUT compiled fidelity
 #   benchmarks/frameworks.sh OUT train

@@ -22,8 +22,8 @@
 # mlperf-logging is optional (pip install -e '.[train]'): without it the logs are written and
 #   checked by dlbench alone, and the script says so.
 #
-# How long: step 1 about 4-5 minutes on one H100 (25 runs of 5-15 s, bf16, the data held on the
-#   GPU); step 2 about 1 minute per GPU count.
+# How long: step 1 took 194 s of dlbench's wall time on one H100 (25 runs, each 2.9 to 12.2 s to
+#   train, bf16, the data held on the GPU: docs/training.md); step 2 about a minute per GPU count.
 #
 # Writes, in OUTDIR: dlbench.db (every run and epoch; the tables come from it), converged.md
 # (seeds converged per setup), all.csv, all.json, tables.md (`dlbench report --markdown`),

@@ -32,7 +32,7 @@ class GroupFigure:
 
     @property
     def cell(self) -> str:
-        """``±1.2% (3)``, ``±1.2% (2 of 3 ok)``, ``1 process (2 of 3 failed)``."""
+        """``±1.20% (3)``, ``±1.20% (2 of 3 ok)``, ``1 process (2 of 3 failed)``."""
         if self.ok < 2:
             return ONE_PROCESS + (f" ({self.ran - self.ok} of {self.ran} failed)"
                                   if self.ran > self.ok else "")

@@ -156,8 +156,8 @@ POWER_AVERAGING_S = 1.0
 #: The two paths to a window's mean power may differ by this much however long the window:
 #: they are different sensors (an energy accumulator and the power monitor the 700 W cap
 #: regulates on). Over 30 s on an H100 they agreed within 0.1% (counter 563.5 W, nvidia-smi
-#: 563.8 W), and windows of 8 s or more in the committed stores within 0.9%; near the power cap
-#: windows of 2-3 s read up to 2.9% apart.
+#: 563.8 W), and windows of 8 s or more in the committed stores within 0.9%; windows of 2 s or more whose
+#: counter read above the 700 W cap read 1.4-2.9% apart (docs/telemetry.md).
 POWER_AGREEMENT_BASE = 0.03
 #: How far the power before the window (the warm-up's end, clocks settling) may plausibly
 #: differ from the window's own, as a fraction: the share of the sampled mean that lies before

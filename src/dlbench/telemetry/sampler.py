@@ -118,8 +118,8 @@ class Sampler:
 
         Why wait: NVML's power reading on recent GPUs is an average over about a second, and a
         card that has just finished work draws more for a few seconds while its clocks come
-        down. A baseline taken at once between two benchmarks read 380-500 W on an H200 whose
-        idle draw is 80-120 W. So the baseline is the last ``seconds`` of a wait that ends when
+        down. A baseline taken at once between two benchmarks read up to 497 W on an H200 whose
+        settled baselines read 77-139 W (docs/telemetry.md). So the baseline is the last ``seconds`` of a wait that ends when
         their mean power is within ``tolerance`` of the ``seconds`` before it, or after
         ``settle_max_s`` (then the mark ``idle_unsettled`` says the baseline is still high).
         """

@@ -164,8 +164,8 @@ LEVERS: tuple[Lever, ...] = (
     Lever("batch-x2", "twice the batch", _double_batch),
 )
 
-# Tried only when named in --levers: Inductor's autotuning compiles ResNet-50 for more than 8
-# minutes on an H100 (max-autotune), more than a default search should spend.
+# Tried only when named in --levers: Inductor's autotuning outlasted three tries of ResNet-50 on
+# an H100 (max-autotune; docs/tuning.md), more than a default search should spend.
 EXTRA_LEVERS: tuple[Lever, ...] = (
     Lever("max-autotune", "torch.compile, max-autotune-no-cudagraphs mode (minutes)",
           _max_autotune),

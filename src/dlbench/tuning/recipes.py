@@ -8,7 +8,7 @@ Where they come from, first match wins:
    each naming the records that measured it and the store they are in;
 3. the generic recipe: the cheap levers that apply on the device and model (a padded
    vocabulary, channels_last, fused optimizer kernels, whole-step CUDA graph). torch.compile
-   costs a minute or more per model and loses for some, so it enters a recipe only where a
+   costs from half a minute to minutes of setup per model and loses for some, so it enters a recipe only where a
    search measured it winning; batch and 16-bit type likewise.
 A change the config or device cannot take (a CUDA graph of fp16 training with unfused optimizer
 kernels, compile on the CPU) is dropped with a note, and the fields the user set explicitly are
