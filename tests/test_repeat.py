@@ -182,3 +182,29 @@ def test_the_published_layouts_show_a_group_by_its_mean():
     assert table.rows[0][table.columns.index("fp16 eager")] == fmt_num(700 / 3)
     ms = ms_per_batch_table(group, "cpu")
     assert ms.rows[0][2 + 1] == fmt_ms((0.1 + 0.05 + 0.025) / 3)    # tiny_cnn train
+
+
+def test_on_record_sees_each_stored_record_before_the_next_config_is_taken(tmp_path):
+    """The tuner's feed: a config iterable reads the last record through ``on_record`` and
+    picks the next config from it (a search), apart from the display's progress."""
+    seen: list[ThroughputRecord] = []
+
+    class Search:  # two configs, the second chosen from the first's stored record
+        def __len__(self) -> int:
+            return 2
+
+        def __iter__(self):
+            yield ThroughputConfig(model="tiny_cnn", batch_size=4, device="cpu")
+            assert seen and {r.config.batch_size for r in seen} == {4}  # stored, then taken
+            yield ThroughputConfig(model="tiny_cnn", batch_size=2 * seen[-1].config.batch_size,
+                                   device="cpu")
+
+    for repeat in (1, 3):
+        seen.clear()
+        with Store(str(tmp_path / f"r{repeat}.db")) as store:
+            out = run_sweep(Search(), store, ProcessLauncher(), ENV, "test", repeat=repeat,
+                            on_record=seen.append)
+            stored = {r.id for r in store.results()}
+        assert out.status == "done"
+        assert [r.config.batch_size for r in seen] == [4] * repeat + [8] * repeat
+        assert {r.id for r in seen} == stored
