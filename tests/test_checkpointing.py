@@ -78,7 +78,7 @@ def test_policy_config_label_key_and_flag():
     assert ThroughputConfig.from_dict(stored).key() == cfg.key()
     with pytest.raises(ConfigError, match="selective"):
         ThroughputConfig(model="tiny_llama", batch_size=2, checkpoint_policy="selective")
-    with pytest.raises(ConfigError, match="--checkpointing"):
+    with pytest.raises(ConfigError, match="^checkpoint_policy must be one of"):
         replace(cfg, checkpoint_policy="some")
     parser = build_parser()
     for cmd in ("throughput", "scale", "maxbatch"):

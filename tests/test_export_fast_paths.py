@@ -44,6 +44,7 @@ JSONISH = st.recursive(SCALARS, lambda inner: st.one_of(
     max_leaves=30)
 
 
+@pytest.mark.slow
 @hypothesis.settings(max_examples=600, deadline=None, derandomize=True)
 @hypothesis.given(JSONISH)
 def test_the_encoder_writes_what_json_dumps_with_indent_1_writes(value):

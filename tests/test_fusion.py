@@ -81,7 +81,7 @@ def test_fuse_is_part_of_the_identity_only_when_on():
     assert fused.key() != plain.key()
     assert fused.pair_key() == plain.pair_key() == eager.pair_key()
     assert fused.label == "test-llama b1 fp32 8+4 compile+fuse"
-    with pytest.raises(ConfigError, match="--fuse"):
+    with pytest.raises(ConfigError, match="^fuse applies to"):
         GenerateConfig(path="eager", fuse=True, **base)
 
 

@@ -221,11 +221,11 @@ def test_config_identity_and_checks():
     assert cfg(stop=StopRule(min_steps=5)).key() == a.key()  # how long: not what
     assert a.label == "test-llama b2 fp32 8+5 eager"
     from dlbench.config import ConfigError
-    with pytest.raises(ConfigError, match="--output-len"):
+    with pytest.raises(ConfigError, match="^output_len must be"):
         cfg(output_len=1)
-    with pytest.raises(ConfigError, match="--path"):
+    with pytest.raises(ConfigError, match="^path must be one of"):
         cfg(path="fast")
-    with pytest.raises(ConfigError, match="--precision"):
+    with pytest.raises(ConfigError, match="^precision must be one of"):
         cfg(precision="tf32")
 
 

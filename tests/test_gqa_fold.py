@@ -77,7 +77,7 @@ def test_fold_is_part_of_the_identity_only_when_on():
     assert folded.key() != plain.key() and folded.pair_key() == plain.pair_key()
     assert folded.label == "test-llama b1 fp32 8+4 compile+fuse+fold"
     assert GenerateConfig(path="static", fold_gqa=True, **base).path_label == "static+fold"
-    with pytest.raises(ConfigError, match="--fold-gqa"):
+    with pytest.raises(ConfigError, match="^fold_gqa applies to"):
         GenerateConfig(path="eager", fold_gqa=True, **base)
 
 

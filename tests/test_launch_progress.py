@@ -77,11 +77,12 @@ def test_only_rank_0_of_a_job_with_a_folder_reports(tmp_path):
 
 @pytest.mark.slow
 def test_a_running_scale_job_reports_its_phases_to_the_parent(monkeypatch):
-    # The launcher polls every 0.1 s here (once a second in use), so a window of 0.6 s is seen
-    # under way at several polls; a phase is written as it begins (RankProgress.phase).
+    # Rank 0 writes its window's step count about once a second (progress.WRITE_EVERY_S), so
+    # a window of 2 s holds at least one such report for a second or more; the launcher polls
+    # every 0.1 s here (once a second in use) and sees it at several polls.
     from dlbench.launch import torchrun
     monkeypatch.setattr(torchrun, "STATUS_EVERY_S", 0.1)
-    stop = StopRule(min_steps=2, max_steps=100_000, min_seconds=0.6, max_seconds=1.0,
+    stop = StopRule(min_steps=2, max_steps=100_000, min_seconds=2.0, max_seconds=2.5,
                     target_rel_ci=0.5)
     base = ThroughputConfig(model="tiny_mlp", batch_size=4, input_size=8, device="cpu",
                             warmup_steps=2, telemetry_interval_s=None, stop=stop)

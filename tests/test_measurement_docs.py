@@ -245,13 +245,13 @@ def test_the_stopping_rule():
             ("--target-ci", "target_ci"))
     for flag, dest in rows:
         measurement_says(f"| `{flag}` | {number(default('throughput', dest))} |")
-    with pytest.raises(StopRuleError, match="--min-steps"):
+    with pytest.raises(StopRuleError, match="^min_steps"):
         StopRule(min_steps=1)
     measurement_says("never stop before this many measured steps (at least 2)")
-    with pytest.raises(StopRuleError, match="--max-time"):
+    with pytest.raises(StopRuleError, match="^max_seconds"):
         StopRule(min_seconds=5, max_seconds=2)
     for bad in (0, 1):
-        with pytest.raises(StopRuleError, match="--target-ci"):
+        with pytest.raises(StopRuleError, match="^target_rel_ci"):
             StopRule(target_rel_ci=bad)
     measurement_says("a `--target-ci` outside (0, 1)) is refused before anything runs")
     assert stats.NOISY_CV == 0.10

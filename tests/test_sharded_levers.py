@@ -128,14 +128,14 @@ def test_levers_keep_old_keys_and_join_the_identity_only_when_on():
 
 @pytest.mark.parametrize("strategy", ["ddp", "ps", "dp", "tp"])
 def test_offload_is_refused_outside_fsdp_saying_what_to_do(strategy):
-    with pytest.raises(ConfigError, match=f"not {strategy}; drop --offload or use --strategy "
-                                          "fsdp"):
+    with pytest.raises(ConfigError, match=f'not {strategy}; drop offload=True or use '
+                                          'strategy="fsdp"'):
         ScalingConfig(base=base(), gpus=2, strategy=strategy, offload=True)
 
 
 @pytest.mark.parametrize("strategy", ["ps", "dp"])
 def test_fp8_is_refused_for_ps_and_dp(strategy):
-    with pytest.raises(ConfigError, match=f"not {strategy}; drop --fp8"):
+    with pytest.raises(ConfigError, match=f"not {strategy}; drop fp8=True"):
         ScalingConfig(base=base(), gpus=2, strategy=strategy, fp8=True)
     for ok in ("ddp", "fsdp", "tp", "fsdp+tp"):
         assert ScalingConfig(base=base(), gpus=2, strategy=ok, fp8=True).fp8

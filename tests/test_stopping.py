@@ -74,8 +74,9 @@ def test_lagging_times_do_not_stop_early():
 
 
 @pytest.mark.parametrize("kwargs, flag", [
-    (dict(min_steps=1), "--min-steps"), (dict(min_steps=10, max_steps=5), "--max-steps"),
-    (dict(min_seconds=5, max_seconds=1), "--max-time"), (dict(target_rel_ci=1.5), "--target-ci"),
+    (dict(min_steps=1), "^min_steps"), (dict(min_steps=10, max_steps=5), "^max_steps"),
+    (dict(min_seconds=5, max_seconds=1), "^max_seconds"),
+    (dict(target_rel_ci=1.5), "^target_rel_ci"),
 ])
 def test_bad_rules_name_the_flag(kwargs, flag):
     with pytest.raises(ValueError, match=flag):

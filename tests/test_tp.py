@@ -139,13 +139,13 @@ def test_tp_configs_check_and_resolve_their_degree():
     assert ScalingConfig(base=base(), gpus=3, strategy="fsdp+tp").tp == 1
     assert ScalingConfig(base=base(), gpus=8, strategy="fsdp+tp", tp=4).replicas == 2
     assert ScalingConfig(base=base(), gpus=2).tp is None
-    with pytest.raises(ConfigError, match="--tp applies to --strategy fsdp\\+tp"):
+    with pytest.raises(ConfigError, match="^tp applies to strategy fsdp\\+tp"):
         ScalingConfig(base=base(), gpus=2, strategy="ddp", tp=2)
     with pytest.raises(ConfigError, match="divide the GPUs per host"):
         ScalingConfig(base=base(), gpus=4, strategy="fsdp+tp", tp=3)
     with pytest.raises(ConfigError, match="one host"):
         ScalingConfig(base=base(), gpus=4, nnodes=2, strategy="fsdp+tp", tp=4)
-    with pytest.raises(ConfigError, match="across hosts use --strategy fsdp\\+tp"):
+    with pytest.raises(ConfigError, match='across hosts use strategy="fsdp\\+tp"'):
         ScalingConfig(base=base(), gpus=4, nnodes=2, strategy="tp")
     with pytest.raises(ConfigError, match="fp16"):
         ScalingConfig(base=base(precision="fp16"), gpus=2, strategy="tp")

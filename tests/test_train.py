@@ -199,9 +199,9 @@ def test_models_and_learning_rate_rule():
 
 def test_config_errors_name_the_flag():
     from dlbench.config import ConfigError
-    for kw, flag in ((dict(target=1.5), "--target"), (dict(batch_size=0), "-b"),
-                     (dict(loader="tfrecord"), "--loader"), (dict(gpus=0), "--gpus"),
-                     (dict(max_epochs=0), "--max-epochs")):
+    for kw, flag in ((dict(target=1.5), "^target "), (dict(batch_size=0), "^batch_size "),
+                     (dict(loader="tfrecord"), "^loader "), (dict(gpus=0), "^gpus "),
+                     (dict(max_epochs=0), "^max_epochs ")):
         with pytest.raises(ConfigError, match=flag):
             TrainConfig(**{**dict(dataset="d", model="m", batch_size=8, target=0.9), **kw})
     seeds = {TrainConfig(dataset="d", model="m", batch_size=8, target=0.9, seed=s).setup_key()

@@ -231,7 +231,7 @@ def test_net_record_round_trips_and_figures():
     assert back.headline() == pytest.approx(16 / 0.1)        # all hosts' samples / slowest
     assert back.tx_per_step() == (214e3, 214e3)
     assert back.busiest_bps()[0] == pytest.approx(4 * 214e3 * 8 / 0.4)
-    with pytest.raises(ConfigError, match="--hosts"):
+    with pytest.raises(ConfigError, match="^hosts must be"):
         NetConfig(base=r.config.base, hosts=1, strategy="ddp", link="x")
 
 

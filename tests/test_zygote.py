@@ -8,7 +8,6 @@ JAX workers, and every worker under ``DLBENCH_SPAWN=1``, start a new interpreter
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -67,6 +66,7 @@ def _builds(out: Path) -> list[tuple[int, int, int]]:
     return [tuple(map(int, line.split())) for line in out.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_each_worker_is_a_fresh_child_of_one_zygote(probe):
     model, out = probe
     launcher = launchers.isolated(timeout_s=120)
@@ -82,6 +82,7 @@ def test_each_worker_is_a_fresh_child_of_one_zygote(probe):
     assert {b[1] for b in workers} == {z}                # both forked by the one zygote
 
 
+@pytest.mark.slow
 def test_a_crashed_worker_is_a_record_with_its_stderr_and_the_zygote_goes_on(probe, monkeypatch):
     model, _ = probe
     monkeypatch.setenv("PROBE_DO", "abort")
@@ -92,6 +93,7 @@ def test_a_crashed_worker_is_a_record_with_its_stderr_and_the_zygote_goes_on(pro
     assert launchers.isolated(timeout_s=120).run(_cfg("tiny_mlp"), {}).ok
 
 
+@pytest.mark.slow
 def test_a_worker_past_its_timeout_is_ended_and_the_next_one_runs(probe, monkeypatch):
     model, out = probe
     launchers.isolated(timeout_s=120).run(_cfg("tiny_mlp"), {})  # the zygote's imports done
@@ -105,6 +107,7 @@ def test_a_worker_past_its_timeout_is_ended_and_the_next_one_runs(probe, monkeyp
     assert launchers.isolated(timeout_s=120).run(_cfg("tiny_mlp"), {}).ok
 
 
+@pytest.mark.slow
 def test_dlbench_spawn_starts_a_new_interpreter(probe, monkeypatch):
     model, out = probe
     monkeypatch.setenv("DLBENCH_SPAWN", "1")

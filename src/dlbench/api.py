@@ -231,7 +231,8 @@ def measure_step(step: Callable[[], Any], samples_per_step: int, unit: str = "sa
                            warmup_steps=warmup_steps, warmup_seconds=warmup_seconds,
                            stop=stop or StopRule(), telemetry_interval_s=telemetry_interval_s)
     if units_per_sample < 1:
-        raise ConfigError(f"units_per_sample must be >= 1, got {units_per_sample}")
+        raise ConfigError(f"units_per_sample must be >= 1, got {units_per_sample}",
+                          "units_per_sample")
     with _store(db) as path:
         env = envmod.capture_environment()
         outcome = step_runs.run_step(step, cfg, path, f"dlbench.measure_step({label!r})", env,

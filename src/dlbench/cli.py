@@ -19,6 +19,7 @@ from dlbench.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     Parser,
+    as_flags,
 )
 from dlbench.config import ConfigError
 from dlbench.launch import signals
@@ -32,7 +33,8 @@ from dlbench.store import StoreError
 DEBUG_ENV = "DLBENCH_DEBUG"
 
 #: What the user can fix: a usage error, one line, exit 2. ConfigError covers the data readers'
-#: errors (a missing dataset, a file not in its format) and the argparse-time cross-flag rules.
+#: errors (a missing dataset, a file not in its format), the argparse-time cross-flag rules and
+#: the configs' own checks, whose fields are printed as the flags that set them (as_flags).
 USER_ERRORS = (ConfigError, StopRuleError, UnknownModelError, StoreError, OutputError)
 
 
@@ -143,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
     except USER_ERRORS as exc:
         _debug_traceback(args)
-        error(one_line(exc))
+        error(one_line(as_flags(exc)))
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
         _debug_traceback(args)

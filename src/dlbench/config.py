@@ -1,7 +1,9 @@
 """What every kind of config shares: the error a bad value raises, and the allowed values.
 
-Each record kind keeps its own config beside it (:mod:`dlbench.records`); nothing here touches a device. Errors name the command-line
-flag that set the bad value, so a user knows what to change.
+Each record kind keeps its own config beside it (:mod:`dlbench.records`); nothing here touches
+a device. Errors name the config field that holds the bad value, as a Python caller spells it
+(``precision``, ``batch_size``); the command line prints the flag that sets it instead
+(:func:`dlbench.commands.common.as_flags`).
 """
 
 from __future__ import annotations
@@ -38,10 +40,29 @@ INTERCONNECT_PROFILES = ("default", "no-p2p", "no-shm", "no-p2p+no-shm", "no-ib"
 
 
 class ConfigError(ValueError):
-    """A configuration that cannot run; the message says which flag to change."""
+    """A configuration that cannot run; the message says which field to change.
+
+    A config's own checks speak of its fields as a Python caller writes them, the field first
+    (``precision must be one of ...``, ``cuda_graph with checkpointing: ...``), and advice as
+    keyword arguments (``use precision="bf16"``). The error says which words are fields:
+    ``field``, the one the message is about, and ``also``, the other fields it names bare. The
+    command line, which knows the flag that sets each field, prints the flags in their place
+    (:func:`dlbench.commands.common.as_flags`). An error about no field leaves both empty.
+    """
+
+    def __init__(self, message: str, field: str | None = None, *,
+                 also: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.field = field
+        self.also = tuple(also)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """Every field the message names bare, the one it is about first."""
+        return ((self.field,) if self.field else ()) + self.also
 
 
-
-def choice(flag: str, value: str, allowed: Sequence[str]) -> None:
+def choice(field: str, value: str, allowed: Sequence[str]) -> None:
+    """Refuse ``value`` for ``field`` unless it is one of ``allowed``."""
     if value not in allowed:
-        raise ConfigError(f"{flag} must be one of {', '.join(allowed)}; got {value!r}")
+        raise ConfigError(f"{field} must be one of {', '.join(allowed)}; got {value!r}", field)

@@ -15,6 +15,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 
 from rich.markup import escape
 
@@ -85,6 +86,95 @@ def add_command(sub: argparse._SubParsersAction, name: str, **kw) -> argparse.Ar
     if not isinstance(p, Parser):
         p.__class__ = Parser  # same layout: Parser only overrides a method
     return p
+
+
+# -- a config's error as the command line says it -----------------------------------------------
+#: The flag that sets each config field. A config's own check names its fields (what a Python
+#: caller passes: ``precision``, ``batch_size``); the command line prints these flags in their
+#: place (:func:`as_flags`). A boolean field's flag is the one that sets the value an error
+#: names: ``cuda_graph=True`` is ``--cuda-graph``, ``autotune=False`` is ``--no-autotune``.
+#: tests/test_field_errors.py checks that every flag here is one the parsers define.
+FIELD_FLAGS: Mapping[str, str] = MappingProxyType({
+    # a model at one setting (throughput, and the base of scale, maxbatch, net)
+    "model": "-m/--model", "batch_size": "-b/--batch-size", "mode": "--mode",
+    "precision": "--precision", "compile": "--compile", "channels_last": "--channels-last",
+    "optimizer": "--optimizer", "method": "--method", "input_size": "--input-size/--seq-len",
+    "device": "--device", "warmup_steps": "--warmup", "warmup_seconds": "--warmup-time",
+    "seed": "--seed", "telemetry_interval_s": "--telemetry-interval",
+    "checkpointing": "--checkpointing", "checkpoint_policy": "--checkpointing",
+    "cuda_graph": "--cuda-graph", "optimizer_impl": "--optimizer-impl",
+    "attention": "--attention", "pad_vocab": "--pad-vocab", "autotune": "--no-autotune",
+    "compile_loss": "--compile-loss", "profile_steps": "--profile", "framework": "--framework",
+    # the stopping rule
+    "min_steps": "--min-steps", "max_steps": "--max-steps", "min_seconds": "--min-time",
+    "max_seconds": "--max-time", "target_rel_ci": "--target-ci",
+    # scale, maxbatch
+    "gpus": "--gpus", "strategy": "--strategy", "interconnect": "--interconnect",
+    "bucket_mb": "--bucket-mb", "backend": "--backend", "nnodes": "--nnodes", "tp": "--tp",
+    "offload": "--offload", "fp8": "--fp8", "start": "--start", "limit": "--max",
+    "tolerance": "--tolerance",
+    # comm
+    "op": "--op", "size_bytes": "--min-bytes/--max-bytes", "ranks": "--ranks",
+    "dtype": "--dtype", "iters": "--iters", "warmup": "--warmup", "timing": "--timing",
+    "iters_per_sample": "--iters-per-sample",
+    # net
+    "hosts": "--hosts", "rate_bps": "--link rate", "delay_s": "--link delay",
+    "steps": "--steps",
+    # generate
+    "prompt_len": "--prompt-len", "output_len": "--output-len", "path": "--path",
+    "fp8_recipe": "--fp8-recipe", "warmup_requests": "--warmup",
+    "profile_requests": "--profile", "fuse": "--fuse", "fold_gqa": "--fold-gqa",
+    # serve
+    "api": "--api", "fixed_length": "--fixed-length", "concurrency": "--concurrency",
+    "rate": "--rate", "burstiness": "--burstiness", "num_requests": "--num-requests",
+    "duration_s": "--duration", "request_timeout_s": "--request-timeout",
+    "stall_timeout_s": "--stall-timeout", "late_threshold_s": "--late-threshold",
+    # train
+    "target": "--target", "max_epochs": "--max-epochs", "loader": "--loader",
+    "workers": "--workers", "lr": "--lr", "weight_decay": "--weight-decay",
+    "warmup_epochs": "--warmup-epochs", "decay_epochs": "--decay-epochs",
+    "throughput_steps": "--throughput-steps", "augment": "--augment",
+    "image_size": "--image-size",
+})
+
+# A quoted value (left as it is: a name the user typed may be a field's name), or a field name,
+# bare or given a value as a keyword argument (``precision="bf16"``, ``tp=2``, ``fp8=True``).
+_FIELD_WORD = re.compile(
+    r"""(?P<quoted>(?<!\w)"[^"]*"(?!\w)|(?<!\w)'[^']*'(?!\w))"""
+    r"""|(?<![\w.-])(?P<name>[a-z][a-z0-9_]*)"""
+    r"""(?:=(?P<value>"[^"]*"|'[^']*'|[^\s,;:()"']+))?(?![\w-])""")
+
+
+_QUOTES = "\"'"
+
+
+def as_flags(exc: BaseException) -> str:
+    """An error's message as the command line prints it: a :class:`ConfigError`'s fields
+    spelled as the flags that set them (:data:`FIELD_FLAGS`), any other error as it is.
+
+    ``batch_size must be >= 1`` becomes ``-b/--batch-size must be >= 1`` (the field the error
+    is about, where it starts the message), ``use precision="bf16"`` becomes ``use --precision
+    bf16`` (a keyword argument, anywhere) and ``cuda_graph=True`` becomes ``--cuda-graph``; a
+    field named bare elsewhere only where the error lists it (``also``), since the same word
+    may be prose ("that compile mode").
+    """
+    text = str(exc)
+    if not isinstance(exc, ConfigError):
+        return text
+    bare = set(exc.also)
+
+    def spell(m: re.Match) -> str:
+        name, value = m.group("name"), m.group("value")
+        flag = FIELD_FLAGS.get(name or "")
+        if flag is None:
+            return m.group(0)
+        if value is None:
+            leads = m.start() == 0 and name == exc.field
+            return flag if leads or name in bare else m.group(0)
+        if value in ("True", "False"):
+            return flag
+        return f"{flag} {value.strip(_QUOTES)}"
+    return _FIELD_WORD.sub(spell, text)
 
 
 # -- argparse types that check at the door -------------------------------------------------------

@@ -24,7 +24,7 @@ PROFILE_ENV: dict[str, dict[str, str]] = {
 
 def interconnect_env(name: str) -> dict[str, str]:
     """The variables of a profile plus the safety variables (which no profile can override)."""
-    choice("--interconnect", name, INTERCONNECT_PROFILES)
+    choice("interconnect", name, INTERCONNECT_PROFILES)
     return {**PROFILE_ENV[name], **SAFETY_ENV}
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
+from dlbench.config import ConfigError
 from dlbench.measure.stats import mean, mean_interval, mean_interval_batch_means
 
 
-class StopRuleError(ValueError):
-    """A stopping rule that cannot work; the message names the flag to change."""
+class StopRuleError(ConfigError):
+    """A stopping rule that cannot work; the message names the field to change."""
 
 
 class StopReason:
@@ -46,17 +47,24 @@ class StopRule:
 
     def __post_init__(self) -> None:
         if self.min_steps < 2:
-            raise StopRuleError(f"--min-steps must be at least 2 (an interval needs two), got {self.min_steps}")
+            raise StopRuleError(f"min_steps must be at least 2 (an interval needs two), got "
+                                f"{self.min_steps}", "min_steps")
         if self.max_steps < self.min_steps:
-            raise StopRuleError(f"--max-steps ({self.max_steps}) must be >= --min-steps ({self.min_steps})")
-        if self.min_seconds < 0 or self.max_seconds <= 0:
-            raise StopRuleError("--min-time must be >= 0 and --max-time > 0 (seconds)")
+            raise StopRuleError(f"max_steps ({self.max_steps}) must be >= min_steps "
+                                f"({self.min_steps})", "max_steps", also=("min_steps",))
+        if self.min_seconds < 0:
+            raise StopRuleError(f"min_seconds must be >= 0, got {self.min_seconds}", "min_seconds")
+        if self.max_seconds <= 0:
+            raise StopRuleError(f"max_seconds must be > 0, got {self.max_seconds}", "max_seconds")
         if self.max_seconds < self.min_seconds:
-            raise StopRuleError(f"--max-time ({self.max_seconds}) must be >= --min-time ({self.min_seconds})")
+            raise StopRuleError(f"max_seconds ({self.max_seconds}) must be >= min_seconds "
+                                f"({self.min_seconds})", "max_seconds", also=("min_seconds",))
         if not 0 < self.target_rel_ci < 1:
-            raise StopRuleError(f"--target-ci must be a fraction in (0, 1), got {self.target_rel_ci}")
+            raise StopRuleError(f"target_rel_ci must be a fraction in (0, 1), got "
+                                f"{self.target_rel_ci}", "target_rel_ci")
         if not 0.5 <= self.confidence < 1:
-            raise StopRuleError(f"confidence must be in [0.5, 1), got {self.confidence}")
+            raise StopRuleError(f"confidence must be in [0.5, 1), got {self.confidence}",
+                                "confidence")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -59,19 +59,21 @@ class CommConfig:
     iters_per_sample: int = 1
 
     def __post_init__(self) -> None:
-        choice("--op", self.op, COMM_OPS)
-        choice("--interconnect", self.interconnect, INTERCONNECT_PROFILES)
-        choice("--timing", self.timing, TIMINGS)
-        if self.size_bytes < 1 or self.ranks < 1 or self.iters < 1 or self.warmup < 0:
-            raise ConfigError("--min/--max, --gpus and --iters must be >= 1, --warmup >= 0")
-        if self.iters_per_sample < 1:
-            raise ConfigError("--iters-per-sample must be >= 1")
+        choice("op", self.op, COMM_OPS)
+        choice("interconnect", self.interconnect, INTERCONNECT_PROFILES)
+        choice("timing", self.timing, TIMINGS)
+        for name in ("size_bytes", "ranks", "iters", "iters_per_sample"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}", name)
+        if self.warmup < 0:
+            raise ConfigError(f"warmup must be >= 0, got {self.warmup}", "warmup")
         if self.timing == "eager" and self.iters_per_sample != 1:
-            raise ConfigError("--timing eager times every iteration alone: --iters-per-sample "
-                              "applies to batched and graph")
+            raise ConfigError("timing eager times every iteration alone: iters_per_sample "
+                              "applies to batched and graph", "timing",
+                              also=("iters_per_sample",))
         if self.timing == "graph" and self.backend != "nccl":
-            raise ConfigError("--timing graph captures NCCL collectives in a CUDA graph: it "
-                              "needs --backend nccl on GPUs (batched works on gloo)")
+            raise ConfigError("timing graph captures NCCL collectives in a CUDA graph: it "
+                              'needs backend="nccl" on GPUs (batched works on gloo)', "timing")
 
     model = None  # the store's model column: a collective has none
 

@@ -112,32 +112,39 @@ class GenerateConfig:
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
-            raise ConfigError(f"-b/--batch-size must be >= 1, got {self.batch_size}")
+            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}", "batch_size")
         if self.prompt_len < 1:
-            raise ConfigError(f"--prompt-len must be >= 1 token, got {self.prompt_len}")
+            raise ConfigError(f"prompt_len must be >= 1 token, got {self.prompt_len}",
+                              "prompt_len")
         if self.output_len < 2:
-            raise ConfigError(f"--output-len must be >= 2 tokens (the first comes from the "
-                              f"prefill, the rest from decode steps), got {self.output_len}")
-        choice("--precision", self.precision, GENERATE_PRECISIONS)
-        choice("--path", self.path, PATHS)
-        choice("--fp8-recipe", self.fp8_recipe, FP8_RECIPES)
+            raise ConfigError(f"output_len must be >= 2 tokens (the first comes from the "
+                              f"prefill, the rest from decode steps), got {self.output_len}",
+                              "output_len")
+        choice("precision", self.precision, GENERATE_PRECISIONS)
+        choice("path", self.path, PATHS)
+        choice("fp8_recipe", self.fp8_recipe, FP8_RECIPES)
         if self.fp8_recipe != FP8_RECIPES[0] and self.precision != "fp8":
-            raise ConfigError(f"--fp8-recipe {self.fp8_recipe} applies to --precision fp8 "
-                              f"only, not {self.precision}")
+            raise ConfigError(f"fp8_recipe {self.fp8_recipe} applies to precision fp8 "
+                              f"only, not {self.precision}", "fp8_recipe", also=("precision",))
         if not (self.device in DEVICES or self.device.startswith("cuda:")):
-            raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}",
+                              "device")
         if self.warmup_requests < 0:
-            raise ConfigError(f"--warmup must be >= 0 requests, got {self.warmup_requests}")
+            raise ConfigError(f"warmup_requests must be >= 0 requests, got "
+                              f"{self.warmup_requests}", "warmup_requests")
         if self.telemetry_interval_s is not None and not self.telemetry_interval_s > 0:
-            raise ConfigError("the telemetry interval must be > 0 s (None switches it off)")
+            raise ConfigError(f"telemetry_interval_s must be > 0 s (None switches telemetry "
+                              f"off); got {self.telemetry_interval_s}", "telemetry_interval_s")
         if self.profile_requests < 0:
-            raise ConfigError(f"--profile must be >= 0 requests, got {self.profile_requests}")
+            raise ConfigError(f"profile_requests must be >= 0 requests, got "
+                              f"{self.profile_requests}", "profile_requests")
         if self.fuse and self.path == "eager":
-            raise ConfigError("--fuse applies to dlbench's static-cache paths (static, graph, "
-                              "compile); eager is model.generate() as a user calls it")
+            raise ConfigError("fuse applies to dlbench's static-cache paths (static, graph, "
+                              "compile); eager is model.generate() as a user calls it", "fuse")
         if self.fold_gqa and self.path == "eager":
-            raise ConfigError("--fold-gqa applies to dlbench's static-cache paths (static, "
-                              "graph, compile); eager is model.generate() as a user calls it")
+            raise ConfigError("fold_gqa applies to dlbench's static-cache paths (static, "
+                              "graph, compile); eager is model.generate() as a user calls it",
+                              "fold_gqa")
 
     _NOT_IDENTITY = ("stop", "warmup_requests", "device", "telemetry_interval_s",
                      "profile_requests")

@@ -57,16 +57,17 @@ class MaxBatchConfig:
             object.__setattr__(self, "base", replace(self.base, batch_size=1))
         if self.parallel is not None:
             if self.parallel.strategy not in STRATEGIES:
-                raise ConfigError(f"--strategy {self.parallel.strategy}: the largest batch is "
-                                  f"searched under {', '.join(STRATEGIES)}")
+                raise ConfigError(f"strategy {self.parallel.strategy}: the largest batch is "
+                                  f"searched under {', '.join(STRATEGIES)}", "strategy")
             if self.parallel.base != self.base:
                 object.__setattr__(self, "parallel", replace(self.parallel, base=self.base))
         if self.start is not None and self.start < 1:
-            raise ConfigError(f"--start must be >= 1, got {self.start}")
+            raise ConfigError(f"start must be >= 1, got {self.start}", "start")
         if self.limit is not None and self.limit < 1:
-            raise ConfigError(f"--max must be >= 1, got {self.limit}")
+            raise ConfigError(f"limit must be >= 1, got {self.limit}", "limit")
         if not 0 <= self.tolerance < 1:
-            raise ConfigError(f"--tolerance must be a fraction in [0, 1), got {self.tolerance}")
+            raise ConfigError(f"tolerance must be a fraction in [0, 1), got {self.tolerance}",
+                              "tolerance")
 
     @property
     def model(self) -> str:

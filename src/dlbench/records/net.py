@@ -56,20 +56,22 @@ class NetConfig(OnThroughputConfig):
 
     def __post_init__(self) -> None:
         if not 2 <= self.hosts <= MAX_HOSTS:
-            raise ConfigError(f"--hosts must be 2..{MAX_HOSTS}, got {self.hosts}")
-        choice("--strategy", self.strategy, NET_STRATEGIES)
+            raise ConfigError(f"hosts must be 2..{MAX_HOSTS}, got {self.hosts}", "hosts")
+        choice("strategy", self.strategy, NET_STRATEGIES)
         if self.rate_bps is not None and not self.rate_bps > 0:
-            raise ConfigError(f"--link rate must be > 0, got {self.rate_bps}")
+            raise ConfigError(f"rate_bps must be > 0, got {self.rate_bps}", "rate_bps")
         if self.delay_s < 0:
-            raise ConfigError(f"--link delay must be >= 0, got {self.delay_s}")
+            raise ConfigError(f"delay_s must be >= 0, got {self.delay_s}", "delay_s")
         if not 2 <= self.steps <= 100_000:
-            raise ConfigError(f"--steps must be 2..100000, got {self.steps}")
+            raise ConfigError(f"steps must be 2..100000, got {self.steps}", "steps")
         if self.warmup_steps < 0:
-            raise ConfigError(f"--warmup must be >= 0, got {self.warmup_steps}")
+            raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}",
+                              "warmup_steps")
         if self.base.device != "cpu" or self.base.mode != "train":
             raise ConfigError("dlbench net trains on the CPU (one gloo rank per emulated host)")
         if self.base.precision not in ("fp32", "bf16"):
-            raise ConfigError("dlbench net runs on the CPU: --precision fp32 or bf16")
+            raise ConfigError(f"precision must be fp32 or bf16: dlbench net runs on the CPU; "
+                              f"got {self.base.precision!r}", "precision")
 
     @property
     def label(self) -> str:

@@ -81,55 +81,63 @@ class ScalingConfig(OnThroughputConfig):
 
     def __post_init__(self) -> None:
         if self.comm_profile_steps < 0:
-            raise ConfigError(f"the profiled steps must be >= 0, got {self.comm_profile_steps}")
+            raise ConfigError(f"comm_profile_steps must be >= 0, got {self.comm_profile_steps}",
+                              "comm_profile_steps")
         if self.gpus < 1:
-            raise ConfigError(f"--gpus must be >= 1, got {self.gpus}")
-        choice("--strategy", self.strategy, STRATEGIES)
-        choice("--interconnect", self.interconnect, INTERCONNECT_PROFILES)
-        choice("--backend", self.backend, BACKENDS)
+            raise ConfigError(f"gpus must be >= 1, got {self.gpus}", "gpus")
+        choice("strategy", self.strategy, STRATEGIES)
+        choice("interconnect", self.interconnect, INTERCONNECT_PROFILES)
+        choice("backend", self.backend, BACKENDS)
         if self.bucket_mb <= 0:
-            raise ConfigError(f"--bucket-mb must be > 0, got {self.bucket_mb}")
+            raise ConfigError(f"bucket_mb must be > 0, got {self.bucket_mb}", "bucket_mb")
         if self.nnodes < 1 or self.gpus % self.nnodes:
-            raise ConfigError(f"--gpus ({self.gpus} in all) must be a multiple of --nnodes "
-                              f"({self.nnodes})")
+            raise ConfigError(f"gpus ({self.gpus} in all) must be a multiple of nnodes "
+                              f"({self.nnodes})", "gpus", also=("nnodes",))
         if self.strategy == "dp" and self.nnodes > 1:
-            raise ConfigError("--strategy dp is one process on one host; use ddp or ps across nodes")
+            raise ConfigError("strategy dp is one process on one host; use ddp or ps across "
+                              "nodes", "strategy")
         if self.base.mode != "train" or self.base.method != "standard":
-            raise ConfigError("dlbench scale measures training (--mode train, --method standard)")
+            raise ConfigError('dlbench scale measures training (mode="train", '
+                              'method="standard")')
         self._check_tp()
         if self.offload and self.strategy not in OFFLOAD_STRATEGIES:
-            raise ConfigError(f"--offload is FSDP2's CPU offload of its shards: it applies to "
-                              f"--strategy fsdp and fsdp+tp, not {self.strategy}; drop --offload "
-                              f"or use --strategy fsdp")
+            raise ConfigError(f"offload is FSDP2's CPU offload of its shards: it applies to "
+                              f"strategy fsdp and fsdp+tp, not {self.strategy}; drop "
+                              f'offload=True or use strategy="fsdp"', "offload",
+                              also=("strategy",))
         if self.fp8 and self.strategy not in FP8_STRATEGIES:
-            raise ConfigError(f"--fp8 applies to --strategy {', '.join(FP8_STRATEGIES)}, not "
-                              f"{self.strategy}; drop --fp8 or use one of those")
+            raise ConfigError(f"fp8 applies to strategy {', '.join(FP8_STRATEGIES)}, not "
+                              f"{self.strategy}; drop fp8=True or use one of those", "fp8",
+                              also=("strategy",))
 
     def _check_tp(self) -> None:
         """Resolve and check the TP degree (a frozen field, set once here)."""
         if self.strategy not in TP_STRATEGIES:
             if self.tp is not None:
-                raise ConfigError(f"--tp applies to --strategy fsdp+tp, not {self.strategy}")
+                raise ConfigError(f"tp applies to strategy fsdp+tp, not {self.strategy}", "tp",
+                                  also=("strategy",))
             return
         per_host = self.gpus // self.nnodes
         if self.strategy == "tp":
             if self.tp is not None and self.tp != self.gpus:
-                raise ConfigError(f"--strategy tp splits the model over all --gpus ({self.gpus}); "
-                                  f"for TP groups of {self.tp}, use --strategy fsdp+tp --tp "
-                                  f"{self.tp}")
+                raise ConfigError(f"strategy tp splits the model over all gpus ({self.gpus}); "
+                                  f'for TP groups of {self.tp}, use strategy="fsdp+tp", '
+                                  f"tp={self.tp}", "strategy", also=("gpus",))
             if self.nnodes > 1:
-                raise ConfigError("--strategy tp keeps its group on one host (an all-reduce per "
-                                  "block and pass); across hosts use --strategy fsdp+tp")
+                raise ConfigError("strategy tp keeps its group on one host (an all-reduce per "
+                                  'block and pass); across hosts use strategy="fsdp+tp"',
+                                  "strategy")
             object.__setattr__(self, "tp", self.gpus)
         elif self.tp is None:
             object.__setattr__(self, "tp", DEFAULT_TP if per_host % DEFAULT_TP == 0 else 1)
         if self.tp < 1 or per_host % self.tp:
-            raise ConfigError(f"--tp {self.tp} must divide the GPUs per host ({per_host}): a TP "
-                              "group stays on one host")
+            raise ConfigError(f"tp {self.tp} must divide the GPUs per host ({per_host}): a TP "
+                              "group stays on one host", "tp")
         if self.base.precision == "fp16":
             # GradScaler's found-inf flag is per rank; a TP group would skip steps apart.
-            raise ConfigError(f"--strategy {self.strategy} runs fp32, tf32 or bf16 (fp16's loss "
-                              "scaling would need its overflow check agreed across the TP group)")
+            raise ConfigError(f"strategy {self.strategy} runs fp32, tf32 or bf16 (fp16's loss "
+                              "scaling would need its overflow check agreed across the TP group)",
+                              "strategy")
 
     @property
     def tp_degree(self) -> int:

@@ -100,37 +100,39 @@ class ServeConfig:
     mode: ClassVar[str] = "serve"
 
     def __post_init__(self) -> None:
-        choice("--api", self.api, APIS)
-        choice("--fixed-length", self.fixed_length, FIXED_LENGTH)
+        choice("api", self.api, APIS)
+        choice("fixed_length", self.fixed_length, FIXED_LENGTH)
         if (self.concurrency is None) == (self.rate is None):
-            raise ConfigError("a load point is --concurrency N or --rate R, one of them")
+            raise ConfigError("a load point is concurrency=N or rate=R, one of them")
         if self.concurrency is not None and self.concurrency < 1:
-            raise ConfigError(f"--concurrency must be >= 1, got {self.concurrency}")
+            raise ConfigError(f"concurrency must be >= 1, got {self.concurrency}", "concurrency")
         if self.rate is not None and not (self.rate > 0 and math.isfinite(self.rate)):
-            raise ConfigError(f"--rate must be a finite number > 0 requests/s, got {self.rate} "
-                              "(all requests at once: --concurrency N --num-requests N)")
+            raise ConfigError(f"rate must be a finite number > 0 requests/s, got {self.rate} "
+                              "(all requests at once: concurrency=N, num_requests=N)", "rate")
         if not self.burstiness > 0:
-            raise ConfigError(f"--burstiness must be > 0, got {self.burstiness}")
+            raise ConfigError(f"burstiness must be > 0, got {self.burstiness}", "burstiness")
         if self.prompt_len < 1:
-            raise ConfigError(f"--prompt-len must be >= 1 token, got {self.prompt_len}")
+            raise ConfigError(f"prompt_len must be >= 1 token, got {self.prompt_len}",
+                              "prompt_len")
         if self.output_len < 2:
-            raise ConfigError(f"--output-len must be >= 2 tokens (TPOT needs a second one), "
-                              f"got {self.output_len}")
+            raise ConfigError(f"output_len must be >= 2 tokens (TPOT needs a second one), "
+                              f"got {self.output_len}", "output_len")
         if (self.num_requests is None) == (self.duration_s is None):
-            raise ConfigError("a load point runs --num-requests N or --duration S, one of them")
+            raise ConfigError("a load point runs num_requests=N or duration_s=S, one of them")
         if self.num_requests is not None and self.num_requests < 1:
-            raise ConfigError(f"--num-requests must be >= 1, got {self.num_requests}")
+            raise ConfigError(f"num_requests must be >= 1, got {self.num_requests}",
+                              "num_requests")
         if self.duration_s is not None and not self.duration_s > 0:
-            raise ConfigError(f"--duration must be > 0 s, got {self.duration_s}")
+            raise ConfigError(f"duration_s must be > 0 s, got {self.duration_s}", "duration_s")
         if self.warmup_requests < 0:
-            raise ConfigError(f"--warmup must be >= 0 requests, got {self.warmup_requests}")
-        for flag, v in (("--request-timeout", self.request_timeout_s),
-                        ("--stall-timeout", self.stall_timeout_s),
-                        ("--late-threshold", self.late_threshold_s)):
-            if not v > 0:
-                raise ConfigError(f"{flag} must be > 0 s, got {v}")
+            raise ConfigError(f"warmup_requests must be >= 0 requests, got "
+                              f"{self.warmup_requests}", "warmup_requests")
+        for name in ("request_timeout_s", "stall_timeout_s", "late_threshold_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0 s, got {getattr(self, name)}", name)
         if self.telemetry_interval_s is not None and not self.telemetry_interval_s > 0:
-            raise ConfigError("the telemetry interval must be > 0 s (None switches it off)")
+            raise ConfigError(f"telemetry_interval_s must be > 0 s (None switches telemetry "
+                              f"off); got {self.telemetry_interval_s}", "telemetry_interval_s")
 
     #: What may differ between two records of the same load point.
     _NOT_IDENTITY = ("warmup_requests", "slo_ttft_s", "slo_tpot_s", "slo_e2e_s",

@@ -124,63 +124,75 @@ class ThroughputConfig:
         if self.method in compat.METHODS:  # stored (or typed) under its old name
             object.__setattr__(self, "method", compat.current(compat.METHODS, self.method))
         if self.batch_size < 1:
-            raise ConfigError(f"-b/--batch-size must be >= 1, got {self.batch_size}")
-        choice("--mode", self.mode, MODES)
-        choice("--precision", self.precision, PRECISIONS)
-        choice("--optimizer", self.optimizer, OPTIMIZERS)
-        choice("--method", self.method, METHODS)
+            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}", "batch_size")
+        choice("mode", self.mode, MODES)
+        choice("precision", self.precision, PRECISIONS)
+        choice("optimizer", self.optimizer, OPTIMIZERS)
+        choice("method", self.method, METHODS)
         if self.compile is not None:
-            choice("--compile", self.compile, COMPILE_MODES)
+            choice("compile", self.compile, COMPILE_MODES)
         if self.input_size is not None and self.input_size < 1:
-            raise ConfigError(f"--input-size/--seq-len must be >= 1, got {self.input_size}")
+            raise ConfigError(f"input_size must be >= 1, got {self.input_size}", "input_size")
         if not (self.device in DEVICES or self.device.startswith("cuda:")):
-            raise ConfigError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
-        if self.warmup_steps < 0 or self.warmup_seconds < 0:
-            raise ConfigError("--warmup must be >= 0")
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}",
+                              "device")
+        if self.warmup_steps < 0:
+            raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}",
+                              "warmup_steps")
+        if self.warmup_seconds < 0:
+            raise ConfigError(f"warmup_seconds must be >= 0, got {self.warmup_seconds}",
+                              "warmup_seconds")
         if self.profile_steps < 0:
-            raise ConfigError(f"--profile must be >= 0 steps, got {self.profile_steps}")
+            raise ConfigError(f"profile_steps must be >= 0 steps, got {self.profile_steps}",
+                              "profile_steps")
         if self.telemetry_interval_s is not None and not self.telemetry_interval_s > 0:
-            raise ConfigError("the telemetry interval must be > 0 s (None switches it off); "
-                              f"got {self.telemetry_interval_s}")
+            raise ConfigError(f"telemetry_interval_s must be > 0 s (None switches telemetry "
+                              f"off); got {self.telemetry_interval_s}", "telemetry_interval_s")
         if self.checkpointing and self.mode != "train":
-            raise ConfigError("--checkpointing needs --mode train: eval keeps no activations "
-                              "for a backward pass")
-        choice("--checkpointing", self.checkpoint_policy, CHECKPOINT_POLICIES)
+            raise ConfigError('checkpointing needs mode="train": eval keeps no activations for '
+                              "a backward pass", "checkpointing")
+        choice("checkpoint_policy", self.checkpoint_policy, CHECKPOINT_POLICIES)
         if self.checkpoint_policy != "full" and not self.checkpointing:
-            raise ConfigError(f"a {self.checkpoint_policy} checkpointing policy needs "
-                              "checkpointing on (--checkpointing selective)")
-        choice("--optimizer-impl", self.optimizer_impl, OPTIMIZER_IMPLS)
+            raise ConfigError(f'checkpoint_policy="{self.checkpoint_policy}" needs '
+                              "checkpointing=True: the policy says what checkpointed blocks "
+                              "recompute", "checkpoint_policy")
+        choice("optimizer_impl", self.optimizer_impl, OPTIMIZER_IMPLS)
         if self.attention is not None:
-            choice("--attention", self.attention, ATTENTION_BACKENDS)
+            choice("attention", self.attention, ATTENTION_BACKENDS)
         if self.compile_loss and not self.compile:
-            raise ConfigError("--compile-loss needs --compile: it widens the compiled graph "
-                              "from the model to the model and its loss")
+            raise ConfigError("compile_loss needs compile: it widens the compiled graph from the "
+                              "model to the model and its loss", "compile_loss", also=("compile",))
         if self.compile_loss and (self.mode != "train" or self.method != "standard"):
-            raise ConfigError("--compile-loss needs --mode train with --method standard: "
-                              "only that step computes a loss")
+            raise ConfigError('compile_loss needs mode="train" with method="standard": only that '
+                              "step computes a loss", "compile_loss")
         if self.cuda_graph:
             self._check_graph()
-        choice("--framework", self.framework, FRAMEWORKS)
+        choice("framework", self.framework, FRAMEWORKS)
         if self.framework != "torch":
             self._check_framework()
 
     def _check_framework(self) -> None:
         # PyTorch's levers have no JAX meaning: XLA always compiles the whole step, and its
-        # layout, fusion and kernel choices are its own.
-        levers = {"--compile": self.compile, "--compile-loss": self.compile_loss,
-                  "--cuda-graph": self.cuda_graph, "--channels-last": self.channels_last,
-                  "--checkpointing": self.checkpointing, "--attention": self.attention,
-                  "--pad-vocab": self.pad_vocab, "--profile": self.profile_steps,
-                  "--optimizer-impl": self.optimizer_impl != "default",
-                  "--no-autotune": not self.autotune}
-        used = [flag for flag, value in levers.items() if value]
+        # layout, fusion and kernel choices are its own. A switch is named with the value that
+        # turned it on (cuda_graph=True, autotune=False), a lever with a value by its name.
+        levers = (("compile", self.compile is not None), ("compile_loss=True", self.compile_loss),
+                  ("cuda_graph=True", self.cuda_graph),
+                  ("channels_last=True", self.channels_last),
+                  ("checkpointing=True", self.checkpointing),
+                  ("attention", self.attention is not None), ("pad_vocab=True", self.pad_vocab),
+                  ("profile_steps", self.profile_steps > 0),
+                  ("optimizer_impl", self.optimizer_impl != "default"),
+                  ("autotune=False", not self.autotune))
+        used = [lever for lever, on in levers if on]
         if used:
-            raise ConfigError(f"{', '.join(used)} with --framework {self.framework}: a PyTorch "
+            raise ConfigError(f'{", ".join(used)} with framework="{self.framework}": a PyTorch '
                               "lever; JAX's step is always jit-compiled by XLA, which picks "
-                              "layout and kernels itself; drop the flag or use --framework torch")
+                              'layout and kernels itself; drop it or use framework="torch"',
+                              "framework", also=[u for u in used if "=" not in u])
         if self.precision not in ("fp32", "tf32", "bf16"):
-            raise ConfigError(f"--precision {self.precision} with --framework jax: JAX has no "
-                              "loss scaling here; use bf16 (no scaling needed), tf32 or fp32")
+            raise ConfigError(f'precision {self.precision} with framework="{self.framework}": '
+                              "JAX has no loss scaling here; use bf16 (no scaling needed), tf32 "
+                              "or fp32", "precision")
 
     def _check_graph(self) -> None:
         # GradScaler hands a fused optimizer its overflow flag as a tensor, and the fused
@@ -188,17 +200,19 @@ class ThroughputConfig:
         # host every step, a sync no capture can hold.
         if (self.mode == "train" and self.method == "standard" and self.precision == "fp16"
                 and self.optimizer_impl != "fused"):
-            raise ConfigError("--cuda-graph with fp16 training needs --optimizer-impl fused: "
-                              "with other optimizer kernels GradScaler reads its overflow flag "
-                              "on the host every step; add --optimizer-impl fused (or use bf16, "
-                              "which needs no loss scaling)")
+            raise ConfigError('cuda_graph with fp16 training needs optimizer_impl="fused": with '
+                              "other optimizer kernels GradScaler reads its overflow flag on the "
+                              'host every step; add optimizer_impl="fused" (or use bf16, which '
+                              "needs no loss scaling)", "cuda_graph")
         if self.compile in ("reduce-overhead", "max-autotune"):
-            raise ConfigError(f"--cuda-graph with --compile {self.compile}: that compile mode "
-                              "captures CUDA graphs itself; use --compile default or "
-                              "max-autotune-no-cudagraphs with --cuda-graph")
+            raise ConfigError(f'cuda_graph with compile="{self.compile}": that compile mode '
+                              'captures CUDA graphs itself; use compile="default" or '
+                              'compile="max-autotune-no-cudagraphs" with cuda_graph=True',
+                              "cuda_graph")
         if self.checkpointing:
-            raise ConfigError("--cuda-graph with --checkpointing: recomputation saves and "
-                              "restores the RNG state, which a graph capture forbids; pick one")
+            raise ConfigError("cuda_graph with checkpointing: recomputation saves and restores "
+                              "the RNG state, which a graph capture forbids; pick one",
+                              "cuda_graph", also=("checkpointing",))
 
     # Identity: what makes two measurements "the same config" (for --resume and comparisons).
     # The stopping rule and warm-up change how well a figure is known, not what it measures.

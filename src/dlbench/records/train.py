@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from dlbench.config import BACKENDS, ConfigError, choice
+from dlbench.config import BACKENDS, FRAMEWORKS, ConfigError, choice
 from dlbench.measure.stats import percentile
 from dlbench.records.base import Record, asdict, known_fields
 
@@ -96,44 +96,46 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
-            raise ConfigError(f"-b/--batch-size must be >= 1, got {self.batch_size}")
+            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}", "batch_size")
         if self.gpus < 1:
-            raise ConfigError(f"--gpus must be >= 1, got {self.gpus}")
+            raise ConfigError(f"gpus must be >= 1, got {self.gpus}", "gpus")
         if not 0.0 < self.target <= 1.0:
-            raise ConfigError(f"--target is an accuracy in (0, 1], got {self.target}")
+            raise ConfigError(f"target is an accuracy in (0, 1], got {self.target}", "target")
         if self.max_epochs < 1:
-            raise ConfigError(f"--max-epochs must be >= 1, got {self.max_epochs}")
-        choice("--loader", self.loader, LOADERS)
-        choice("--optimizer", self.optimizer, TRAIN_OPTIMIZERS)
-        choice("--precision", self.precision, TRAIN_PRECISIONS)
-        choice("--backend", self.backend, BACKENDS)
+            raise ConfigError(f"max_epochs must be >= 1, got {self.max_epochs}", "max_epochs")
+        choice("loader", self.loader, LOADERS)
+        choice("optimizer", self.optimizer, TRAIN_OPTIMIZERS)
+        choice("precision", self.precision, TRAIN_PRECISIONS)
+        choice("backend", self.backend, BACKENDS)
         if self.workers < 0:
-            raise ConfigError(f"--workers must be >= 0, got {self.workers}")
+            raise ConfigError(f"workers must be >= 0, got {self.workers}", "workers")
         if self.lr is not None and not self.lr > 0:
-            raise ConfigError(f"--lr must be > 0, got {self.lr}")
-        for flag, v in (("--weight-decay", self.weight_decay),
-                        ("--warmup-epochs", self.warmup_epochs),
-                        ("--decay-epochs", self.decay_epochs)):
+            raise ConfigError(f"lr must be > 0, got {self.lr}", "lr")
+        for name in ("weight_decay", "warmup_epochs", "decay_epochs"):
+            v = getattr(self, name)
             if v is not None and not (v >= 0 and math.isfinite(v)):
-                raise ConfigError(f"{flag} must be a finite number >= 0, got {v}")
+                raise ConfigError(f"{name} must be a finite number >= 0, got {v}", name)
         if self.throughput_steps < 0:
-            raise ConfigError("--throughput-steps must be >= 0")
+            raise ConfigError(f"throughput_steps must be >= 0, got {self.throughput_steps}",
+                              "throughput_steps")
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
-            raise ConfigError(f"--device must be auto, cpu or cuda, got {self.device!r}")
-        if self.framework not in ("torch", "jax"):
-            raise ConfigError(f"--framework must be torch or jax, got {self.framework!r}")
+            raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}", "device")
+        choice("framework", self.framework, FRAMEWORKS)
         if self.framework == "jax":
             self._check_jax()
 
     def _check_jax(self) -> None:
         # The JAX loop is one device with the dataset staged on it, no augmentation written.
-        for flag, bad in (("--gpus > 1", self.gpus > 1), ("--loader dataloader",
-                          self.loader != "gpu"), ("--augment", self.augment),
-                          (f"--precision {self.precision}", self.precision == "fp16")):
+        # Each field it refuses, with the value that was given.
+        for name, value, bad in (("gpus", self.gpus, self.gpus > 1),
+                                 ("loader", f'"{self.loader}"', self.loader != "gpu"),
+                                 ("augment", True, self.augment),
+                                 ("precision", f'"{self.precision}"', self.precision == "fp16")):
             if bad:
-                raise ConfigError(f"{flag} with --framework jax: the JAX run is one device, the "
-                                  "dataset held on it (--loader gpu), no augmentation, fp32/"
-                                  "tf32/bf16; drop the flag or use --framework torch")
+                raise ConfigError(f'{name}={value} with framework="jax": the JAX run is one '
+                                  'device, the dataset held on it (loader="gpu"), no '
+                                  "augmentation, fp32/tf32/bf16; drop it or use "
+                                  'framework="torch"', name)
 
     # Not identity: where the files were, which device name was typed, and the side measurements.
     _NOT_IDENTITY = ("data_dir", "device", "throughput_steps")

@@ -1,0 +1,225 @@
+"""A config's error names its fields; the command line prints the flags that set them.
+
+The configs are built from Python (``dlbench.measure_throughput``, ``ThroughputConfig``) as well
+as from the command line: their checks speak of fields (``precision``, ``batch_size``), never of
+flags a Python caller did not pass, and ``dlbench.commands.common.as_flags`` spells the fields as
+flags when the command line prints the error, so its users read what they read before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import dlbench
+from conftest import FAST_STOP
+from fakes.cli import run as run_cli
+from fakes.pages import assert_says
+from dlbench.cli import build_parser
+from dlbench.commands.common import FIELD_FLAGS, as_flags
+from dlbench.config import ConfigError
+from dlbench.records.scaling import ScalingConfig
+from dlbench.records.throughput import ThroughputConfig
+from dlbench.store import StoreError
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "dlbench"
+
+#: The modules whose checks name fields: every record kind and its config, the shared config,
+#: the stopping rule, the device checks every config passes before it runs, and the
+#: interconnect profiles a scaling config names.
+FIELD_MODULES = sorted([*SRC.glob("records/*.py"), SRC / "config.py", SRC / "measure/stopping.py",
+                        SRC / "workloads/devices.py", SRC / "launch/interconnect.py"])
+
+#: Flag strings that stay in those modules, each with why.
+FLAGS_ALLOWED = {
+    ("records/compat.py", "--seed004"): "old flag -> today's: data about flags, not a message",
+    ("records/compat.py", "--ps-cluster"): "old flag -> today's: data about flags, not a message",
+    ("records/train.py", "; try a smaller --lr or more --warmup-epochs)"):
+        "a diverged training run's stored error; only 'dlbench train' starts one",
+    ("records/train.py", "; raise --max-epochs or lower --target"):
+        "a training run's stored error when it missed its target; only 'dlbench train' "
+        "starts one",
+}
+
+#: Fields an error may name that no flag sets (reached from Python alone).
+NO_FLAG = {"comm_profile_steps": "--no-profile-comm turns it off; no count is typed",
+           "confidence": "the stopping rule's level: no flag sets it"}
+
+_FLAG = re.compile(r"(?<![\w-])--[a-z]")
+_ERRORS = {"ConfigError", "StopRuleError", "UnsupportedError"}
+
+
+def _strings(path: Path) -> list[str]:
+    """The string literals of a module, its docstrings left out (they document both audiences)."""
+    tree = ast.parse(path.read_text())
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and id(node) not in docs]
+
+
+def _named_fields(path: Path) -> set[str]:
+    """The field names a module's errors give literally: ``ConfigError(msg, "field",
+    also=(...))`` and ``choice("field", ...)``."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            continue
+        args = []
+        if node.func.id in _ERRORS:
+            args = node.args[1:2] + [v for kw in node.keywords if kw.arg == "also"
+                                     for v in getattr(kw.value, "elts", [])]
+        elif node.func.id == "choice":
+            args = node.args[:1]
+        names |= {a.value for a in args if isinstance(a, ast.Constant)}
+    return names
+
+
+def test_no_flag_strings_in_the_layers_below_the_command_line():
+    found = {(str(path.relative_to(SRC)), text) for path in FIELD_MODULES
+             for text in _strings(path) if _FLAG.search(text)}
+    assert found == set(FLAGS_ALLOWED), sorted(found ^ set(FLAGS_ALLOWED))
+
+
+def test_the_scan_finds_a_flag_in_a_message_and_skips_docstrings(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('"""Set by --precision."""\n\n'
+                      'def check(p):\n'
+                      '    """--precision: checked."""\n'
+                      '    raise ConfigError(f"{p} refused: use " "--precision bf16",\n'
+                      '                      "precision")\n')
+    assert [t for t in _strings(module) if _FLAG.search(t)] == [" refused: use --precision bf16"]
+    assert _named_fields(module) == {"precision"}
+
+
+def test_every_field_an_error_names_has_a_flag_or_a_reason():
+    named = set().union(*(_named_fields(path) for path in FIELD_MODULES))
+    assert {"precision", "batch_size", "min_steps", "cuda_graph", "strategy"} <= named
+    assert named - set(FIELD_FLAGS) == set(NO_FLAG), named - set(FIELD_FLAGS)
+
+
+def _options() -> set[str]:
+    """Every option string the command line's parsers define (hidden old spellings too)."""
+    found, parsers = set(), [build_parser()]
+    while parsers:
+        p = parsers.pop()
+        for action in p._actions:
+            found.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+    return found
+
+
+def test_every_flag_in_the_table_is_one_the_parsers_define():
+    options = _options()
+    for field, flags in FIELD_FLAGS.items():
+        for flag in flags.split("/"):
+            assert flag.split()[0] in options, (field, flag)
+
+
+# -- as_flags: what the command line prints ------------------------------------------------------
+@pytest.mark.parametrize("error, printed", [
+    (ConfigError("batch_size must be >= 1, got 0", "batch_size"),
+     "-b/--batch-size must be >= 1, got 0"),
+    # advice as keyword arguments, anywhere: a value, a switch on, a switch off
+    (ConfigError('precision fp16 with framework="jax": use precision="bf16"', "precision"),
+     "--precision fp16 with --framework jax: use --precision bf16"),
+    (ConfigError("cuda_graph=True, autotune=False with tp=2", "framework"),
+     "--cuda-graph, --no-autotune with --tp 2"),
+    # the leading field where it starts the message; the word elsewhere may be prose
+    (ConfigError("offload is FSDP2's CPU offload of its shards; drop offload=True", "offload"),
+     "--offload is FSDP2's CPU offload of its shards; drop --offload"),
+    # other fields named bare only where the error lists them
+    (ConfigError("gpus (4 in all) must be a multiple of nnodes (3)", "gpus", also=("nnodes",)),
+     "--gpus (4 in all) must be a multiple of --nnodes (3)"),
+    (ConfigError('cuda_graph with compile="max-autotune": that compile mode captures graphs',
+                 "cuda_graph"),
+     "--cuda-graph with --compile max-autotune: that compile mode captures graphs"),
+    (ConfigError("timing graph needs a graph", "timing"), "--timing graph needs a graph"),
+    # what a user typed is quoted, and stays as typed
+    (ConfigError("mode must be one of train, eval; got 'mode'", "mode"),
+     "--mode must be one of train, eval; got 'mode'"),
+    # an error about no field, and a name no flag sets
+    (ConfigError("a load point is concurrency=N or rate=R, one of them"),
+     "a load point is --concurrency N or --rate R, one of them"),
+    (ConfigError("confidence must be in [0.5, 1), got 2", "confidence"),
+     "confidence must be in [0.5, 1), got 2"),
+    (StoreError("x.db: not a dlbench store (precision=fp8)"),
+     "x.db: not a dlbench store (precision=fp8)"),
+])
+def test_as_flags_spells_the_fields_an_error_names(error, printed):
+    assert as_flags(error) == printed
+
+
+# -- one error, two audiences -------------------------------------------------------------------
+QUICK = dict(device="cpu", stop=FAST_STOP, warmup_steps=1, warmup_seconds=0.0)
+CPU = ["--device", "cpu", "--db"]
+
+#: (a Python call, what it raises, the same config on the command line, the line it prints)
+BOTH = [
+    (lambda: dlbench.measure_throughput("tiny_cnn", 2, precision="fp8", **QUICK),
+     "precision fp8 is not implemented in dlbench yet; use bf16 or fp16",
+     ["throughput", "-m", "tiny_cnn", "-b", "2", "--precision", "fp8"],
+     "--precision fp8 is not implemented in dlbench yet; use bf16 or fp16"),
+    (lambda: dlbench.measure_throughput("tiny_cnn", 2, precision="fp16", cuda_graph=True,
+                                        **QUICK),
+     'cuda_graph with fp16 training needs optimizer_impl="fused"',
+     ["throughput", "-m", "tiny_cnn", "-b", "2", "--precision", "fp16", "--cuda-graph", "on"],
+     "--cuda-graph with fp16 training needs --optimizer-impl fused"),
+    (lambda: dlbench.measure_throughput("tiny_gpt", 2, attention="flash", **QUICK),
+     'attention flash is a CUDA kernel; on the CPU use attention="math"',
+     ["throughput", "-m", "tiny_gpt", "-b", "2", "--attention", "flash"],
+     "--attention flash is a CUDA kernel; on the CPU use --attention math"),
+    (lambda: dlbench.measure_throughput("tiny_cnn", 2, mode="eval", checkpointing=True, **QUICK),
+     'checkpointing needs mode="train"',
+     ["throughput", "-m", "tiny_cnn", "-b", "2", "--mode", "eval", "--checkpointing"],
+     "--checkpointing needs --mode train"),
+    (lambda: dlbench.StopRule(min_steps=10, max_steps=5),
+     "max_steps (5) must be >= min_steps (10)",
+     ["throughput", "-m", "tiny_cnn", "-b", "2", "--min-steps", "10", "--max-steps", "5"],
+     "--max-steps (5) must be >= --min-steps (10)"),
+    (lambda: ScalingConfig(base=ThroughputConfig(model="tiny_cnn", batch_size=2), gpus=2,
+                           strategy="ddp", offload=True),
+     "offload is FSDP2's CPU offload of its shards: it applies to strategy fsdp and fsdp+tp, "
+     'not ddp; drop offload=True or use strategy="fsdp"',
+     ["scale", "-m", "tiny_cnn", "--gpus", "2", "--strategy", "ddp", "--offload"],
+     "--offload is FSDP2's CPU offload of its shards: it applies to --strategy fsdp and "
+     "fsdp+tp, not ddp; drop --offload or use --strategy fsdp"),
+]
+
+
+@pytest.mark.parametrize("call, said", [(call, said) for call, said, _, _ in BOTH])
+def test_python_reads_the_field(call, said):
+    with pytest.raises(ConfigError) as err:
+        call()
+    text = str(err.value)
+    assert text.startswith(said) and not _FLAG.search(text), text
+    assert err.value.field and text.startswith(err.value.field)
+
+
+@pytest.mark.parametrize("argv, printed", [(argv, printed) for _, _, argv, printed in BOTH])
+def test_the_command_line_reads_the_flag(tmp_path, argv, printed):
+    p = run_cli(*argv, *CPU, str(tmp_path / "x.db"))
+    assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stderr)
+    [line] = p.stderr.strip().splitlines()
+    assert line.startswith(f"error: {printed}"), line
+    assert not (tmp_path / "x.db").exists()  # refused before anything ran
+
+
+def test_docs_api_quotes_the_errors_as_python_reads_them():
+    page = (SRC.parents[1] / "docs" / "api.md").read_text()
+    with pytest.raises(ConfigError) as err:
+        ThroughputConfig(model="tiny_cnn", batch_size=0)
+    assert_says(page, f"`{err.value}`")
+    with pytest.raises(ConfigError) as err:
+        ThroughputConfig(model="tiny_cnn", batch_size=2, precision="fp16", cuda_graph=True)
+    assert_says(page, f"`{str(err.value).split(':')[0]}`")
+    said = BOTH[0][1]
+    assert_says(page, f"`{said}`")
+    assert_says(page, "`err.field` is the field's name")
