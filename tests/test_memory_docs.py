@@ -12,7 +12,9 @@ import json
 from pathlib import Path
 
 import torch
-from fakes.pages import H, assert_says, store_fixture
+from fakes.pages import H, assert_says, rate, store_fixture
+from fakes.pages import flags_but_one_process as flags
+from fakes.pages import halfwidth as hw
 
 from dlbench.cli import build_parser
 from dlbench.models import get_model
@@ -43,21 +45,6 @@ def says(text: str) -> None:
 
 h100 = store_fixture(H.H100)
 h200 = store_fixture(H.H200_4)
-
-
-def rate(r) -> float:
-    return r.summary().throughput * r.units_per_sample
-
-
-def hw(r) -> str:
-    return "±" + fmt_pct(r.summary().rel_halfwidth)
-
-
-def flags(r) -> list[str]:
-    """A record's flags but ``one process``, which the page says once per sentence."""
-    every = H.record_flags(r)
-    assert "one process" in every
-    return [f for f in every if f != "one process"]
 
 
 def test_the_study_it_opens_with():

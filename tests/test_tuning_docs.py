@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 from fakes.cli import script
-from fakes.pages import H, assert_says, store_fixture
+from fakes.pages import H, assert_says, rate, store_fixture
+from fakes.pages import flags_but_one_process as flags
+from fakes.pages import halfwidth as hw
 
 from dlbench.cli import build_parser
 from dlbench.measure.kernels import summarise
@@ -63,21 +65,6 @@ def says(text: str) -> None:
 
 
 store = store_fixture(H.H100)
-
-
-def rate(r) -> float:
-    return r.summary().throughput * r.units_per_sample
-
-
-def hw(r) -> str:
-    return "±" + fmt_pct(r.summary().rel_halfwidth)
-
-
-def flags(r) -> list[str]:
-    """A record's flags but ``one process``, which the page says once per sentence or table."""
-    every = H.record_flags(r)
-    assert "one process" in every
-    return [f for f in every if f != "one process"]
 
 
 def gpu(r) -> dict:

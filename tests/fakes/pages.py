@@ -69,3 +69,21 @@ def sigterm_run(store: Any, run_id: str, folder: Path, says: Any) -> tuple[Any, 
     assert f"command: {run.command}\n" in text
     assert "SIGTERM to the dlbench process, 8 s after both ranks were on the GPUs" in text
     return run, text
+
+
+def rate(r: Any) -> float:
+    """A throughput record's figure in its unit (tokens, not sequences, for a language model)."""
+    return r.summary().throughput * r.units_per_sample
+
+
+def halfwidth(r: Any) -> str:
+    """A record's ±95% interval as the pages write it (``±0.41%``)."""
+    from dlbench.report.table import fmt_pct
+    return "±" + fmt_pct(r.summary().rel_halfwidth)
+
+
+def flags_but_one_process(r: Any) -> list[str]:
+    """A one-process record's flags but ``one process``, which a page says once for many."""
+    every = H.record_flags(r)
+    assert "one process" in every
+    return [f for f in every if f != "one process"]

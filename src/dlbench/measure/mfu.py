@@ -141,7 +141,7 @@ def measured_peaks(peak_records: Iterable[Any]) -> dict[str, dict[str, float]]:
     return {dev: {p: v for p, (v, _) in _latest(recs).items()} for dev, recs in by_dev.items()}
 
 
-def _index(device: str | None) -> int:
+def device_index(device: str | None) -> int:
     """``cuda:3`` -> 3; ``auto``/``cuda`` -> 0 (the first visible GPU, which env lists first)."""
     if device and device.startswith("cuda:"):
         try:
@@ -162,7 +162,7 @@ def card_of(env: Mapping[str, Any], device: str | None) -> tuple[str | None, str
     if _on_cpu(env, device):
         return None, device_key({**env, "accelerator": "cpu"})
     gpus = env.get("gpus") or []
-    i = _index(device)
+    i = device_index(device)
     gpu = gpus[i] if i < len(gpus) else {}
     return gpu.get("uuid"), gpu.get("name") or device_key(env)
 

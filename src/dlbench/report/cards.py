@@ -14,7 +14,7 @@ import json
 from importlib import resources
 from typing import Any, Sequence
 
-from dlbench.measure.mfu import device_key, measured_peaks
+from dlbench.measure.mfu import device_index, device_key, measured_peaks
 from dlbench.report.table import Table, fmt_num
 
 
@@ -24,17 +24,6 @@ def card_spreads() -> dict[str, Any]:
     ``benchmarks/card_spread.py`` from the committed stores)."""
     text = resources.files("dlbench.reference").joinpath("card_spread.json").read_text()
     return json.loads(text)
-
-
-
-def _device_index(device: str | None) -> int:
-    """``cuda:3`` -> 3; ``auto``/``cuda`` -> 0 (the first visible GPU, which env lists first)."""
-    if device and device.startswith("cuda:"):
-        try:
-            return int(device.split(":", 1)[1])
-        except ValueError:
-            return 0
-    return 0
 
 
 def card_uuids(r: Any) -> tuple[str, ...]:
@@ -48,11 +37,11 @@ def card_uuids(r: Any) -> tuple[str, ...]:
     if r.kind == "generate" and c.device == "cpu":  # a CPU run on a GPU host: no card
         return ()
     if r.kind in ("throughput", "generate"):
-        used = [_device_index(c.device)]
+        used = [device_index(c.device)]
     elif r.kind == "maxbatch":
-        used = [_device_index(c.base.device)]
+        used = [device_index(c.base.device)]
     elif r.kind == "peak":
-        used = [_device_index(c.device)] + ([_device_index(c.peer)] if c.peer else [])
+        used = [device_index(c.device)] + ([device_index(c.peer)] if c.peer else [])
     elif r.kind == "scaling":
         used = list(range(max(1, c.gpus // max(1, c.nnodes))))
     elif r.kind == "comm":
