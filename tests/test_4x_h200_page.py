@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from fakes.pages import H, assert_says, store_fixture
+from fakes.pages import H, assert_says, environment_rows, store_fixture
 
 from dlbench import env as envmod
 from dlbench.measure import stats
@@ -205,16 +205,8 @@ def test_the_opening_and_the_environment(store, runs):
     says("# Four H200 (NV18 between every pair), November 2026")
     for key in ("driver", "cuda_runtime", "nccl", "python", "kernel", "cpu_model"):
         assert len({r.env[key] for r in every}) == 1, key
-    says(f"| driver | {env['driver']} |")
-    says(f"| CUDA runtime | {env['cuda_runtime']} |")
-    says(f"| cuDNN | {env['cudnn'] // 10000}.{env['cudnn'] // 100 % 100} ({env['cudnn']}) |")
-    says(f"| NCCL | {env['nccl']} |")
-    p = env["packages"]
-    says(f"| torch | {p['torch']} (torchvision {p['torchvision']}, timm {p['timm']}, "
-         f"transformers {p['transformers']}) |")
-    assert env["cpu_model"].startswith("Intel(R) Xeon(R)")
-    says(f"| host | Intel Xeon, {env['cpu_logical_cores']} threads; Python {env['python']}; "
-         f"Linux {'.'.join(env['kernel'].split('.')[:2])} |")
+    for row in environment_rows(env):
+        says(row)
     # every rank of a multi-GPU job: NVLink multicast off
     jobs = [r for r in every if getattr(r, "launch_env", None)]
     assert {r.kind for r in jobs} == {"scaling", "comm", "train"}

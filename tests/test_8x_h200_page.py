@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fakes.pages import H, assert_says, store_fixture
+from fakes.pages import H, assert_says, environment_rows, store_fixture
 
 from dlbench.reference import spec_for_env
 from dlbench.report.table import fmt_num, fmt_pct
@@ -97,17 +97,9 @@ def test_the_environment(store, scaled):
     says(f"| GPUs | 8x NVIDIA H200 ({spec.memory_gb} GB on NVIDIA's datasheet, "
          f"{gib / 2**30:.1f} GiB as torch reports it; {sms} SMs; power limit {watts:.0f} W; "
          f"SM clock up to {clock:,} MHz) |")
-    says(f"| driver | {env['driver']} |")
-    says(f"| CUDA runtime | {env['cuda_runtime']} |")
-    says(f"| cuDNN | {env['cudnn'] // 10000}.{env['cudnn'] // 100 % 100} ({env['cudnn']}) |")
     assert {r.env["nccl"] for r in recs} == {env["nccl"]}  # every record's, comm's too
-    says(f"| NCCL | {env['nccl']} |")
-    p = env["packages"]
-    says(f"| torch | {p['torch']} (torchvision {p['torchvision']}, timm {p['timm']}, "
-         f"transformers {p['transformers']}) |")
-    assert env["cpu_model"].startswith("Intel(R) Xeon(R)")
-    says(f"| host | Intel Xeon, {env['cpu_logical_cores']} threads; Python {env['python']}; "
-         f"Linux {'.'.join(env['kernel'].split('.')[:2])} |")
+    for row in environment_rows(env):
+        says(row)
     off = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
            "NVSHMEM_DISABLE_NVLS": "1"}
     assert all(r.launch_env == off for r in recs)

@@ -13,9 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import torch
-from fakes.pages import assert_says
-from torch.utils.flop_counter import FlopCounterMode
+from fakes.pages import assert_says, resnet50_forward_flops
 
 from dlbench.measure.flops import params_count
 from dlbench.measure.regression import ms_per_batch_fit
@@ -99,20 +97,7 @@ def test_the_tf_cnn_benchmarks_figures():
 
 
 def test_the_model_notes():
-    spec = get_model("resnet50")
-
-    def forward_flops(v1: bool) -> float:
-        with torch.device("meta"):
-            model = spec.build().eval()
-        if v1:          # v1 strides the first 1x1 convolution of a downsampling block
-            for block in model.modules():
-                if type(block).__name__ == "Bottleneck" and block.conv2.stride != (1, 1):
-                    block.conv1.stride, block.conv2.stride = block.conv2.stride, (1, 1)
-        x, _ = spec.make_batch(2, "meta")
-        with FlopCounterMode(display=False) as counter, torch.no_grad():
-            model(x)
-        return counter.get_total_flops()
-    more = forward_flops(False) / forward_flops(True) - 1
+    more = resnet50_forward_flops(False) / resnet50_forward_flops(True) - 1
     says(f"(stride on the 3x3 convolution: about {more:.0%} more FLOPs than the v1 the article "
          "ran)")
     nasnet = get_model("nasnet")

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from fakes.pages import H, assert_says, store_fixture
+from fakes.pages import H, assert_says, environment_rows, store_fixture
 
 from dlbench.measure import stats
 from dlbench.measure.mfu import datasheet_mfu, measured_peaks
@@ -102,16 +102,8 @@ def test_the_opening_and_the_environment(store):
     says(f"| GPU | {card['name']} (SXM, {card['sm_count']} SMs, "
          f"{card['memory_total_bytes'] / 2**30:.1f} GiB as torch reports it, power limit "
          f"{card['power_limit_w']:.0f} W, SM clock up to {card['max_sm_clock_mhz']:,} MHz) |")
-    says(f"| driver | {env['driver']} |")
-    says(f"| CUDA runtime | {env['cuda_runtime']} |")
-    says(f"| cuDNN | {env['cudnn'] // 10000}.{env['cudnn'] // 100 % 100} ({env['cudnn']}) |")
-    says(f"| NCCL | {env['nccl']} |")
-    p = env["packages"]
-    says(f"| torch | {p['torch']} (torchvision {p['torchvision']}, timm {p['timm']}, "
-         f"transformers {p['transformers']}) |")
-    assert env["cpu_model"].startswith("Intel(R) Xeon(R)")
-    says(f"| host | Intel Xeon, {env['cpu_logical_cores']} threads; Python {env['python']}; "
-         f"Linux {'.'.join(env['kernel'].split('.')[:2])} |")
+    for row in environment_rows(env):
+        says(row)
     # run-to-run variance between cards: the GPT-2 config's seven measurements on five H100s
     cards = [store.get(rid) for rid, _ in H.GPT2_CARD_RECORDS]
     says(f"run-to-run variance, about {max(map(rate, cards)) / min(map(rate, cards)) - 1:.0%} "

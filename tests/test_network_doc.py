@@ -19,7 +19,7 @@ from dlbench.whatif.networks import get_network
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "network.md").read_text()
-NET_RUNS = {2: "cae6d8e89191", 4: "680215e0133c"}
+NET_RUNS = dict(zip((2, 4), H.CPU_NET_RUNS))  # hosts -> run
 SHAPED = ("100mbit", "10mbit")
 
 

@@ -306,6 +306,8 @@ def scaling_page(precision: str, picks: Sequence[tuple[str, int]]) -> Callable[[
 #: sequences of 64), the VM otherwise idle; and the suite's first version (224 px, sequences of
 #: 128), every window of which the time cap stopped.
 CPU_SUITE_RUN, CPU_SUITE_FIRST_RUN = "e5b507d499df", "13b696de877b"
+#: `dlbench net` on the CPU over emulated links: the 2-host run, then the 4-host run.
+CPU_NET_RUNS = ("cae6d8e89191", "680215e0133c")
 
 
 # -- the campaign pages' suite tables ----------------------------------------------------------
@@ -1696,7 +1698,7 @@ HEADLINES = (
     Headline("h100-maxbatch", H100, MAXBATCH, H100_PAGE),
     Headline("memory-maxbatch", H100, MAXBATCH_EXCERPT, "docs/memory.md"),
     Headline("h100-ceilings", H100, ceilings_run("c52cfaa9d7a8"), H100_PAGE),
-    Headline("cpu-net", CPU, net_runs(("cae6d8e89191", "680215e0133c")), CPU_PAGE),
+    Headline("cpu-net", CPU, net_runs(CPU_NET_RUNS), CPU_PAGE),
     Headline("h100-generate", H100_GENERATE, generate_runs(GENERATE_RUNS), GENERATE_PAGE),
     Headline("h100-generate-paths", H100_GENERATE, generate_paths(GENERATE_RUNS),
              GENERATE_PAGE),

@@ -87,3 +87,40 @@ def flags_but_one_process(r: Any) -> list[str]:
     every = H.record_flags(r)
     assert "one process" in every
     return [f for f in every if f != "one process"]
+
+
+def environment_rows(env: dict[str, Any]) -> list[str]:
+    """The environment table's software rows as the GPU campaign pages write them (driver,
+    CUDA runtime, cuDNN, NCCL, torch and its libraries, an Intel Xeon host), from a record's
+    environment."""
+    assert env["cpu_model"].startswith("Intel(R) Xeon(R)")
+    p = env["packages"]
+    return [f"| driver | {env['driver']} |",
+            f"| CUDA runtime | {env['cuda_runtime']} |",
+            f"| cuDNN | {env['cudnn'] // 10000}.{env['cudnn'] // 100 % 100} ({env['cudnn']}) |",
+            f"| NCCL | {env['nccl']} |",
+            f"| torch | {p['torch']} (torchvision {p['torchvision']}, timm {p['timm']}, "
+            f"transformers {p['transformers']}) |",
+            f"| host | Intel Xeon, {env['cpu_logical_cores']} threads; Python {env['python']}; "
+            f"Linux {'.'.join(env['kernel'].split('.')[:2])} |"]
+
+
+def resnet50_forward_flops(v1: bool) -> float:
+    """ResNet-50's forward FLOPs at batch 2, counted on the meta device: torchvision's v1.5
+    (stride on the 3x3 convolution of a downsampling block) or, with ``v1``, the stride moved
+    to the first 1x1 convolution, as tf_cnn_benchmarks' v1 has it."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from dlbench.models import get_model
+    spec = get_model("resnet50")
+    with torch.device("meta"):
+        model = spec.build().eval()
+    if v1:
+        for block in model.modules():
+            if type(block).__name__ == "Bottleneck" and block.conv2.stride != (1, 1):
+                block.conv1.stride, block.conv2.stride = block.conv2.stride, (1, 1)
+    x, _ = spec.make_batch(2, "meta")
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(x)
+    return counter.get_total_flops()
