@@ -2,6 +2,7 @@
 
     python benchmarks/gate.py --out gate-cpu.json              # the CPU: 16.5 min on 2 shared cores
     python benchmarks/gate.py --device cuda --out gate-gpu.json
+    python benchmarks/gate.py --merge gpu0.json gpu1.json --out gate-gpu.json  # runs as one
 
 Every trial measures, with real `dlbench throughput --repeat R` commands into a real SQLite
 store, three sides of one tiny model (this file's ``build``): A, A2 (identical code: the same
@@ -36,6 +37,11 @@ neighbours than about the code.
 Prints one line per trial and a summary with each rate's 95% Wilson interval; --out writes
 JSON with the config, the environment and every trial (each side's record ids and process
 figures, each comparison's pair). The rates' uncertainty is the binomial one of the trials.
+
+--merge joins runs made with the same settings (one per GPU of a host, or one per call of a
+time-limited machine) into one JSON: every trial keeps the run it came from (``run``: the index
+into ``runs``, which holds each run's file, command, environment and store), and the summary is
+recomputed over all of them. Runs with different settings are refused: their rates do not add.
 """
 
 from __future__ import annotations
@@ -300,6 +306,30 @@ def summary_lines(s: dict[str, Any], config: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: The settings that must agree for two runs' trials to be counted together.
+SAME_IN_A_MERGE = ("device", "repeat", "threshold", "alpha", "slowdown", "batch", "input_size",
+                   "threads", "warmup_time", "min_time", "max_time")
+
+
+def merge(docs: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Runs of this experiment (``(name, JSON)`` each) as one: the trials in order, each with
+    ``run`` (its run's index in ``runs``); the summary recomputed over all."""
+    if not docs:
+        raise ValueError("nothing to merge")
+    first = docs[0][1]["config"]
+    for name, doc in docs[1:]:
+        differ = [k for k in SAME_IN_A_MERGE if doc["config"].get(k) != first.get(k)]
+        if differ:
+            raise ValueError(f"{name} was run with other settings ({', '.join(differ)}): "
+                             "its trials do not count with the others")
+    trials = [dict(t, run=i) for i, (_, doc) in enumerate(docs) for t in doc["trials"]]
+    return {"about": docs[0][1]["about"], "config": {k: first.get(k) for k in SAME_IN_A_MERGE},
+            "runs": [{"file": name, "command": doc["command"], "store": doc["config"].get("db"),
+                      "wall_s": doc["wall_s"], "trials": len(doc["trials"]),
+                      "environment": doc["environment"]} for name, doc in docs],
+            "summary": summarize(trials), "trials": trials}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -325,7 +355,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-time", type=float, default=3.0, help="window: at most (s)")
     ap.add_argument("--db", type=Path, help="the store (default: a temporary one)")
     ap.add_argument("--out", type=Path, help="write the JSON here")
+    ap.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                    help="measure nothing: join these runs' JSON (same settings) into --out")
     args = ap.parse_args(argv)
+    if args.merge:
+        if not args.out:
+            ap.error("--merge writes one JSON: give --out")
+        try:
+            doc = merge([(str(f), json.loads(f.read_text())) for f in args.merge])
+        except (OSError, ValueError) as exc:
+            print(f"gate.py --merge: {exc}", file=sys.stderr)
+            return 2
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        print("\n".join(summary_lines(doc["summary"], doc["config"])))
+        print(f"wrote {args.out} ({len(doc['trials'])} trials from {len(doc['runs'])} runs)")
+        return 0
     args.batch = args.batch or (32 if args.device == "cpu" else 256)
     args.input_size = args.input_size or (32 if args.device == "cpu" else 128)
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}

@@ -208,6 +208,33 @@ def test_timing_is_checked_and_eager_keeps_the_old_keys():
     assert graph.key() != config_key(old) and graph.label.endswith("graph x10")
 
 
+def test_the_api_is_checked_and_torch_keeps_the_old_keys():
+    with pytest.raises(ConfigError, match='^api="nccl" calls NCCL itself') as err:
+        CommConfig(op="all_reduce", size_bytes=8, ranks=2, backend="gloo", api="nccl")
+    assert err.value.fields == ("api", "backend")
+    with pytest.raises(ConfigError, match="^api must be one of"):
+        CommConfig(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", api="mpi")
+    old = dict(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", dtype="float32",
+               inplace=False, interconnect="default", iters=20, warmup=5, timing="graph",
+               iters_per_sample=20)
+    torch_api = CommConfig(**old)
+    assert torch_api.api == "torch" and torch_api.key() == config_key(old)
+    own = CommConfig(**old, api="nccl")
+    assert own.key() != torch_api.key() and own.label.endswith("graph x20 nccl API")
+    assert CommConfig.from_dict(own.to_dict()) == own
+
+
+def test_the_table_names_the_api_it_timed():
+    from dlbench.report.comm_tables import API_NOTE, timing_label
+    cfg = CommConfig(op="all_reduce", size_bytes=1 << 20, ranks=2, backend="nccl",
+                     timing="graph", iters_per_sample=20, api="nccl")
+    rec = CommRecord(config=cfg, env={}, rank_times_s=((1e-5,) * 20, (1e-5,) * 20), wrong=0)
+    assert timing_label(rec) == "graph x20, nccl API"
+    assert timing_label(replace(rec, config=replace(cfg, api="torch"))) == "graph x20"
+    (table,) = comm_tables([rec])
+    assert API_NOTE in table.notes
+
+
 def test_records_stored_before_the_timing_modes_read_as_eager_and_unknown(tmp_path):
     """A committed campaign store (2 H200s, written before these fields): its records read as
     eager and unknown, keep their stored identity, and a dict without the new fields (an older
@@ -491,6 +518,13 @@ def test_comm_cli_refuses_a_graph_without_nccl(tmp_path):
     assert not (tmp_path / "c.db").exists()
 
 
+def test_comm_cli_refuses_nccls_own_api_without_nccl(tmp_path):
+    p = _dlbench("comm", "--device", "cpu", "--api", "nccl", "--db", str(tmp_path / "c.db"))
+    assert p.returncode == 2 and "--api nccl calls NCCL itself" in p.stderr
+    assert "--backend nccl" in p.stderr and "--api torch" in p.stderr
+    assert not (tmp_path / "c.db").exists()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("timing", ["graph", "eager"])
 def test_comm_on_nccl(timing):
@@ -503,6 +537,19 @@ def test_comm_on_nccl(timing):
     assert all(r.ok and r.wrong == 0 and r.config.backend == "nccl" for r in recs)
     assert all(r.algorithm != "unknown" and r.nccl_version for r in recs), \
         [(r.algorithm, r.algorithm_note) for r in recs]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                "all_to_all"])
+def test_nccls_own_api_is_exact_on_two_gpus(op):
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    recs = launchers.torchrun(timeout_s=300).run_comm([op], [1 << 20], 2, {}, backend="nccl",
+                                                    timing="graph", iters_per_sample=10,
+                                                    dtype="bfloat16", api="nccl")
+    assert recs and all(r.ok and r.wrong == 0 and r.config.api == "nccl" for r in recs), \
+        [(r.error, r.wrong) for r in recs]
 
 
 def test_report_gives_each_rank_count_and_profile_its_own_collectives_table():

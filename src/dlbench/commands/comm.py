@@ -25,7 +25,7 @@ from dlbench.commands.common import (
     rendezvous_flags,
     show_failures,
 )
-from dlbench.records.collective import TIMINGS
+from dlbench.records.collective import APIS, TIMINGS
 from dlbench.report import comm_tables, terminal
 
 ORDER = 21
@@ -49,12 +49,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  dlbench comm --op all_reduce --min-bytes 1M --max-bytes 1G --interconnect "
                "no-p2p --ranks 2\n"
                "  dlbench comm --op all_reduce --max-bytes 64MiB --ranks 2 --timing eager\n"
+               "  dlbench comm --op all_reduce --ranks 2 --api nccl     (NCCL itself, as "
+               "nccl-tests)\n"
                "  dlbench comm --device cpu --ranks 2 --max-bytes 1MiB     (gloo on the CPU)\n\n"
                "--timing graph (the default on GPUs) captures --iters-per-sample iterations in a "
                "CUDA graph and replays it, as nccl-tests -G: small sizes then show the fabric, "
                "not Python's launch cost; eager times each call alone (nccl-tests -I). Before "
                "the timed job a short probe job reads which algorithm and protocol NCCL chose "
                "per size from its tuning log (--no-algo-probe skips it).\n\n"
+               "--api torch (the default) times torch.distributed's collectives, what a PyTorch "
+               "program gets; --api nccl calls NCCL's C API itself, as nccl-tests does. In a "
+               "CUDA graph the two differ by torch.distributed's own work per call, which "
+               "shows at small sizes: compare them to see what the framework costs.\n\n"
                "--ranks is processes per host (one per GPU); in scale and train --gpus counts "
                "GPUs. The old spellings --gpus, --min and --max are still taken here.\n\n"
                "sizes: nccl-tests' size column (all_gather: the gathered buffer; reduce_scatter: "
@@ -84,6 +90,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iters-per-sample", type=POSITIVE, default=None, metavar="K",
                    help="iterations in one timed sample of batched and graph modes (10); "
                         "eager times each alone")
+    p.add_argument("--api", choices=APIS, default="torch",
+                   help="whose collectives are timed: torch (torch.distributed's, what a "
+                        "PyTorch program gets; default) or nccl (NCCL's own C API called "
+                        "directly, one communicator per rank, as nccl-tests calls it: the "
+                        "library and the fabric without torch.distributed's cost per call; "
+                        "NCCL only)")
     p.add_argument("--no-algo-probe", dest="algo_probe", action="store_false",
                    help="skip the short job, run first, that reads which algorithm and "
                         "protocol NCCL chooses per size (NCCL_DEBUG=INFO, "
@@ -114,7 +126,8 @@ def cmd_comm(args: argparse.Namespace) -> int:
                           args.max, args.factor, device=args.device, backend=args.backend,
                           ranks=args.gpus, dtype=args.dtype, iters=args.iters,
                           warmup=args.warmup, timing=args.timing,
-                          iters_per_sample=args.iters_per_sample, probe=args.algo_probe)
+                          iters_per_sample=args.iters_per_sample, probe=args.algo_probe,
+                          api=args.api)
     rdzv = plans.rendezvous(**dist)
     ranks = plan.ranks * rdzv.nnodes
     env = envmod.capture_environment()

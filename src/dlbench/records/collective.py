@@ -25,6 +25,9 @@ from dlbench.records.base import ErrorType, Record, asdict, config_key, known_fi
 #: the CPU, the host clock around it); ``graph``: ``iters_per_sample`` iterations captured in
 #: one CUDA graph, replayed, an event after each replay (nccl-tests' ``-G``; NCCL only).
 TIMINGS = ("eager", "batched", "graph")
+#: Whose collectives are timed (``--api``): ``torch``: torch.distributed's, what a PyTorch
+#: program gets; ``nccl``: NCCL's own C API called directly, as nccl-tests calls it (NCCL only).
+APIS = ("torch", "nccl")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class CommConfig:
             existed was ``eager``.
         iters_per_sample: iterations in one timed sample (``--iters-per-sample``): 1 in eager
             mode, the iterations of one batch or one graph replay otherwise.
+        api: one of :data:`APIS`; every record stored before the field existed was ``torch``.
     """
 
     op: str
@@ -57,11 +61,13 @@ class CommConfig:
     warmup: int = 5
     timing: str = "eager"
     iters_per_sample: int = 1
+    api: str = "torch"
 
     def __post_init__(self) -> None:
         choice("op", self.op, COMM_OPS)
         choice("interconnect", self.interconnect, INTERCONNECT_PROFILES)
         choice("timing", self.timing, TIMINGS)
+        choice("api", self.api, APIS)
         for name in ("size_bytes", "ranks", "iters", "iters_per_sample"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}", name)
@@ -74,6 +80,9 @@ class CommConfig:
         if self.timing == "graph" and self.backend != "nccl":
             raise ConfigError("timing graph captures NCCL collectives in a CUDA graph: it "
                               'needs backend="nccl" on GPUs (batched works on gloo)', "timing")
+        if self.api == "nccl" and self.backend != "nccl":
+            raise ConfigError('api="nccl" calls NCCL itself: it needs backend="nccl" on GPUs '
+                              '(on gloo, api="torch")', "api", also=("backend",))
 
     model = None  # the store's model column: a collective has none
 
@@ -84,11 +93,14 @@ class CommConfig:
             del d["timing"]
         if d["iters_per_sample"] == 1:
             del d["iters_per_sample"]
+        if d["api"] == "torch":
+            del d["api"]
         return config_key(d)
 
     @property
     def label(self) -> str:
         timing = "" if self.timing == "eager" else f" {self.timing} x{self.iters_per_sample}"
+        timing += "" if self.api == "torch" else f" {self.api} API"
         return (f"{self.op} {self.size_bytes}B {self.dtype} {'in-place' if self.inplace else 'out-of-place'}"
                 f" x{self.ranks} {self.backend}"
                 + ("" if self.interconnect == "default" else f" {self.interconnect}") + timing)

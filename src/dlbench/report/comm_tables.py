@@ -18,6 +18,9 @@ TIMING_NOTES = {
     "graph": "timing graph: {k} iterations captured in one CUDA graph, each sample a replay (as "
              "nccl-tests -G): no launch cost; a sample's time is divided by its {k} iterations",
 }
+API_NOTE = ("nccl API: NCCL's own C API called directly (one communicator per rank, as "
+            "nccl-tests calls it), not torch.distributed's collectives: what NCCL and the fabric "
+            "do, without the framework's own work per call")
 NOT_COMPARABLE_NOTE = ("* NVLS or CollNet ran: the switch or the network reduces, so busbw can "
                        "exceed the link rate and is not comparable with a ring's")
 
@@ -41,10 +44,13 @@ def _choice(r: Any) -> str:
 
 
 def timing_label(r: Any) -> str:
-    """``eager``, or the mode and its iterations per sample (``graph x10``)."""
+    """``eager``, or the mode and its iterations per sample (``graph x10``); ``, nccl API``
+    after it where NCCL's own API was timed rather than torch.distributed's."""
     c = r.config
     timing = getattr(c, "timing", "eager")
-    return timing if timing == "eager" else f"{timing} x{getattr(c, 'iters_per_sample', 1)}"
+    label = timing if timing == "eager" else f"{timing} x{getattr(c, 'iters_per_sample', 1)}"
+    api = getattr(c, "api", "torch")
+    return label if api == "torch" else f"{label}, {api} API"
 
 
 def comm_table(records: Sequence, title: str = "Collectives") -> Table:
@@ -94,6 +100,8 @@ def comm_table(records: Sequence, title: str = "Collectives") -> Table:
         c = r.config
         notes.append(TIMING_NOTES[getattr(c, "timing", "eager")].format(
             k=getattr(c, "iters_per_sample", 1)))
+    if any(getattr(r.config, "api", "torch") == "nccl" for r in recs):
+        notes.append(API_NOTE)
     if nccl:
         notes.append("NCCL algo/proto: what NCCL's tuner chose for the size (its TUNING log, "
                      "read by a probe job before the timed one); unknown where it was not read")

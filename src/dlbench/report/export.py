@@ -353,6 +353,8 @@ COMM = (
        "(a CUDA graph replayed)"),
     _c("config", "iters_per_sample", lambda r, s: r.config.iters_per_sample,
        "iterations in one timed sample (1 in eager timing)"),
+    _c("config", "api", lambda r, s: r.config.api,
+       "torch (torch.distributed's collectives) or nccl (NCCL's own API, as nccl-tests)"),
     _c("result", "time_us", lambda r, s: _us(r.time_s), "mean iteration time, averaged over ranks"),
     _c("result", "max_time_us", lambda r, s: _us(r.max_time_s), "the slowest rank's mean"),
     _c("result", "p50_us", lambda r, s: _us(r.p50_s),

@@ -23,6 +23,10 @@ What one timed sample is depends on the job's ``timing``
 
 A sample's time is stored divided by its iterations (a time per iteration).
 
+Who is called depends on the job's ``api``: ``torch`` (the default) times torch.distributed's
+collectives, what a PyTorch program gets; ``nccl`` times NCCL's own C API called directly
+(:mod:`dlbench.workloads.nccl_api`), as nccl-tests does, on the same library and buffers.
+
 Sizes follow nccl-tests' "size" column: all_reduce and broadcast the buffer; all_gather the output
 (gathered) buffer; reduce_scatter the input buffer; all_to_all one rank's send buffer.
 Runs inside a torchrun rank with the process group initialised; prints and writes nothing. With
@@ -43,6 +47,7 @@ import torch.distributed as dist
 
 from dlbench.measure.nccl_tuning import chosen_for, parse_lines, version_text
 from dlbench.measure.window import MeasuredWindow
+from dlbench.workloads.nccl_api import Communicator
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "int32": torch.int32}
@@ -159,8 +164,10 @@ class _Op:
     """Buffers and the call of one collective at one size and placement."""
 
     def __init__(self, op: str, count: int, inplace: bool, rank: int, world: int,
-                 device: torch.device, dtype: torch.dtype, pattern: Pattern) -> None:
+                 device: torch.device, dtype: torch.dtype, pattern: Pattern,
+                 nccl: Callable[[str, torch.Tensor, torch.Tensor], None] | None = None) -> None:
         self.op, self.count, self.inplace = op, count, inplace
+        self.nccl = nccl  # NCCL's own API (--api nccl), else torch.distributed
         self.rank, self.world, self.device, self.dtype = rank, world, device, dtype
         self.pattern = pattern
         out_n = count * world if op == "all_gather" else (
@@ -190,10 +197,14 @@ class _Op:
             # the output buffer for the checked call only, so the timed calls are the collective.
             if check and self.out is not self.inp:
                 self.out.copy_(self.inp)
-            if op == "all_reduce":
+            if self.nccl is not None:
+                self.nccl(op, self.inp, self.out)
+            elif op == "all_reduce":
                 dist.all_reduce(self.out)
             else:
                 dist.broadcast(self.out, src=0)
+        elif self.nccl is not None:
+            self.nccl(op, self.inp, self.out)
         elif op == "all_gather":
             dist.all_gather_into_tensor(self.out, self.inp)
         elif op == "reduce_scatter":
@@ -246,6 +257,26 @@ def run_rank(job: dict[str, Any], local_rank: int, control: dist.ProcessGroup | 
     pattern = Pattern.for_type(job["dtype"], world)
     elem = torch.empty((), dtype=dtype).element_size()
     log = TuningLog(job["nccl_log_dir"]) if job.get("nccl_log_dir") else None
+    own = None
+    if job.get("api", "torch") == "nccl":
+        own = Communicator.over_process_group(rank, world, device)
+    try:
+        rows = _rows(job, rank, world, device, dtype, pattern, elem, log, own)
+    finally:
+        if own is not None:
+            torch.cuda.synchronize(device)  # note: a sync point, every call done before NCCL's
+            own.close()                     # communicator goes
+    out: dict[str, Any] = {"rows": rows, "world": world, "host": socket.gethostname()}
+    if nccl:
+        out["nccl_version"] = version_text(torch.cuda.nccl.version())
+        out["nccl_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
+    return out
+
+
+def _rows(job: dict[str, Any], rank: int, world: int, device: torch.device,
+          dtype: torch.dtype, pattern: Pattern, elem: int, log: "TuningLog | None",
+          own: Callable[[str, torch.Tensor, torch.Tensor], None] | None
+          ) -> list[dict[str, Any]]:
     rows = []
     for op in job["ops"]:
         for size in job["sizes"]:
@@ -265,25 +296,23 @@ def run_rank(job: dict[str, Any], local_rank: int, control: dist.ProcessGroup | 
                     continue
                 try:
                     row.update(_measure(op, count, inplace, rank, world, device, dtype, pattern,
-                                        job, log))
+                                        job, log, own))
                 except Exception as exc:  # a row that fails is a row, the sweep goes on
                     row["error"] = f"{type(exc).__name__}: {exc}"[:1500]
                 rows.append(row)
-    out: dict[str, Any] = {"rows": rows, "world": world, "host": socket.gethostname()}
-    if nccl:
-        out["nccl_version"] = version_text(torch.cuda.nccl.version())
-        out["nccl_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
-    return out
+    return rows
 
 
 def _measure(op: str, count: int, inplace: bool, rank: int, world: int, device: torch.device,
              dtype: torch.dtype, pattern: Pattern, job: dict[str, Any],
-             log: TuningLog | None = None) -> dict[str, Any]:
+             log: TuningLog | None = None,
+             own: Callable[[str, torch.Tensor, torch.Tensor], None] | None = None
+             ) -> dict[str, Any]:
     """One row: the checked call, then the warm-up and the timed samples. With ``log`` (the
     probe job), also what NCCL chose for the timed calls: the lines of the checked call, of the
     warm-up and of a graph's side-stream warm-up are set aside, so only the calls timed (or
     captured: a replay writes none) count."""
-    c = _Op(op, count, inplace, rank, world, device, dtype, pattern)
+    c = _Op(op, count, inplace, rank, world, device, dtype, pattern, own)
     c.fill()
     if job.get("corrupt_rank") == rank:
         c.inp.view(-1)[0] += 1  # fault injection for tests: one wrong input element
