@@ -28,11 +28,20 @@ from dlbench.store import StoreError
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "dlbench"
 
+#: The jobs and workloads that check a sweep or a config before or while it runs: their errors
+#: reach Python callers, and a workload's become stored failure rows, as well as the command line.
+RUN_MODULES = [*(SRC / "jobs" / f"{name}.py" for name in
+                 ("plans", "train_runs", "net_runs", "generate_runs", "serve_runs")),
+               *(SRC / "workloads" / f"{name}.py" for name in
+                 ("throughput", "scaling", "tp", "checkpointing", "fp8", "fp8_inference",
+                  "generate"))]
+
 #: The modules whose checks name fields: every record kind and its config, the shared config,
-#: the stopping rule, the device checks every config passes before it runs, and the
-#: interconnect profiles a scaling config names.
+#: the stopping rule, the device checks every config passes before it runs, the interconnect
+#: profiles a scaling config names, and the jobs and workloads above.
 FIELD_MODULES = sorted([*SRC.glob("records/*.py"), SRC / "config.py", SRC / "measure/stopping.py",
-                        SRC / "workloads/devices.py", SRC / "launch/interconnect.py"])
+                        SRC / "workloads/devices.py", SRC / "launch/interconnect.py",
+                        *RUN_MODULES])
 
 #: Flag strings that stay in those modules, each with why.
 FLAGS_ALLOWED = {
@@ -43,6 +52,12 @@ FLAGS_ALLOWED = {
     ("records/train.py", "; raise --max-epochs or lower --target"):
         "a training run's stored error when it missed its target; only 'dlbench train' "
         "starts one",
+    ("jobs/serve_runs.py", " -m dlbench.workloads.serve.stub --port "):
+        "the stub server's own command line, which the sweep starts",
+    ("jobs/serve_runs.py", " --ttft-ms "): "the stub server's own command line",
+    ("jobs/serve_runs.py", " --itl-ms "): "the stub server's own command line",
+    ("workloads/scaling.py", "turned off (--no-profile-comm)"):
+        "why a record has no comm profile: no field count turns it off (NO_FLAG), the flag does",
 }
 
 #: Fields an error may name that no flag sets (reached from Python alone).
@@ -223,3 +238,125 @@ def test_docs_api_quotes_the_errors_as_python_reads_them():
     said = BOTH[0][1]
     assert_says(page, f"`{said}`")
     assert_says(page, "`err.field` is the field's name")
+
+
+# -- the jobs' and workloads' own checks --------------------------------------------------------
+def _scaling(strategy: str, **base) -> ScalingConfig:
+    return ScalingConfig(base=ThroughputConfig(model="tiny_cnn", batch_size=2, **base), gpus=2,
+                         strategy=strategy)
+
+
+def _gpu_counts():
+    from dlbench.jobs import plans
+    plans.check_gpu_counts([1, 3], gpu=True, visible=2)
+
+
+def _tp_without_fsdp_tp():
+    from dlbench.jobs import plans
+    plans.with_levers([_scaling("ddp")], tp=2)
+
+
+def _compile_loss_without_compile():
+    from dlbench.jobs import plans
+    plans.with_compiled_loss([ThroughputConfig(model="tiny_cnn", batch_size=2)], [True])
+
+
+def _nodes_without_endpoint():
+    from dlbench.jobs import plans
+    plans.rendezvous(nnodes=2)
+
+
+def _no_seeds():
+    from dlbench.jobs import train_runs
+    train_runs.train_setups(gpus=[1], batches=[8], seeds=0, seed=0, model="tiny_mlp",
+                            loader=None, in_memory=True)
+
+
+def _no_compute_steps():
+    from dlbench.jobs.net_runs import net_plan
+    net_plan("tiny_mlp", compute_steps=0)
+
+
+def _graph_path_on_the_cpu():
+    import torch
+
+    from dlbench.records.generate import GenerateConfig
+    from dlbench.workloads import generate
+    generate.check_supported(GenerateConfig(model="test-llama", batch_size=1, prompt_len=4,
+                                            output_len=3, path="graph", device="cpu"),
+                             torch.device("cpu"))
+
+
+def _data_parallel_on_the_cpu():
+    from dlbench.workloads import scaling
+    scaling.rank_device(_scaling("dp", device="cpu"), 0)
+
+
+def _fp8_training_on_the_cpu():
+    import torch
+
+    from dlbench.workloads import fp8
+    fp8.check_device(torch.device("cpu"))
+
+
+def _fp8_generation_on_the_cpu():
+    import torch
+
+    from dlbench.workloads import fp8_inference
+    fp8_inference.check_ready(torch.device("cpu"))
+
+
+#: (a job's or workload's check, what a Python caller reads, what the command line prints)
+RUN_ERRORS = [
+    (_gpu_counts, "gpus 3: this host has 2 visible GPU(s); give gpus=2 or fewer",
+     "--gpus 3: this host has 2 visible GPU(s); give --gpus 2 or fewer"),
+    (_tp_without_fsdp_tp,
+     'tp sets fsdp+tp\'s TP degree: add strategy="fsdp+tp" (strategy="tp" splits over all gpus)',
+     "--tp sets fsdp+tp's TP degree: add --strategy fsdp+tp (--strategy tp splits over all "
+     "--gpus)"),
+    (_compile_loss_without_compile,
+     'compile_loss on needs a compiled training step: add compile="default" (or another mode) '
+     'and keep mode="train", method="standard"',
+     "--compile-loss on needs a compiled training step: add --compile default (or another "
+     "mode) and keep --mode train, --method standard"),
+    (_nodes_without_endpoint,
+     'nnodes > 1 needs rdzv_endpoint="HOST:PORT" (or slurm=True with MASTER_ADDR set)',
+     "--nnodes > 1 needs --rdzv-endpoint HOST:PORT (or --slurm with MASTER_ADDR set)"),
+    (_no_seeds, "seeds must be >= 1, got 0", "--seeds must be >= 1, got 0"),
+    (_no_compute_steps, "compute_steps must be >= 1, got 0", "--compute-steps must be >= 1, got 0"),
+    (_graph_path_on_the_cpu,
+     'path graph captures CUDA work: it needs a CUDA GPU; on the CPU use path="static" or '
+     'path="compile"',
+     "--path graph captures CUDA work: it needs a CUDA GPU; on the CPU use --path static or "
+     "--path compile"),
+    (_data_parallel_on_the_cpu,
+     "strategy dp needs CUDA GPUs (nn.DataParallel splits a batch over devices); on the CPU "
+     "use ddp or ps",
+     "--strategy dp needs CUDA GPUs (nn.DataParallel splits a batch over devices); on the CPU "
+     "use ddp or ps"),
+    (_fp8_training_on_the_cpu,
+     "fp8: fp8 matmuls need an H100/Ada-class GPU (compute capability 8.9 or newer: L4, L40S, "
+     "RTX 4090, H100, H200, B200); this run is on the CPU: drop fp8=True",
+     "--fp8: fp8 matmuls need an H100/Ada-class GPU (compute capability 8.9 or newer: L4, "
+     "L40S, RTX 4090, H100, H200, B200); this run is on the CPU: drop --fp8"),
+    (_fp8_generation_on_the_cpu,
+     "precision fp8: fp8 matmuls need an H100/Ada-class GPU (compute capability 8.9 or newer: "
+     'L4, L40S, RTX 4090, H100, H200, B200); this run is on the CPU: use precision="bf16" (or '
+     "fp32 on the CPU)",
+     "--precision fp8: fp8 matmuls need an H100/Ada-class GPU (compute capability 8.9 or "
+     "newer: L4, L40S, RTX 4090, H100, H200, B200); this run is on the CPU: use --precision "
+     "bf16 (or fp32 on the CPU)"),
+]
+
+
+@pytest.mark.parametrize("check, said, printed", RUN_ERRORS,
+                         ids=[check.__name__.strip("_") for check, _, _ in RUN_ERRORS])
+def test_a_job_or_workload_names_the_field_and_the_command_line_the_flag(check, said, printed,
+                                                                         monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # else the GPU count names it
+    with pytest.raises(ConfigError) as err:
+        check()
+    text = str(err.value)
+    assert text == said and not _FLAG.search(text), text
+    assert err.value.field and text.startswith(err.value.field)
+    assert as_flags(err.value) == printed

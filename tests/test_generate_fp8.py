@@ -95,7 +95,7 @@ def test_fp8_without_torchao_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "torchao", None)  # `import torchao` raises ImportError
     for name in [m for m in sys.modules if m.startswith("torchao.")]:
         monkeypatch.delitem(sys.modules, name)
-    with pytest.raises(ConfigError, match=r"--precision fp8 needs torchao's float8 inference "
+    with pytest.raises(ConfigError, match=r"^precision fp8 needs torchao's float8 inference "
                                           r"\(torchao.quantization\): pip install torchao \(a "
                                           r"version matching your torch\)"):
         fp8_inference.check_installed()
@@ -113,7 +113,7 @@ def test_fp8_without_torchao_says_what_to_install(tmp_path, monkeypatch):
 def test_fp8_needs_an_sm89_gpu_and_says_what_to_use_instead(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: (8, 0))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: "NVIDIA A100-SXM4-80GB")
-    with pytest.raises(UnsupportedError, match="A100-SXM4-80GB is sm_80: use --precision bf16"):
+    with pytest.raises(UnsupportedError, match='A100-SXM4-80GB is sm_80: use precision="bf16"'):
         fp8_inference.check_ready(torch.device("cuda", 0))
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: (9, 0))
     pytest.importorskip("torchao.quantization")
@@ -121,7 +121,7 @@ def test_fp8_needs_an_sm89_gpu_and_says_what_to_use_instead(monkeypatch):
     # a run asked for from Python gets the same refusal, as a row
     c = GenerateConfig(model="test-llama", batch_size=1, precision="fp8", device="cpu",
                        stop=QUICK, telemetry_interval_s=None)
-    with pytest.raises(UnsupportedError, match="on the CPU: use --precision bf16"):
+    with pytest.raises(UnsupportedError, match='on the CPU: use precision="bf16"'):
         workload.measure(c, env={})
 
 
@@ -293,8 +293,8 @@ def test_a_torchao_without_the_recipe_or_an_unknown_recipe_says_what_to_do(monke
     with pytest.raises(ConfigError, match=r"pip install torchao .*Float8WeightOnlyConfig|"
                                           r"pip install torchao .*float8_weight_only"):
         fp8_inference.recipe("weight-only")
-    with pytest.raises(ConfigError, match="--fp8-recipe static: dlbench generate takes "
-                                          "dynamic, weight-only"):
+    with pytest.raises(ConfigError, match="^fp8_recipe must be one of dynamic, weight-only; "
+                                          "got 'static'"):
         fp8_inference.recipe("static")
 
 
@@ -473,7 +473,8 @@ def test_a_recipe_but_dynamic_needs_precision_fp8(tmp_path):
     p = run_cli("generate", "-m", "test-llama", "--fp8-recipe", "static", "--db", str(db))
     assert p.returncode == 2 and "invalid choice: 'static'" in p.stderr
     # from Python, the same refusal
-    with pytest.raises(ConfigError, match="applies to --precision fp8 only"):
+    with pytest.raises(ConfigError, match="^fp8_recipe weight-only applies to precision fp8 "
+                                          "only"):
         dlbench.measure_generation("test-llama", device="cpu", precision="bf16",
                                    fp8_recipe="weight-only")
 

@@ -234,7 +234,8 @@ def test_bad_repeat_tp_model_and_gpu_count_are_one_line_errors(tmp_path, monkeyp
 def test_gpu_counts_are_checked_against_the_host():
     plans.check_gpu_counts([1, 2], gpu=True, visible=2)
     plans.check_gpu_counts([16], gpu=False, visible=2)       # gloo processes: any count
-    with pytest.raises(ConfigError, match="--gpus 3: this host has 2 visible GPU"):
+    with pytest.raises(ConfigError, match="^gpus 3: this host has 2 visible GPU.*; give "
+                                          "gpus=2 or fewer$"):
         plans.check_gpu_counts([1, 3], gpu=True, visible=2)
 
 

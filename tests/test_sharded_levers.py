@@ -247,12 +247,13 @@ def test_without_torchao_fp8_says_what_to_install(monkeypatch):
     with pytest.raises(ConfigError, match=r"pip install torchao \(a version matching your "
                                           r"torch\)"):
         fp8.check_installed()
-    with pytest.raises(ConfigError, match="--fp8 needs torchao's float8 training"):
+    with pytest.raises(ConfigError, match="^fp8 needs torchao's float8 training"):
         fp8.convert(build("tiny_llama"))
 
 
 def test_fp8_needs_an_ada_or_hopper_gpu(monkeypatch):
-    with pytest.raises(UnsupportedError, match="H100/Ada-class GPU.*on the CPU: drop --fp8"):
+    with pytest.raises(UnsupportedError, match="^fp8: fp8 matmuls need an H100/Ada-class "
+                                               "GPU.*on the CPU: drop fp8=True$"):
         fp8.check_device(CPU)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: (8, 0))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: "NVIDIA A100-SXM4-80GB")

@@ -250,6 +250,6 @@ def test_a_generation_batch_too_large_for_the_host_is_a_row_not_a_killed_process
     room = int((shape.params * 4 + 4 * per_seq) / 0.9)   # the weights and 4 sequences
     monkeypatch.setattr(psutil, "virtual_memory", lambda: type("VM", (), {"available": room}))
     with pytest.raises(torch.OutOfMemoryError, match=r"more than the host's available memory .*"
-                                                     r"-b \d or less fits$"):
+                                                     r"a batch of \d or less fits$"):
         generate.check_fits(cfg, shape, torch.device("cpu"))
     generate.check_weights_fit(cfg, torch.device("cpu"))  # the weights alone fit

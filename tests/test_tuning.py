@@ -426,7 +426,7 @@ def test_compile_loss_flag_applies_to_compiled_training_steps_and_refuses_otherw
     assert [(c.mode, c.compile, c.compile_loss) for c in out] == [
         ("train", "default", False), ("train", "default", True), ("eval", "default", False),
         ("train", None, False)]
-    with pytest.raises(ConfigError, match="add --compile default"):
+    with pytest.raises(ConfigError, match='add compile="default"'):
         with_compiled_loss([cfg()], [True])
     r = dlbench("throughput", "-m", "tiny_cnn", "--device", "cpu", "--compile-loss", "on",
                 "--db", ":memory:", *FAST)

@@ -112,14 +112,16 @@ FIELD_FLAGS: Mapping[str, str] = MappingProxyType({
     "gpus": "--gpus", "strategy": "--strategy", "interconnect": "--interconnect",
     "bucket_mb": "--bucket-mb", "backend": "--backend", "nnodes": "--nnodes", "tp": "--tp",
     "offload": "--offload", "fp8": "--fp8", "start": "--start", "limit": "--max",
-    "tolerance": "--tolerance",
+    "tolerance": "--tolerance", "rdzv_endpoint": "--rdzv-endpoint", "slurm": "--slurm",
     # comm
     "op": "--op", "size_bytes": "--min-bytes/--max-bytes", "ranks": "--ranks",
     "dtype": "--dtype", "iters": "--iters", "warmup": "--warmup", "timing": "--timing",
     "iters_per_sample": "--iters-per-sample",
     # net
     "hosts": "--hosts", "rate_bps": "--link rate", "delay_s": "--link delay",
-    "steps": "--steps",
+    "steps": "--steps", "compute_steps": "--compute-steps",
+    # peak
+    "verbs": "--verbs",
     # generate
     "prompt_len": "--prompt-len", "output_len": "--output-len", "path": "--path",
     "fp8_recipe": "--fp8-recipe", "warmup_requests": "--warmup",
@@ -129,12 +131,13 @@ FIELD_FLAGS: Mapping[str, str] = MappingProxyType({
     "rate": "--rate", "burstiness": "--burstiness", "num_requests": "--num-requests",
     "duration_s": "--duration", "request_timeout_s": "--request-timeout",
     "stall_timeout_s": "--stall-timeout", "late_threshold_s": "--late-threshold",
+    "tokenizer": "--tokenizer",
     # train
     "target": "--target", "max_epochs": "--max-epochs", "loader": "--loader",
     "workers": "--workers", "lr": "--lr", "weight_decay": "--weight-decay",
     "warmup_epochs": "--warmup-epochs", "decay_epochs": "--decay-epochs",
     "throughput_steps": "--throughput-steps", "augment": "--augment",
-    "image_size": "--image-size",
+    "image_size": "--image-size", "seeds": "--seeds",
 })
 
 # A quoted value (left as it is: a name the user typed may be a field's name), or a field name,

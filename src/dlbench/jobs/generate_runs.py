@@ -44,8 +44,9 @@ def plan(models: Sequence[str], batches: Sequence[int | str], prompt_lens: Seque
     (which is ``generate()`` as a user calls it); ``fp8_recipe`` is the fp8 configs' recipe,
     refused (:class:`ConfigError`) where no precision is fp8 and it is not the default."""
     if fp8_recipe != FP8_RECIPES[0] and "fp8" not in precisions:
-        raise ConfigError(f"--fp8-recipe {fp8_recipe} applies to --precision fp8 only; the "
-                          f"precisions here are {', '.join(precisions)}")
+        raise ConfigError(f"fp8_recipe {fp8_recipe} applies to precision fp8 only; the "
+                          f"precisions here are {', '.join(precisions)}", "fp8_recipe",
+                          also=("precision",))
     for m in models:
         get_lm(m)
     chosen: list[AutoBatch] = []
@@ -56,7 +57,8 @@ def plan(models: Sequence[str], batches: Sequence[int | str], prompt_lens: Seque
         for b in batches:
             if b == AUTO:
                 if auto_batch is None:
-                    raise ValueError("-b auto needs a device to size the batch for")
+                    raise ConfigError('batch_size="auto" needs auto_batch, which sizes the '
+                                      "batch for a device", "batch_size")
                 b = auto_batch(model, precision, p, n)
                 chosen.append(AutoBatch(model, precision, p, n, b))
             if b not in sizes:

@@ -35,7 +35,7 @@ def net_plan(model: str, *, hosts: int = 2, links: Sequence[str] = (),
     from dlbench.models import get_model  # imports torch: only once a run is asked for
 
     if compute_steps < 1:
-        raise ConfigError("--compute-steps must be >= 1")
+        raise ConfigError(f"compute_steps must be >= 1, got {compute_steps}", "compute_steps")
     spec = get_model(model)
     parsed = [parse_link(t, find_network) for t in (links or DEFAULT_LINKS)]
     batch = batch or max(1, min(16, spec.default_batch // 4))

@@ -81,9 +81,9 @@ def check_gpu_counts(counts: Iterable[int], gpu: bool, visible: int) -> None:
     for n in counts:
         if n > visible:
             where = os.environ.get("CUDA_VISIBLE_DEVICES")
-            raise ConfigError(f"--gpus {n}: this host has {visible} visible GPU(s)"
+            raise ConfigError(f"gpus {n}: this host has {visible} visible GPU(s)"
                               + (f" (CUDA_VISIBLE_DEVICES={where})" if where is not None else "")
-                              + f"; give --gpus {visible} or fewer")
+                              + f"; give gpus={visible} or fewer", "gpus")
 
 
 def on_gpu(device: str, facts: DeviceFacts) -> bool:
@@ -130,7 +130,8 @@ def expand(
             models, batch_sizes, modes, precisions, compiles, channels_last, cuda_graphs):
         if bs is None:
             if default_batch is None:
-                raise ConfigError("-b/--batch-size: 'default' needs a device to size it for")
+                raise ConfigError("batch_size None (the model's default) needs "
+                                  "default_batch, which sizes it for a device", "batch_size")
             bs = default_batch(model)
         out.append(ThroughputConfig(model=model, batch_size=bs, mode=mode, precision=prec,
                                     compile=comp, channels_last=cl, cuda_graph=graph, **common))
@@ -162,8 +163,9 @@ def with_compiled_loss(configs: Sequence[ThroughputConfig],
         else:
             out.append(cfg)
     if any(choices) and not any(c.compile_loss for c in out):
-        raise ConfigError("--compile-loss on needs a compiled training step: add --compile "
-                          "default (or another mode) and keep --mode train, --method standard")
+        raise ConfigError('compile_loss on needs a compiled training step: add compile="default" '
+                          '(or another mode) and keep mode="train", method="standard"',
+                          "compile_loss")
     return out
 
 
@@ -193,8 +195,9 @@ def with_levers(configs: Sequence[ScalingConfig], *, tp: int | None = None,
     configs = list(configs)
     if tp is not None:
         if not any(c.strategy == "fsdp+tp" for c in configs):
-            raise ConfigError("--tp sets fsdp+tp's TP degree: add --strategy fsdp+tp "
-                              "(--strategy tp splits over all --gpus)")
+            raise ConfigError("tp sets fsdp+tp's TP degree: "
+                              'add strategy="fsdp+tp" (strategy="tp" splits over all gpus)',
+                              "tp", also=("gpus",))
         configs = [replace(c, tp=tp) if c.strategy == "fsdp+tp" and c.gpus > 1 else c
                    for c in configs]
     if offload or fp8:
@@ -211,9 +214,10 @@ def rendezvous(*, nnodes: int = 1, node_rank: int = 0, endpoint: str | None = No
     if slurm:
         found = slurm_settings(os.environ if environ is None else environ)
         if not found:
-            raise ConfigError("--slurm: no SLURM_JOB_ID in the environment; run under srun")
+            raise ConfigError("slurm: no SLURM_JOB_ID in the environment; run under srun",
+                              "slurm")
         kw.update(found)
     if kw["nnodes"] > 1 and not kw["endpoint"]:
-        raise ConfigError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (or --slurm with "
-                          "MASTER_ADDR set)")
+        raise ConfigError('nnodes > 1 needs rdzv_endpoint="HOST:PORT" (or slurm=True with '
+                          "MASTER_ADDR set)", "nnodes")
     return Rendezvous(**kw)

@@ -172,10 +172,12 @@ def peak_points(device: str, precisions: Sequence[str], verbs: Sequence[str],
         dev = torch.device("cuda", torch.cuda.current_device())
     for p in precisions:
         if p not in PRECISIONS:
-            raise ConfigError(f"--precision {p!r}: choose from {', '.join(PRECISIONS)}")
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}; got {p!r}",
+                              "precision")
     for v in verbs:
         if v not in PEAK_VERBS:
-            raise ConfigError(f"--verbs {v!r}: choose from {', '.join(PEAK_VERBS)}")
+            raise ConfigError(f"verbs must be one of {', '.join(PEAK_VERBS)}; got {v!r}",
+                              "verbs")
     support = supported_precisions(dev)
     precisions = list(precisions) or [p for p in PRECISIONS if support.get(p) is None]
     sizes = default_plan(dev, quick=quick)

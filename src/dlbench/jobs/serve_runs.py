@@ -136,7 +136,7 @@ def named_tokenizer(name: str) -> Any:
     saying why where there is none (checked before any server starts)."""
     tok, said = prompts.load_tokenizer(name)
     if tok is None:
-        raise ConfigError(f"--tokenizer: {said}")
+        raise ConfigError(f"tokenizer: {said}", "tokenizer")
     return tok
 
 
@@ -194,7 +194,7 @@ def run_serve(configs: Sequence[ServeConfig], db: str, command: str, env: dict, 
         if not model:
             ids, why = listed_models(url)
             if not ids:
-                raise ConfigError(f"--model is needed: {why}")
+                raise ConfigError(f"model is needed: {why}", "model")
             model = ids[0]
             info["models"] = ids[:8]
         if on_ready is not None:

@@ -33,7 +33,7 @@ def train_setups(*, gpus: Sequence[int], batches: Sequence[int], seeds: int, see
     """The setups (GPU count x batch size), each a list of one config per seed (``seed``,
     ``seed + 1``, ...). The loader defaults to the device-resident one for in-memory datasets."""
     if seeds < 1:
-        raise ConfigError(f"--seeds must be >= 1, got {seeds}")
+        raise ConfigError(f"seeds must be >= 1, got {seeds}", "seeds")
     loader = loader or ("gpu" if in_memory else "dataloader")
     name = canonical_name(model)
     return [[TrainConfig(model=name, batch_size=b, gpus=g, seed=seed + i, loader=loader,
@@ -54,9 +54,10 @@ def plan_with_data(runner, *, target: float | None = None, max_epochs: int | Non
     bench = recipe.find(data.name, probe.model)
     if target is None:
         if bench is None:
-            raise ConfigError(f"--target: the rules define no benchmark "
+            raise ConfigError(f"target: the rules define no benchmark "
                               f"{recipe.benchmark_name(data.name, probe.model)} (they define "
-                              f"{', '.join(sorted(recipe.benchmarks()))}); give --target")
+                              f"{', '.join(sorted(recipe.benchmarks()))}); give "
+                              "target=ACCURACY", "target")
         target = bench.target_accuracy
     if max_epochs is None:
         max_epochs = bench.max_epochs if bench is not None else DEFAULT_MAX_EPOCHS
@@ -79,10 +80,10 @@ def preflight(setups: Sequence[Sequence[TrainConfig]], device: str, mllog: bool)
     for cfgs in setups:
         c = cfgs[0]
         if visible is not None and c.gpus > visible:
-            raise ConfigError(f"--gpus {c.gpus}: only {visible} GPU(s) are visible")
+            raise ConfigError(f"gpus {c.gpus}: only {visible} GPU(s) are visible", "gpus")
         if not cuda and c.precision in ("tf32", "fp16"):
-            raise ConfigError(f"--precision {c.precision} needs a CUDA GPU; on the CPU use "
-                              "fp32 or bf16")
+            raise ConfigError(f"precision {c.precision} needs a CUDA GPU; on the CPU use "
+                              "fp32 or bf16", "precision")
 
 
 def log_dir_for(db: str | Path, log_dir: str | Path | None = None) -> Path:

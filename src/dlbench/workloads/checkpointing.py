@@ -87,16 +87,17 @@ def enable_checkpointing(model: torch.nn.Module, policy: str = "full") -> str:
         return "transformers"
     if hasattr(model, "set_grad_checkpointing"):
         if options:
-            raise UnsupportedError(f"--checkpointing {policy}: timm's checkpointing switch "
-                                   "takes no policy; use --checkpointing (full)")
+            raise UnsupportedError(f"checkpoint_policy {policy}: timm's checkpointing switch "
+                                   'takes no policy; use checkpoint_policy="full"',
+                                   "checkpoint_policy")
         try:
             model.set_grad_checkpointing(True)
             return "timm"
         except (AssertionError, NotImplementedError):  # timm models that lack it say so this way
             pass
     if _wrap_blocks(model, options) == 0:
-        raise UnsupportedError(f"--checkpointing: {type(model).__name__} has no sequential stages "
-                               "of blocks that dlbench knows how to checkpoint")
+        raise UnsupportedError(f"checkpointing: {type(model).__name__} has no sequential stages "
+                               "of blocks that dlbench knows how to checkpoint", "checkpointing")
     return "blocks"
 
 

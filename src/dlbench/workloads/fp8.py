@@ -33,9 +33,11 @@ from dlbench.config import ConfigError
 from dlbench.workloads.devices import UnsupportedError
 
 
-def install_hint(flag: str = "--fp8", what: str = "float8 training") -> str:
-    """What to install for ``flag``: torchao, a version matching the installed torch."""
-    return f"{flag} needs torchao's {what}: pip install torchao (a version matching your torch)"
+def install_hint(setting: str = "fp8", what: str = "float8 training") -> str:
+    """What to install for ``setting`` (a config's field, and its value where that matters:
+    ``fp8``, ``precision fp8``): torchao, a version matching the installed torch."""
+    return (f"{setting} needs torchao's {what}: pip install torchao (a version matching your "
+            "torch)")
 
 
 INSTALL_HINT = install_hint()
@@ -47,29 +49,37 @@ MIN_CAPABILITY = (8, 9)
 DIM_MULTIPLE = 16
 
 
-def check_installed(module: str = "torchao.float8", flag: str = "--fp8",
+def _field(setting: str) -> str:
+    """The config field a setting names: its first word (``precision`` of ``precision fp8``)."""
+    return setting.split()[0]
+
+
+def check_installed(module: str = "torchao.float8", setting: str = "fp8",
                     what: str = "float8 training") -> None:
     """Raise :class:`ConfigError` with what to install unless torchao's ``module`` imports
-    (float8 training for ``--fp8``; ``dlbench generate --precision fp8`` asks for its
+    (float8 training for ``fp8``; generation at ``precision fp8`` asks for its
     quantization API)."""
     try:
         importlib.import_module(module)  # heavy, optional: only fp8 needs it
     except ImportError as e:
-        raise ConfigError(f"{install_hint(flag, what)} ({e})") from None
+        raise ConfigError(f"{install_hint(setting, what)} ({e})", _field(setting)) from None
 
 
-def check_device(device: torch.device, flag: str = "--fp8",
-                 instead: str = "drop --fp8") -> None:
+def check_device(device: torch.device, setting: str = "fp8",
+                 instead: str = "drop fp8=True") -> None:
     """Raise :class:`UnsupportedError` unless ``device`` has fp8 matmuls (sm_89 or newer); the
-    message names ``flag`` and says what to do ``instead``."""
-    why = (f"{flag}: fp8 matmuls need an H100/Ada-class GPU (compute capability 8.9 or newer: "
+    message names ``setting`` (the config's field first, as :func:`install_hint` takes it) and
+    says what to do ``instead``."""
+    why = (f"{setting}: fp8 matmuls need an H100/Ada-class GPU (compute capability 8.9 or newer: "
            "L4, L40S, RTX 4090, H100, H200, B200)")
     if device.type != "cuda":
-        raise UnsupportedError(f"{why}; this run is on the {device.type.upper()}: {instead}")
+        raise UnsupportedError(f"{why}; this run is on the {device.type.upper()}: {instead}",
+                               _field(setting))
     cap = torch.cuda.get_device_capability(device)
     if cap < MIN_CAPABILITY:
         name = torch.cuda.get_device_name(device)
-        raise UnsupportedError(f"{why}; {name} is sm_{cap[0]}{cap[1]}: {instead}")
+        raise UnsupportedError(f"{why}; {name} is sm_{cap[0]}{cap[1]}: {instead}",
+                               _field(setting))
 
 
 def output_head(model: nn.Module) -> nn.Module | None:
@@ -103,12 +113,12 @@ def convert(model: nn.Module) -> list[str]:
     keep = layer_filter(model)
     names = [n for n, m in model.named_modules() if keep(m, n)]
     if not names:
-        raise UnsupportedError(f"--fp8: {type(model).__name__} has no linear layer to train in "
+        raise UnsupportedError(f"fp8: {type(model).__name__} has no linear layer to train in "
                                f"fp8 (besides its output head, none whose features divide by "
-                               f"{DIM_MULTIPLE}); drop --fp8 for this model")
+                               f"{DIM_MULTIPLE}); drop fp8=True for this model", "fp8")
     try:
         from torchao.float8 import convert_to_float8_training  # heavy, optional
     except ImportError as e:
-        raise ConfigError(f"{INSTALL_HINT} ({e})") from None
+        raise ConfigError(f"{INSTALL_HINT} ({e})", "fp8") from None
     convert_to_float8_training(model, module_filter_fn=keep)
     return names

@@ -47,15 +47,17 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from dlbench.config import ConfigError
+from dlbench.config import ConfigError, choice
 from dlbench.records.generate import FP8_RECIPES
 from dlbench.workloads import fp8
 from dlbench.workloads.devices import UnsupportedError
 from dlbench.workloads.fusion import FusedWeight
 
-FLAG = "--precision fp8"
+#: The setting the errors name (:func:`dlbench.workloads.fp8.install_hint`), its field first.
+SETTING = "precision fp8"
+FIELD = "precision"
 #: What to use where fp8 cannot run.
-INSTEAD = "use --precision bf16 (or fp32 on the CPU)"
+INSTEAD = 'use precision="bf16" (or fp32 on the CPU)'
 #: The torchao module dlbench quantizes with.
 MODULE = "torchao.quantization"
 WHAT = "float8 inference (torchao.quantization)"
@@ -65,14 +67,14 @@ RECIPES = FP8_RECIPES
 
 def check_installed() -> None:
     """Raise :class:`ConfigError` with what to install unless torchao's quantization imports."""
-    fp8.check_installed(MODULE, FLAG, WHAT)
+    fp8.check_installed(MODULE, SETTING, WHAT)
 
 
 def check_ready(device: torch.device) -> None:
     """Raise, with what to do, unless fp8 inference can run on ``device``: an sm_89+ GPU
     (:class:`UnsupportedError`; checked first, since installing torchao would not help a CPU)
     and torchao importable (:class:`ConfigError`)."""
-    fp8.check_device(device, FLAG, INSTEAD)
+    fp8.check_device(device, SETTING, INSTEAD)
     check_installed()
 
 
@@ -105,8 +107,7 @@ def recipe(kind: str = "dynamic") -> tuple[Callable[..., Any], Any]:
     (coordinate-descent tuning...) for the rest of the process, so every later compiled config
     of the sweep would be compiled differently from a run without fp8 before it; the compile
     path sets its own."""
-    if kind not in RECIPES:
-        raise ConfigError(f"--fp8-recipe {kind}: dlbench generate takes {', '.join(RECIPES)}")
+    choice("fp8_recipe", kind, RECIPES)
     try:
         from torchao.quantization import quantize_  # heavy, optional: only fp8 needs it
         try:
@@ -115,7 +116,7 @@ def recipe(kind: str = "dynamic") -> tuple[Callable[..., Any], Any]:
             from torchao.quantization.granularity import PerRow  # heavy, optional: torchao < 0.7
         make = _config_maker(kind)
     except ImportError as e:
-        raise ConfigError(f"{fp8.install_hint(FLAG, WHAT)} ({e})") from None
+        raise ConfigError(f"{fp8.install_hint(SETTING, WHAT)} ({e})", FIELD) from None
     params = inspect.signature(make).parameters
     kwargs: dict[str, Any] = {}
     if "granularity" in params:
@@ -157,8 +158,8 @@ def quantize(model: nn.Module, kind: str = "dynamic") -> list[str]:
     names = [n for n, m in model.named_modules() if keep(m, n)]
     if not names:
         raise UnsupportedError(
-            f"{FLAG}: {type(model).__name__} has no linear layer to quantize (besides its LM "
-            f"head, none whose dimensions divide by {fp8.DIM_MULTIPLE}); {INSTEAD}")
+            f"{SETTING}: {type(model).__name__} has no linear layer to quantize (besides its "
+            f"LM head, none whose dimensions divide by {fp8.DIM_MULTIPLE}); {INSTEAD}", FIELD)
     quantize_, config = recipe(kind)
     quantize_(model, config, filter_fn=keep)
     return names

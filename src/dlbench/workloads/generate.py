@@ -66,14 +66,14 @@ def check_supported(cfg: GenerateConfig, device: torch.device) -> None:
     if cfg.precision == "fp8":  # an sm_89+ GPU, then torchao: before anything is built
         fp8_inference.check_ready(device)
     if cfg.path == "graph" and device.type != "cuda":
-        raise UnsupportedError("--path graph captures CUDA work: it needs a CUDA GPU; on the "
-                               "CPU use --path static or compile")
+        raise UnsupportedError("path graph captures CUDA work: it needs a CUDA GPU; on the "
+                               'CPU use path="static" or path="compile"', "path")
     if device.type == "cuda" and cfg.precision == "bf16" and \
             not torch.cuda.is_bf16_supported(including_emulation=False):
-        raise UnsupportedError(f"--precision bf16: {torch.cuda.get_device_name(device)} has no "
-                               "native bf16; use fp16")
+        raise UnsupportedError(f"precision bf16: {torch.cuda.get_device_name(device)} has no "
+                               "native bf16; use fp16", "precision")
     if device.type == "cpu" and cfg.precision == "fp16":
-        raise UnsupportedError("--precision fp16 on the CPU: use bf16 or fp32")
+        raise UnsupportedError("precision fp16 on the CPU: use bf16 or fp32", "precision")
 
 
 def device_memory(device: torch.device) -> tuple[int, str]:
@@ -97,7 +97,7 @@ def check_weights_fit(cfg: GenerateConfig, device: torch.device) -> None:
     # The weights as built: fp8 quantizes a model built in bf16, which must fit first.
     need = params * gen.ACTIVATION_BYTES[cfg.precision]
     if need > total:
-        lower = " (or a 2-byte precision: --precision bf16)" if cfg.precision == "fp32" else ""
+        lower = ' (or a 2-byte precision: precision="bf16")' if cfg.precision == "fp32" else ""
         held = ("bf16 weights alone (fp8 quantizes them once built)" if cfg.precision == "fp8"
                 else f"{cfg.precision} weights alone")
         raise ModelTooLargeError(
@@ -114,8 +114,8 @@ def check_fits(cfg: GenerateConfig, shape: Any, device: torch.device) -> None:
                                  cfg.prompt_len + cfg.output_len))
     if need > total:
         best = gen.largest_batch(shape, cfg.precision, cfg.prompt_len, cfg.output_len, total)
-        auto = " (or -b auto)" if device.type == "cuda" else ""
-        hint = (f"-b {best} or less fits{auto}" if best else
+        auto = " (or the auto batch)" if device.type == "cuda" else ""
+        hint = (f"a batch of {best} or less fits{auto}" if best else
                 "not even its weights fit: a smaller model or another precision")
         raise torch.OutOfMemoryError(
             f"{cfg.label}: weights and KV cache need {need / 2**30:.1f} GiB, more than "
@@ -355,6 +355,7 @@ def resolve_auto_batch(cfg_model: str, precision: str, prompt_len: int, output_l
     total = torch.cuda.get_device_properties(device).total_memory
     best = gen.largest_batch(shape, precision, prompt_len, output_len, total, intermediate)
     if best < 1:
-        raise ConfigError(f"-b auto: {cfg_model} in {precision} does not fit "
-                          f"{total / 2**30:.0f} GiB with a {prompt_len}+{output_len} sequence")
+        raise ConfigError(f'batch_size="auto": {cfg_model} in {precision} does not fit '
+                          f"{total / 2**30:.0f} GiB with a {prompt_len}+{output_len} sequence",
+                          "batch_size")
     return best

@@ -55,16 +55,17 @@ def rank_device(cfg: ScalingConfig, local_rank: int) -> torch.device:
     """The device of this rank: its GPU under NCCL (and dp's first GPU), else the CPU."""
     if cfg.base.device == "cpu" or not torch.cuda.is_available():
         if cfg.strategy == "dp" and cfg.gpus > 1:
-            raise UnsupportedError("--strategy dp needs CUDA GPUs (nn.DataParallel splits a batch "
-                                   "over devices); on the CPU use ddp or ps")
+            raise UnsupportedError("strategy dp needs CUDA GPUs (nn.DataParallel splits a batch "
+                                   "over devices); on the CPU use ddp or ps", "strategy")
         if cfg.backend == "nccl":
-            raise UnsupportedError("--backend nccl needs CUDA GPUs; use gloo on the CPU")
+            raise UnsupportedError('backend nccl needs CUDA GPUs; use backend="gloo" on the CPU',
+                                   "backend")
         return torch.device("cpu")
     visible = torch.cuda.device_count()
     need = cfg.gpus if cfg.strategy == "dp" else cfg.gpus // cfg.nnodes
     if need > visible:
-        raise UnsupportedError(f"--gpus {cfg.gpus}: only {visible} GPU(s) are visible on "
-                               f"{socket.gethostname()}")
+        raise UnsupportedError(f"gpus {cfg.gpus}: only {visible} GPU(s) are visible on "
+                               f"{socket.gethostname()}", "gpus")
     index = 0 if cfg.strategy == "dp" else local_rank
     torch.cuda.set_device(index)
     return torch.device("cuda", index)

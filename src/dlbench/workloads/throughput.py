@@ -185,7 +185,7 @@ def build_step(cfg: ThroughputConfig, spec: ModelSpec, model: torch.nn.Module,
         step.__dict__.update(inner.__dict__)
     if cfg.cuda_graph:
         if device.type != "cuda":
-            raise UnsupportedError("--cuda-graph needs a CUDA GPU")
+            raise UnsupportedError("cuda_graph needs a CUDA GPU", "cuda_graph")
         capture = graphed(step, device)
         capture.__dict__.update(step.__dict__)
         return capture

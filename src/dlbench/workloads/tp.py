@@ -47,9 +47,9 @@ def replica_of(rank: int, tp: int) -> int:
 def _unsupported(model: nn.Module, why: str) -> UnsupportedError:
     inner = getattr(model, "model", model)  # text models are wrapped to return logits only
     return UnsupportedError(
-        f"--strategy tp/fsdp+tp: {type(inner).__name__} {why}. Tensor parallelism knows the Llama "
+        f"strategy tp/fsdp+tp: {type(inner).__name__} {why}. Tensor parallelism knows the Llama "
         f"block layout (self_attn.q/k/v/o_proj, mlp.gate/up/down_proj as nn.Linear): "
-        f"{', '.join(SUPPORTED_MODELS)}; use --strategy fsdp or ddp for this model")
+        f'{", ".join(SUPPORTED_MODELS)}; use strategy="fsdp" or ddp for this model', "strategy")
 
 
 def tp_blocks(model: nn.Module, degree: int) -> list[nn.Module]:
@@ -76,8 +76,9 @@ def tp_blocks(model: nn.Module, degree: int) -> list[nn.Module]:
     for what, n in (("attention heads", heads), ("key/value heads", kv_heads),
                     ("MLP features", width)):
         if n % degree:
-            raise UnsupportedError(f"--strategy tp/fsdp+tp: a TP degree of {degree} does not "
-                                   f"divide the model's {n} {what}; pick a degree that does")
+            raise UnsupportedError(f"strategy tp/fsdp+tp: a TP degree of {degree} does not "
+                                   f"divide the model's {n} {what}; pick a degree that does",
+                                   "strategy")
     return blocks
 
 
@@ -139,8 +140,8 @@ def parallelize(model: nn.Module, device: torch.device, tp: int, *, sharded: boo
     blocks = tp_blocks(model, tp)  # refuses an unknown layout before any collective
     mesh = make_mesh(device, tp)
     if not sharded and mesh["dp"].size() != 1:
-        raise UnsupportedError("--strategy tp is one TP group over every rank; with data "
-                               "parallelism too, use --strategy fsdp+tp")
+        raise UnsupportedError("strategy tp is one TP group over every rank; with data "
+                               'parallelism too, use strategy="fsdp+tp"', "strategy")
     if mesh["dp"].get_local_rank() != replica_of(dist.get_rank(), tp):
         raise RuntimeError("the device mesh's dp index is not rank // tp: batches would differ "
                            "within a TP group")
