@@ -128,6 +128,103 @@ def test_the_guide_quotes_the_gpu_run_and_todays_verdicts(gate, tmp_path):
     assert cmp.SPREAD_WINDOW_MAX_REL_HALFWIDTH == 0.01 and "wider than 1%" in section
 
 
+GPU_128 = ROOT / "results" / "pt2.11-cu130-2x-h100" / "gate-128"
+
+
+def _gpu_128_section() -> str:
+    text = " ".join(GUIDE.read_text().split())
+    return text[text.index("**On a GPU at 128 pixels"):].split("<a id=")[0]
+
+
+def _stores(run: dict, tmp_path: Path) -> dict:
+    """Every record of the merged run's trials, read from each run's committed store."""
+    import gzip
+    import shutil
+
+    from dlbench.store import Store
+    records = {}
+    for i, r in enumerate(run["runs"]):
+        db = tmp_path / f"run{i}.db"
+        committed = ROOT / r["file"].replace(".json", ".db.gz")
+        with gzip.open(committed, "rb") as src, open(db, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        with Store(db) as store:
+            records.update({rec.id: rec for rec in store.results()})
+    return records
+
+
+def test_the_guide_quotes_the_128_pixel_gpu_runs(gate, tmp_path):
+    """The merged JSON is the six runs' JSON joined again; the rates, ratios and misses come from
+    its trials; the steps, windows and cards from the six stores."""
+    run = json.loads((GPU_128 / "gate-gpu.json").read_text())
+    again = gate.merge([(r["file"], json.loads((ROOT / r["file"]).read_text()))
+                        for r in run["runs"]])
+    assert again == run
+    s = gate.summarize(run["trials"])
+    section = _gpu_128_section()
+    for how in ("processes", "one_process", "former_one_process"):
+        for what in ("false_alarms", "detections"):
+            assert s[how][what]["text"] in section, (how, what)
+    assert f"inconclusive in {s['one_process']['inconclusive_slowed']['text']} trials" in section
+    assert s["one_process"]["inconclusive_identical"]["n"] == 15
+    assert s["one_process"]["inconclusive_identical"]["k"] == 0
+    ratio = s["mean_ratio"]
+    assert (f"{ratio['identical']:.4f} for identical code and {ratio['slowed']:.4f} for the "
+            f"slowed model: the injected 5% measured as {1 - ratio['slowed']:.1%}") in section
+    cfg = run["config"]
+    assert (cfg["device"], cfg["input_size"], cfg["batch"], cfg["repeat"]) == ("cuda", 128, 256, 3)
+    assert len(run["runs"]) == 6 and len(run["trials"]) == 15 and "15 trials on six cards" in section
+    assert all("--device cuda --trials 40" in r["command"] for r in run["runs"])
+    walls = [sum(t["wall_s"].values()) for t in run["trials"]]
+    assert f"({len(run['runs'])} runs, {min(walls):.0f}-{max(walls):.0f} s a trial)" in section
+    records = _stores(run, tmp_path)
+    by_side: dict[str, list] = {side: [] for side in gate.SIDES}
+    for t in run["trials"]:
+        for side, v in t["sides"].items():
+            by_side[side] += [records[i] for i in v["records"]]
+    every = [r for rs in by_side.values() for r in rs]
+    assert len(every) == 135 and all(r.ok for r in every)
+    assert len({r.env["gpus"][0]["uuid"] for r in every}) == 6
+    medians = [statistics.median(r.step_times_s) * 1e3 for r in every]
+    assert f"A step now took {min(medians):.1f}-{max(medians):.1f} ms" in section
+    same = [r.summary().rel_halfwidth for r in by_side["A"] + by_side["A2"]]
+    slowed = [r.summary().rel_halfwidth for r in by_side["S"]]
+    assert (f"A and A2 were ±{min(same):.3%}-{max(same):.2%} wide, the slowed side's "
+            f"±{min(slowed):.2%}-{max(slowed):.2%}") in section
+    # the misses: each its run's first trial; the slowed side's first process short of the others
+    missed = [t for t in run["trials"] if t["slowed"]["processes"]["verdict"] != "REGRESSION"]
+    assert len(missed) == 3 and "The three it missed are each the first trial of its run" in section
+    assert all(t is next(u for u in run["trials"] if u["run"] == t["run"]) for t in missed)
+    first, others, widths = [], [], []
+    for t in missed:
+        a = statistics.mean(t["sides"]["A"]["figures"])
+        below = [1 - f / a for f in t["sides"]["S"]["figures"]]
+        first.append(below[0])
+        others += below[1:]
+        widths.append(t["sides"]["S"]["within_rel_halfwidth"][0])
+        assert max(below[1:]) > 3 * below[0]
+    assert f"only {min(first):.1%} to {max(first):.1%} below A's mean" in section
+    assert f"its other two {min(others):.1%} to {max(others):.1%}" in section
+    assert f"(windows of ±{min(widths):.2%} to ±{max(widths):.2%})" in section
+    assert all(gate.outcome(t["slowed"]["one_process"]) == "pass" for t in missed)
+
+
+def test_merge_refuses_runs_of_other_settings(gate, tmp_path):
+    one = json.loads((GPU_128 / "first-gpu0.json").read_text())
+    other = json.loads(json.dumps(one))
+    other["config"]["input_size"] = 32
+    with pytest.raises(ValueError, match=r"b\.json was run with other settings \(input_size\)"):
+        gate.merge([("a.json", one), ("b.json", other)])
+    (tmp_path / "a.json").write_text(json.dumps(one))
+    (tmp_path / "b.json").write_text(json.dumps(other))
+    assert gate.main(["--merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                      "--out", str(tmp_path / "m.json")]) == 2
+    assert not (tmp_path / "m.json").exists()
+    joined = gate.merge([("a.json", one), ("c.json", one)])
+    assert [t["run"] for t in joined["trials"]] == [0] * 3 + [1] * 3
+    assert joined["summary"]["processes"]["false_alarms"]["n"] == 6
+
+
 # -- the logic on known numbers -------------------------------------------------------------------
 def test_wilson_interval_known_values(gate):
     lo, hi = gate.wilson(0, 10)

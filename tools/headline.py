@@ -1640,6 +1640,14 @@ H100_2_INTERCONNECT = picked(
 #: all_reduce 8 B..1 GiB, graph timing with 20 iterations a replay, twice, each run after an
 #: nccl-tests -G 20 run of the same call (first call): (dlbench run, nccl-tests output).
 H100_2_COMM_ROUNDS = (("7a3b9f29ca7b", "nccl-G20-1.txt"), ("b9552949cc91", "nccl-G20-2.txt"))
+#: The same host kind, three more calls (a fresh host each): nccl-tests built with MPI (one
+#: process per GPU) beside dlbench comm graph x20 with torch.distributed (--api torch) and with
+#: NCCL's own API (--api nccl). The third call's rounds, in the order they ran: NCCL's API, then
+#: torch's beside the same nccl-tests run, then NCCL's API beside the second.
+H100_2_COMM_API = f"{H100_2}/comm-api"
+H100_2_COMM_API_ROUNDS = (("11edb7aded2c", "third-nccl-mpi-G20-1.txt"),
+                          ("102330cfc71e", "third-nccl-mpi-G20-1.txt"),
+                          ("f9be3eaa92a1", "third-nccl-mpi-G20-2.txt"))
 #: llama-3.1-8b, graph-captured, fused and folded, on one card (second call): prompt length
 #: 128, 512 and 2048 at batch 1 and 16, then output length 32 and 512 at batch 1.
 H100_2_GENERATE_RUNS = ("978cbe9a278e", "032dd16bc756")
@@ -1760,6 +1768,8 @@ HEADLINES = (
              H100_2_PAGE),
     Headline("2x-h100-comm-nccl-tests", H100_2_COMM, comm_rounds_beside_nccl_tests(
         H100_2_COMM, H100_2_COMM_ROUNDS, 1 << 20), H100_2_PAGE),
+    Headline("2x-h100-comm-api", H100_2_COMM_API, comm_rounds_beside_nccl_tests(
+        H100_2_COMM_API, H100_2_COMM_API_ROUNDS, 256 << 10), H100_2_PAGE),
     Headline("2x-h100-generate", H100_2, generate_length_runs(H100_2_GENERATE_RUNS),
              H100_2_PAGE),
     Headline("2x-h100-generate-fp8", H100_2, generate_runs(H100_2_FP8_RUNS), H100_2_PAGE),

@@ -217,7 +217,7 @@ class CommPlan:
         return self.extra.get("timing", "eager")
 
 
-#: Iterations in one timed sample of the batched and graph modes, unless --iters-per-sample.
+#: Iterations in one timed sample of the batched and graph modes, unless iters_per_sample.
 ITERS_PER_SAMPLE = 10
 
 
@@ -237,20 +237,20 @@ def comm_plan(ops: Sequence[str], profiles: Sequence[str], min_size: str, max_si
     ops = list(ops) or list(COMM_OPS)
     for op in ops:
         if op not in COMM_OPS:
-            raise ConfigError(f"--op must be among {', '.join(COMM_OPS)}; got {op!r}")
+            raise ConfigError(f"op must be among {', '.join(COMM_OPS)}; got {op!r}", "op")
     profiles = list(profiles) or ["default"]
     for prof in profiles:
         if prof not in PROFILE_ENV:
-            raise ConfigError(f"--interconnect must be among {', '.join(PROFILE_ENV)}; "
-                              f"got {prof!r}")
+            raise ConfigError(f"interconnect must be among {', '.join(PROFILE_ENV)}; "
+                              f"got {prof!r}", "interconnect")
     try:
         sizes = sizes_between(parse_size(min_size), parse_size(max_size), factor)
     except ValueError as exc:
-        raise ConfigError(f"--min/--max/--factor: {exc}") from None
+        raise ConfigError(f"sizes: {exc}", also=("min_size", "max_size", "factor")) from None
     cuda = device != "cpu" and torch.cuda.is_available()
     backend = backend if backend != "auto" else ("nccl" if cuda else "gloo")
     if backend == "nccl" and not cuda:
-        raise ConfigError("--backend nccl needs CUDA GPUs; use --backend gloo")
+        raise ConfigError('backend nccl needs CUDA GPUs; use backend="gloo"', "backend")
     ranks = ranks or (torch.cuda.device_count() if cuda else 2)
     if timing == "auto":
         timing = "graph" if backend == "nccl" else "eager"

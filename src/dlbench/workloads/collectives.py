@@ -74,7 +74,7 @@ def parse_size(text: str) -> int:
 def sizes_between(lo: int, hi: int, factor: int = 2) -> list[int]:
     """lo, lo*factor, ... up to hi (nccl-tests' ``-b lo -e hi -f factor``)."""
     if lo < 1 or hi < lo or factor < 2:
-        raise ValueError("need 1 <= --min <= --max and --factor >= 2")
+        raise ValueError("need 1 <= min_size <= max_size and factor >= 2")
     out, s = [], lo
     while s <= hi:
         out.append(s)
@@ -167,7 +167,7 @@ class _Op:
                  device: torch.device, dtype: torch.dtype, pattern: Pattern,
                  nccl: Callable[[str, torch.Tensor, torch.Tensor], None] | None = None) -> None:
         self.op, self.count, self.inplace = op, count, inplace
-        self.nccl = nccl  # NCCL's own API (--api nccl), else torch.distributed
+        self.nccl = nccl  # NCCL's own API (api nccl), else torch.distributed
         self.rank, self.world, self.device, self.dtype = rank, world, device, dtype
         self.pattern = pattern
         out_n = count * world if op == "all_gather" else (
@@ -370,7 +370,7 @@ def _capture(c: _Op, k: int, device: torch.device,
     write the same memory the checked call did.
     """
     if device.type != "cuda":
-        raise ValueError("--timing graph needs CUDA (NCCL); use batched on the CPU")
+        raise ValueError('timing graph needs CUDA (NCCL); use timing="batched" on the CPU')
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):

@@ -1,13 +1,12 @@
-"""NCCL's own C API, called directly (``dlbench comm --api nccl``): what the library and the fabric
-do without torch.distributed in between.
+"""NCCL's own C API, called directly (``api="nccl"``, ``dlbench comm --api nccl``): what the
+library and the fabric do without torch.distributed in between.
 
 nccl-tests calls ``ncclAllReduce`` and its kin itself; a PyTorch program calls them through
 ``ProcessGroupNCCL``, which adds its own work to every call (work objects, events for its
-watchdog, stream bookkeeping), and a CUDA graph that captures the call captures that work too:
-on two H100s a bare PyTorch loop replaying captured all_reduces is microseconds an iteration
-slower at small sizes than nccl-tests' ``-G`` (docs/results/2026-11-2x-h100.md has the figures).
-Both are true, of different things: ``--api torch`` (the default) is what a PyTorch program
-gets, ``--api nccl`` what NCCL itself does, as nccl-tests measures it.
+watchdog, stream bookkeeping). ``api="torch"`` (the default) times what a PyTorch program gets;
+``api="nccl"`` takes torch.distributed out of the measurement, so that a gap between dlbench and
+nccl-tests can be placed: inside torch.distributed, or not (on two H100s in graph timing the two
+read the same, docs/results/2026-11-2x-h100.md).
 
 This module binds the few entry points a benchmark needs with :mod:`ctypes`, from the
 ``libnccl.so.2`` the process already loaded with torch (the same library, the same version,
@@ -77,7 +76,7 @@ def library(name: str | None = None) -> ctypes.CDLL:
         return lib
     raise NcclError("NCCL's library (libnccl.so.2) could not be loaded: "
                     + ("; ".join(errors) or "not found")
-                    + ". --api nccl calls the NCCL that torch uses: a CUDA build of torch has it")
+                    + '. api="nccl" calls the NCCL that torch uses: a CUDA build of torch has it')
 
 
 def version(lib: ctypes.CDLL) -> int:
