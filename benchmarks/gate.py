@@ -27,7 +27,8 @@ On a GPU the step must be bound by the GPU, or the spin kernel only fills time t
 have spent idle, waiting for Python to launch the next kernel: the first GPU run (one H100,
 32-pixel images at batch 256, `results/pt2.11-cu130-2x-h100/gate-gpu.json`) had steps of about
 2.5 ms, windows up to ±69% wide, and a slowed side no slower than the others. Images are
-therefore 128 pixels on a GPU (16x the work a step); that setting has not yet run.
+therefore 128 pixels on a GPU (16x the work a step): steps of about 17 ms on an H100, which
+the GPU bounds (`results/pt2.11-cu130-2x-h100/gate-128/`, 15 trials on six cards).
 
 On the CPU each process runs torch on one thread (``OMP_NUM_THREADS=1``): on a 2-core machine
 shared with other work, a 2-thread step stalls for whole scheduler slices (steps of 0.5 s among
