@@ -117,6 +117,7 @@ import torch
 import torch.nn.functional as F
 
 from dlbench import env as envmod
+from dlbench.commands.common import as_flags
 from dlbench.config import ConfigError
 from dlbench.launch.interconnect import interconnect_env
 from dlbench.measure.stopping import StopRule
@@ -822,8 +823,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.precision == "fp8":
             try:  # an sm_89+ GPU and torchao, before either side builds anything
                 fp8_inference.check_ready(torch.device(a.device))
-            except ConfigError as e:
-                ap.error(str(e))
+            except ConfigError as e:  # its fields, spelled as this script's flags
+                ap.error(as_flags(e))
     elif a.precision == "fp8":
         ap.error("--precision fp8 goes with --generate (fp8 inference through torchao)")
     elif a.path or a.prompt_len or a.output_len or a.fuse or a.fold_gqa:

@@ -94,7 +94,9 @@ def test_generate_mode_runs_both_sides(tmp_path, path, fuse):
     (["--fuse"], "go with --generate"),
     (["--generate", "--path", "eager", "--fuse"], "model.generate() runs the model as it is"),
     (["--generate", "--path", "eager", "--fold-gqa"], "model.generate() runs the model as it is"),
-    (["--generate", "--precision", "fp8"], "fp8 matmuls need an H100/Ada-class GPU"),
+    (["--generate", "--precision", "fp8"],
+     "--precision fp8: fp8 matmuls need an H100/Ada-class GPU"),
+    (["--generate", "--precision", "fp8"], "use --precision bf16 (or fp32 on the CPU)"),
     (["--precision", "fp8"], "--precision fp8 goes with --generate"),
 ])
 def test_generate_mode_refuses_training_options_and_graph_on_cpu(args, message, capsys):

@@ -31,10 +31,11 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "dlbench"
 #: The jobs and workloads that check a sweep or a config before or while it runs: their errors
 #: reach Python callers, and a workload's become stored failure rows, as well as the command line.
 RUN_MODULES = [*(SRC / "jobs" / f"{name}.py" for name in
-                 ("plans", "train_runs", "net_runs", "generate_runs", "serve_runs")),
+                 ("plans", "train_runs", "net_runs", "generate_runs", "serve_runs", "sweep")),
                *(SRC / "workloads" / f"{name}.py" for name in
                  ("throughput", "scaling", "tp", "checkpointing", "fp8", "fp8_inference",
-                  "generate"))]
+                  "generate", "fusion", "gqa_fold", "size_guard", "maxbatch", "serve/client",
+                  "serve/prompts"))]
 
 #: The modules whose checks name fields: every record kind and its config, the shared config,
 #: the stopping rule, the device checks every config passes before it runs, the interconnect
@@ -58,6 +59,13 @@ FLAGS_ALLOWED = {
     ("jobs/serve_runs.py", " --itl-ms "): "the stub server's own command line",
     ("workloads/scaling.py", "turned off (--no-profile-comm)"):
         "why a record has no comm profile: no field count turns it off (NO_FLAG), the flag does",
+    ("jobs/sweep.py", "a fatal device error left this process unable to measure; rerun with "
+                      "--resume --isolate to go on in fresh processes"):
+        "a sweep's outcome message, which only the command line prints; the Python API turns "
+        "a stopped sweep into its record or KeyboardInterrupt, and nothing stores the message",
+    ("jobs/sweep.py", "; rerun the same command with --resume to go on"):
+        "the outcome message of an interrupted sweep: the command line prints it, to rerun the "
+        "same command",
 }
 
 #: Fields an error may name that no flag sets (reached from Python alone).
@@ -299,6 +307,27 @@ def _fp8_training_on_the_cpu():
     fp8.check_device(torch.device("cpu"))
 
 
+def _fusing_a_model_without_siblings():
+    from torch import nn
+
+    from dlbench.workloads.fusion import fuse_projections
+    fuse_projections(nn.Sequential(nn.Linear(4, 4)))
+
+
+def _folding_a_model_without_groups():
+    pytest.importorskip("transformers")
+    import torch
+
+    from dlbench.models.lm import get_lm
+    from dlbench.workloads.gqa_fold import fold_gqa
+    fold_gqa(get_lm("test-gpt2").build_on("cpu", torch.float32))
+
+
+def _an_empty_tokenizer_name():
+    from dlbench.jobs.serve_runs import named_tokenizer
+    named_tokenizer("")
+
+
 def _fp8_generation_on_the_cpu():
     import torch
 
@@ -339,6 +368,17 @@ RUN_ERRORS = [
      "RTX 4090, H100, H200, B200); this run is on the CPU: drop fp8=True",
      "--fp8: fp8 matmuls need an H100/Ada-class GPU (compute capability 8.9 or newer: L4, "
      "L40S, RTX 4090, H100, H200, B200); this run is on the CPU: drop --fp8"),
+    (_fusing_a_model_without_siblings,
+     "fuse: Sequential has no separate q/k/v or gate/up projections to fuse (Llama-family "
+     "layouts have them); run without fuse=True",
+     "--fuse: Sequential has no separate q/k/v or gate/up projections to fuse (Llama-family "
+     "layouts have them); run without --fuse"),
+    (_folding_a_model_without_groups,
+     "fold_gqa: GPT2LMHeadModel has 4 query heads over 4 key/value heads, no grouped-query "
+     "attention to fold",
+     "--fold-gqa: GPT2LMHeadModel has 4 query heads over 4 key/value heads, no grouped-query "
+     "attention to fold"),
+    (_an_empty_tokenizer_name, "tokenizer: no tokenizer named", "--tokenizer: no tokenizer named"),
     (_fp8_generation_on_the_cpu,
      "precision fp8: fp8 matmuls need an H100/Ada-class GPU (compute capability 8.9 or newer: "
      'L4, L40S, RTX 4090, H100, H200, B200); this run is on the CPU: use precision="bf16" (or '

@@ -94,7 +94,7 @@ FAULTS = [
     ("malformed", "malformed event, not JSON: '{not json'"),
     ("error-event", "server error in the stream: stub: out of memory"),
     ("no-finish", "stream closed early after 6 token event(s) (no finish_reason or [DONE])"),
-    ("stall", "stalled: no data for 0.5 s (--stall-timeout) after 1 token event(s)"),
+    ("stall", "stalled: no data for 0.5 s (stall_timeout_s) after 1 token event(s)"),
     ("no-stream", "the server answered without streaming (Content-Type application/json): does "
                   "it take stream=true?"),
 ]
@@ -113,8 +113,8 @@ def test_every_fault_is_a_counted_failure_with_a_one_line_reason(fault, reason):
 def test_a_request_past_its_timeout_fails():
     rec, _ = point(StubSpec(itl_ms=200), request_timeout_s=0.3, num_requests=2)
     assert not rec.ok and rec.failure_reasons() == [
-        ("timed out after 0.3 s (--request-timeout)", 2)]
-    assert rec.error == "all 2 requests failed: timed out after 0.3 s (--request-timeout)"
+        ("timed out after 0.3 s (request_timeout_s)", 2)]
+    assert rec.error == "all 2 requests failed: timed out after 0.3 s (request_timeout_s)"
 
 
 def _closed_port() -> int:

@@ -14,6 +14,7 @@ import pytest
 import torch
 from fakes import cli
 
+from dlbench.commands.common import as_flags
 from dlbench.models import get_model
 from dlbench.records.throughput import ThroughputConfig
 
@@ -182,9 +183,13 @@ def test_the_ranks_of_one_host_share_its_ram(monkeypatch):
     # 2 CPU ranks: ddp needs 2 x 12 bytes a parameter, fsdp 2 x 6
     monkeypatch.setattr(size_guard, "device_memory", lambda device: 16 * p)
     check_scaling_fits(_scaling("fsdp", gpus=2), spec, torch.device("cpu"))
-    with pytest.raises(ModelTooLargeError, match=r"the 2 ranks of a host need .*, or shard "
-                                                 r"it \(--strategy fsdp\)"):
+    with pytest.raises(ModelTooLargeError, match=r'with strategy="ddp" on 2 rank\(s\): the 2 '
+                                                 r'ranks of a host need .*, or shard it '
+                                                 r'\(strategy="fsdp"\)$') as err:
         check_scaling_fits(_scaling("ddp", gpus=2), spec, torch.device("cpu"))
+    printed = as_flags(err.value)  # the command line's words for the same error
+    assert "with --strategy ddp on 2 rank(s)" in printed and printed.endswith(
+        "or shard it (--strategy fsdp)")
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
@@ -211,7 +216,7 @@ def test_a_rank_refuses_too_when_no_preflight_ran(monkeypatch):
     from dlbench.workloads.size_guard import ModelTooLargeError
 
     monkeypatch.setattr(size_guard, "device_memory", lambda device: 1024)
-    with pytest.raises(ModelTooLargeError, match="--strategy ddp on 1 rank"):
+    with pytest.raises(ModelTooLargeError, match='with strategy="ddp" on 1 rank'):
         measure_rank(_scaling("ddp", gpus=1), 0, None)
 
 

@@ -96,6 +96,6 @@ def fuse_projections(model: nn.Module) -> int:
             groups += 1
     if not groups:
         raise UnsupportedError(
-            f"{type(model).__name__} has no separate q/k/v or gate/up projections to fuse "
-            "(Llama-family layouts have them); run without --fuse")
+            f"fuse: {type(model).__name__} has no separate q/k/v or gate/up projections to "
+            "fuse (Llama-family layouts have them); run without fuse=True", "fuse")
     return groups

@@ -66,8 +66,8 @@ def fold_gqa(model: Any) -> int:
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     if not heads or not kv_heads or heads == kv_heads:
         raise UnsupportedError(
-            f"--fold-gqa: {type(model).__name__} has {heads} query heads over "
-            f"{kv_heads} key/value heads, no grouped-query attention to fold")
+            f"fold_gqa: {type(model).__name__} has {heads} query heads over "
+            f"{kv_heads} key/value heads, no grouped-query attention to fold", "fold_gqa")
     AttentionInterface.register(NAME, folded_sdpa)
     AttentionMaskInterface.register(NAME, sdpa_mask)  # SDPA's boolean masks
     model.set_attn_implementation(NAME)

@@ -284,7 +284,8 @@ def search(cfg: MaxBatchConfig, env: dict, default_start: int,
     except KeyboardInterrupt:
         raise SearchInterrupted(MaxBatchRecord(
             config=cfg, env=env, status="error", error_type=ErrorType.INTERRUPTED,
-            error=f"interrupted after {len(probes)} probe(s); --resume goes on from them",
+            error=(f"interrupted after {len(probes)} probe(s); a resumed search goes on "
+                   "from them"),
             probes=tuple(probes), search_wall_s=time.perf_counter() - t0)) from None
     except SearchAborted as exc:
         return MaxBatchRecord(

@@ -176,11 +176,14 @@ def check_scaling_fits(cfg: ScalingConfig, spec: ModelSpec, device: torch.device
             hint = ("measure a smaller model: every rank builds the whole model before its "
                     "strategy splits it")
         elif cfg.strategy in ("ddp", "dp", "ps"):
-            hint = "measure a smaller model, or shard it (--strategy fsdp)"
+            hint = 'measure a smaller model, or shard it (strategy="fsdp")'
         else:
             hint = "measure a smaller model, or shard it over more GPUs"
+        # The model's name starts the message, so the strategy is named as a keyword
+        # argument, which the command line spells as its flag wherever it stands.
         raise ModelTooLargeError(
-            f"{spec.name}: {count.total / 1e9:.3g} billion parameters with --strategy "
-            f"{cfg.strategy} on {cfg.gpus} {'GPU' if device.type == 'cuda' else 'rank'}(s): "
+            f"{spec.name}: {count.total / 1e9:.3g} billion parameters with "
+            f'strategy="{cfg.strategy}" on {cfg.gpus} '
+            f"{'GPU' if device.type == 'cuda' else 'rank'}(s): "
             f"{whose} (weights, gradients and {base.optimizer} state; {split}), more than "
             f"{_where(where)} ({total / 2**30:.1f} GiB); {hint}")

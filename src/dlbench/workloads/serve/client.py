@@ -157,10 +157,10 @@ async def stream(sess: Any, url: str, payload: dict[str, Any], *, request_timeou
         r.unreachable = True
         r.error = f"cannot connect to {url}: no answer in {CONNECT_TIMEOUT_S:g} s"
     except http.ServerTimeoutError:
-        r.error = (f"stalled: no data for {stall_timeout_s:g} s (--stall-timeout) after "
+        r.error = (f"stalled: no data for {stall_timeout_s:g} s (stall_timeout_s) after "
                    f"{r.events} token event(s)")
     except TimeoutError:
-        r.error = f"timed out after {request_timeout_s:g} s (--request-timeout)"
+        r.error = f"timed out after {request_timeout_s:g} s (request_timeout_s)"
     except http.ClientPayloadError:
         r.error = (f"stream closed early after {r.events} token event(s): the connection was "
                    "cut mid-stream")

@@ -41,7 +41,7 @@ def load_tokenizer(name: str | None) -> tuple[Any | None, str]:
     """The tokenizer ``name`` names (a directory or a cached hub name), from this machine only,
     and a line saying what was found; (None, why) when there is none here."""
     if not name:
-        return None, "no tokenizer named (--tokenizer)"
+        return None, "no tokenizer named"
     if name.startswith((".", "/", "~")) and not Path(name).expanduser().is_dir():
         return None, f"no tokenizer at {name}: no such directory"
     try:
