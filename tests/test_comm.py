@@ -518,6 +518,22 @@ def test_comm_cli_refuses_a_graph_without_nccl(tmp_path):
     assert not (tmp_path / "c.db").exists()
 
 
+@pytest.mark.parametrize("args, said, printed", [
+    ((["nope"], [], "8B", "1KiB", 2), "op must be among all_reduce, all_gather, reduce_scatter, "
+     "broadcast, all_to_all; got 'nope'", "--op must be among"),
+    ((["all_reduce"], [], "2KiB", "1KiB", 2), "sizes: need 1 <= min_size <= max_size and "
+     "factor >= 2", "sizes: need 1 <= --min-bytes <= --max-bytes and --factor >= 2"),
+    ((["all_reduce"], ["fast"], "8B", "1KiB", 2), "interconnect must be among default, no-p2p, "
+     "no-shm, no-p2p+no-shm, no-ib; got 'fast'", "--interconnect must be among")])
+def test_the_plans_errors_name_fields_and_the_command_line_flags(args, said, printed):
+    from dlbench.commands.common import as_flags
+    from dlbench.jobs.runs import comm_plan
+    with pytest.raises(ConfigError) as err:
+        comm_plan(*args, device="cpu")
+    assert str(err.value) == said and "--" not in said
+    assert as_flags(err.value).startswith(printed)
+
+
 def test_comm_cli_refuses_nccls_own_api_without_nccl(tmp_path):
     p = _dlbench("comm", "--device", "cpu", "--api", "nccl", "--db", str(tmp_path / "c.db"))
     assert p.returncode == 2 and "--api nccl calls NCCL itself" in p.stderr

@@ -31,11 +31,12 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "dlbench"
 #: The jobs and workloads that check a sweep or a config before or while it runs: their errors
 #: reach Python callers, and a workload's become stored failure rows, as well as the command line.
 RUN_MODULES = [*(SRC / "jobs" / f"{name}.py" for name in
-                 ("plans", "train_runs", "net_runs", "generate_runs", "serve_runs", "sweep")),
+                 ("plans", "train_runs", "net_runs", "generate_runs", "serve_runs", "sweep",
+                  "runs")),
                *(SRC / "workloads" / f"{name}.py" for name in
                  ("throughput", "scaling", "tp", "checkpointing", "fp8", "fp8_inference",
                   "generate", "fusion", "gqa_fold", "size_guard", "maxbatch", "serve/client",
-                  "serve/prompts"))]
+                  "serve/prompts", "collectives", "nccl_api"))]
 
 #: The modules whose checks name fields: every record kind and its config, the shared config,
 #: the stopping rule, the device checks every config passes before it runs, the interconnect

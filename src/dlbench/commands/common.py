@@ -116,7 +116,8 @@ FIELD_FLAGS: Mapping[str, str] = MappingProxyType({
     # comm
     "op": "--op", "size_bytes": "--min-bytes/--max-bytes", "ranks": "--ranks",
     "dtype": "--dtype", "iters": "--iters", "warmup": "--warmup", "timing": "--timing",
-    "iters_per_sample": "--iters-per-sample",
+    "iters_per_sample": "--iters-per-sample", "min_size": "--min-bytes",
+    "max_size": "--max-bytes", "factor": "--factor",
     # net
     "hosts": "--hosts", "rate_bps": "--link rate", "delay_s": "--link delay",
     "steps": "--steps", "compute_steps": "--compute-steps",
