@@ -53,7 +53,12 @@ def pytest_configure(config):
     import torch
     torch.set_num_threads(1)
     if not hasattr(config, "workerinput"):  # the first process: xdist's workers inherit it
+        # (its environment; and the fork server's socket, which it hands each of them)
         _share_jax_compilations(config)
+        _compile_xla_quickly()
+        _start_fork_server(config)
+    else:  # the session's one, started by the first process (pytest_configure_node)
+        config.stash[_FORK_SERVER] = config.workerinput["dlbench_fork_server"]
 
 
 #: JAX's persistent compilation cache, for every program however short its compile (JAX keeps
@@ -77,6 +82,81 @@ def _share_jax_compilations(config) -> None:
     cache = tempfile.mkdtemp(prefix="dlbench-tests-jax-cache-")
     os.environ.update(JAX_COMPILATION_CACHE_DIR=cache, **JAX_CACHE_ENV)
     config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
+
+
+#: XLA's CPU code generated without LLVM's optimisations (what ``-O0`` is to a C compiler).
+XLA_TEST_FLAGS = ("--xla_backend_optimization_level=0",
+                  "--xla_llvm_disable_expensive_passes=true")
+
+
+def _compile_xla_quickly() -> None:
+    """The tests' JAX programs compiled in a quarter of the time.
+
+    On the CPU, XLA spends seconds optimising each program of a tiny model, most of a JAX
+    test's time, to make steps of milliseconds faster. The tests check what the programs
+    compute and what dlbench does with them (windows, sharding, records), which optimisation
+    does not change; only how fast the steps run does, and no test asserts a speed. Set here,
+    in the process that starts pytest-xdist's workers, so that they and every child inherit it;
+    a test that sets ``XLA_FLAGS`` of its own (a device count) adds to these."""
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    os.environ["XLA_FLAGS"] = " ".join(flags + [f for f in XLA_TEST_FLAGS if f not in flags])
+
+
+#: The marker of the tests about real processes (signals, stray ranks, what a new interpreter
+#: imports): every process dlbench starts for them (torchrun's agent and ranks, the zygote) is
+#: a new interpreter, as outside the tests.
+REAL_PROCESSES = "real_processes"
+_FORK_SERVER = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's: what a worker is handed at its start
+def pytest_configure_node(node):
+    node.workerinput["dlbench_fork_server"] = node.config.stash[_FORK_SERVER]
+
+
+def _start_fork_server(config) -> None:
+    """A fork server for the processes the tests start (:mod:`dlbench.launch.forking`), one for
+    the session: xdist's workers share it, and so its imports.
+
+    A torchrun job starts an agent and a process per rank, and each new interpreter spends
+    1.5 CPU-seconds importing torch, 4-5 more for a transformers model: for the tiny models
+    most of a job's cost, and the suite runs many jobs. Forked from a process that imported
+    them once, the agent and ranks start in milliseconds; so does the zygote of ``--isolate``,
+    and the scripts and ranks a test starts through ``forking.python_args``. Every other step of
+    a job (the launcher, torchrun, the rendezvous, the process group, the files and exit codes)
+    is what it is outside the tests; the tests marked :data:`REAL_PROCESSES` start new
+    interpreters."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from dlbench.launch import forkserver
+    folder = tempfile.mkdtemp(prefix="dlbench-tests-fork-")  # a short path: a socket's limit
+    path = os.path.join(folder, "socket")
+    with open(os.path.join(folder, "server.log"), "wb") as log:
+        proc, listener = forkserver.start(path, log.fileno())
+    listener.close()  # the server holds it
+    config.stash[_FORK_SERVER] = path
+
+    def stop() -> None:
+        proc.stdin.close()  # the server ends at the end of its input
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+    config.add_cleanup(stop)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the test's fixtures, which may start jobs
+def pytest_runtest_setup(item):
+    from dlbench.launch import forking
+    server = item.config.stash.get(_FORK_SERVER, None)
+    if server and not item.get_closest_marker(REAL_PROCESSES):
+        os.environ[forking.ENV] = server
+    else:
+        os.environ.pop(forking.ENV, None)
 
 
 #: The xdist group of the tests that use :func:`llama_job`.

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -18,6 +19,7 @@ from conftest import FAST_STOP
 from fakes.cli import run as run_cli
 from fakes.cli import script
 from dlbench.api import MeasurementError
+from dlbench.launch import forking
 from dlbench.store import StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,12 +146,18 @@ def test_to_dataframe_without_pandas_names_the_extra(monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_own_models_benchmark_runs_quick_on_the_cpu(tmp_path, capfd):
+def test_the_own_models_benchmark_runs_quick_on_the_cpu(tmp_path, capfd, monkeypatch):
     # The script's main in this process, which is the script's "this one" (its API side): the
-    # command line's side is a fresh process either way.
+    # command line's side is a process of its own either way, here forked by the test
+    # session's fork server (tests/conftest.py), which imported torch and transformers once.
     out = tmp_path / "own"
-    code = script("own_models").main(["--out", str(out), "--quick", "--device", "cpu",
-                                      "--tolerance", "1", "--max-time", "0.2"])
+    own = script("own_models")
+
+    def forked(cmd, *args, **kwargs):  # the script's `python -m dlbench ...`
+        return subprocess.run([cmd[0], *forking.python_args(*cmd[1:])], *args, **kwargs)
+    monkeypatch.setattr(own, "subprocess", SimpleNamespace(run=forked))
+    code = own.main(["--out", str(out), "--quick", "--device", "cpu", "--tolerance", "1",
+                     "--max-time", "0.2"])
     assert code == 0, capfd.readouterr().err[-3000:]
     rows = json.loads((out / "agreement.json").read_text())
     assert [r["model"] for r in rows] == ["timm:resnet18", "hf:gpt2?n_layer=2&n_embd=64&n_head=2"]

@@ -31,6 +31,10 @@ ALLOWED = {
         {"suite", "str"},
         "run takes a suite to run; 'results ls' filters stored runs, whose suite also names "
         "tune and peak runs"),
+    ("--api",): (
+        {"api", "str"},
+        "which API the measured calls go through: serve, the server's HTTP API; comm, "
+        "torch.distributed's collectives or NCCL's own"),
 }
 # Flags that are on/off settings: they parse on/off (and lists of them) wherever they appear.
 ON_OFF = ("--channels-last", "--cuda-graph", "--compile-loss", "--augment")

@@ -42,6 +42,7 @@ from pathlib import Path
 import pytest
 from fakes import cli
 
+from dlbench.launch import forking
 from dlbench.measure import stats
 
 MEAN_S = 0.100
@@ -234,6 +235,10 @@ def test_across_process_interval_covers():
 
 ROOT = Path(__file__).resolve().parents[1]
 COVERAGE_DIR = ROOT / "results" / "pt2.11-cu130-h100-80gb-hbm3" / "coverage"
+#: benchmarks/coverage.py, run in a process of its own (forked by the test session's fork
+#: server where it runs one: tests/conftest.py); the dlbench commands it starts are new
+#: interpreters, as a user's are.
+SCRIPT = str(ROOT / "benchmarks" / "coverage.py")
 
 
 def _script():
@@ -248,7 +253,7 @@ def test_the_coverage_experiment_runs_through_dlbench(tmp_path):
     # that a group of 2 leaves 2 others for its held-out reference.
     db, out = tmp_path / "cov.db", tmp_path / "cov.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "coverage.py"), "--suite",
+    p = subprocess.run([sys.executable, *forking.python_args(SCRIPT), "--suite",
                         "smoke", "--configs", "tiny_cnn:train,tiny_cnn:eval", "--processes", "4",
                         "--group", "2", "--device", "cpu", "--db", str(db), "--out", str(out),
                         "--other", str(db)],
@@ -282,7 +287,7 @@ def test_the_coverage_experiment_runs_through_dlbench(tmp_path):
     assert [c["difference_rel"] for c in result["other"]["cards"]] == [0.0, 0.0]
     assert "one process's 95% interval covers the mean of the other processes" in p.stdout
     # analysing again keeps the commands that measured the store
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "coverage.py"), "--db",
+    p = subprocess.run([sys.executable, *forking.python_args(SCRIPT), "--db",
                         str(db), "--out", str(out), "--analyse-only", "--group", "2"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]

@@ -14,6 +14,7 @@ import torch
 from fakes import cli
 from dlbench.config import ConfigError
 from dlbench.jobs import launchers
+from dlbench.launch import forking
 from dlbench.launch.interconnect import SAFETY_ENV, interconnect_env
 from dlbench.launch.torchrun import Rendezvous, free_port, slurm_settings
 from dlbench.measure.stats import aggregate
@@ -210,8 +211,11 @@ def test_a_slow_step_cannot_overrun_max_time_in_scaling(strategy):
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS="1", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
                MASTER_PORT=str(free_port()))
-    procs = [subprocess.Popen([sys.executable, "-c", _SLOW_RANK, json.dumps(cfg.to_dict()),
-                               str(lag)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    # two ranks, each forked by the test session's fork server (tests/conftest.py) where it
+    # runs one: what is tested is the window both run, not their interpreters' start
+    procs = [subprocess.Popen([sys.executable, *forking.python_args(
+                                   "-c", _SLOW_RANK, json.dumps(cfg.to_dict()), str(lag))],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=dict(env, RANK=str(r))) for r in (0, 1)]
     outs = [p.communicate(timeout=120) for p in procs]
     for p, (_, err) in zip(procs, outs):
@@ -230,8 +234,12 @@ def test_a_slow_step_cannot_overrun_max_time_in_scaling(strategy):
     assert len(times) <= math.ceil(cap / lag) + every
 
 
-def _cli(*args, **kw):
-    return cli.popen(*args, **kw)
+def _cli(*args: str) -> subprocess.Popen:
+    """``dlbench ARGS`` in a process of its own, left running: forked by the test session's
+    fork server where it runs one (tests/conftest.py), as ``python -m dlbench`` otherwise."""
+    return subprocess.Popen([sys.executable, *forking.python_args("-m", "dlbench", *args)],
+                            env=cli.child_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.slow

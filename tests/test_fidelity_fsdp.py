@@ -1,6 +1,7 @@
 """benchmarks/fidelity.py --fsdp on the CPU: ``dlbench scale --strategy fsdp`` against the bare
-FSDP2 loop, each a torchrun job of 2 gloo processes, end to end through the script as a user
-runs it."""
+FSDP2 loop, each a torchrun job of 2 gloo processes, end to end through the script's main and
+the commands it starts (their processes forked by the test session's fork server:
+FORKED_BARE_JOB)."""
 
 import json
 import math
@@ -12,12 +13,41 @@ from pathlib import Path
 import pytest
 from fakes import cli
 
+from dlbench.launch import forking
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+#: The script's main in a process of its own which, like its children (``dlbench scale``, the
+#: bare loop's torchrun job and its ranks) and the agent and ranks of dlbench's own job, is
+#: forked by the test session's fork server where it runs one (dlbench.launch.forking;
+#: tests/conftest.py), not started as a new interpreter that imports torch and transformers
+#: again: the same commands, the same torchrun, the same rank script and arguments.
+FORKED_BARE_JOB = """
+import importlib.util, sys
+from dlbench.launch import forking
+spec = importlib.util.spec_from_file_location("fidelity", sys.argv[1])
+fidelity = importlib.util.module_from_spec(spec)
+sys.modules["fidelity"] = fidelity
+spec.loader.exec_module(fidelity)
+child = fidelity._child
+
+def forked(cmd, *args, **kwargs):
+    if cmd[1:3] == ["-m", "torch.distributed.run"]:  # its ranks run the script: forked too
+        script = cmd.index(spec.origin)
+        cmd = [*cmd[:script], *forking.python_args(*cmd[script:])]
+    return child([cmd[0], *forking.python_args(*cmd[1:])], *args, **kwargs)
+
+fidelity._child = forked
+sys.exit(fidelity.main(sys.argv[2:]))
+"""
 
 
 def _fidelity(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fidelity.py"), *args],
+    return subprocess.run([sys.executable, *forking.python_args(
+                               "-c", FORKED_BARE_JOB, str(ROOT / "benchmarks" / "fidelity.py"),
+                               *args)],
                           capture_output=True, text=True, env=env, timeout=600)
 
 

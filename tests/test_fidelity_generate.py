@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from fakes import cli
 
+from dlbench.launch import forking
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -31,9 +33,12 @@ sys.exit(fidelity.main(sys.argv[2:]))
 
 
 def _fidelity(*args: str) -> subprocess.CompletedProcess:
+    # a process forked by the test session's fork server (tests/conftest.py), which imported
+    # torch and transformers once, where it runs one
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-c", SHORT_WINDOWS,
-                           str(ROOT / "benchmarks" / "fidelity.py"), *args],
+    return subprocess.run([sys.executable, *forking.python_args(
+                               "-c", SHORT_WINDOWS, str(ROOT / "benchmarks" / "fidelity.py"),
+                               *args)],
                           capture_output=True, text=True, env=env, timeout=300)
 
 

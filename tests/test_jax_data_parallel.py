@@ -11,14 +11,27 @@ import textwrap
 
 import pytest
 
+from dlbench.launch import forking
+
 pytest.importorskip("jax", reason="the jax extra is not installed")
 pytest.importorskip("flax", reason="the jax extra is not installed")
 
 
+def _xla_flags(*flags: str) -> str:
+    """``XLA_FLAGS``: the test session's (tests/conftest.py), with no device count, and
+    ``flags``."""
+    kept = [f for f in os.environ.get("XLA_FLAGS", "").split()
+            if not f.startswith("--xla_force_host_platform_device_count")]
+    return " ".join([*kept, *flags])
+
+
 def _run(code: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+    """``code`` in a process of its own, where JAX starts with the flags (forked by the test
+    session's fork server where it runs one: it imported torch, never JAX)."""
+    env = {**os.environ, "XLA_FLAGS": _xla_flags("--xla_force_host_platform_device_count=2"),
            "JAX_PLATFORMS": "cpu"}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], env=env,
+    return subprocess.run([sys.executable, *forking.python_args(
+                               "-c", textwrap.dedent(code), *args)], env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -100,9 +113,10 @@ def test_two_processes_through_jax_distributed():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)  # one CPU device per process: two in the job
-    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(MULTI), port, str(i)],
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": _xla_flags()}  # one CPU device per process: two in the job
+    procs = [subprocess.Popen([sys.executable, *forking.python_args(
+                                   "-c", textwrap.dedent(MULTI), port, str(i))],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from fakes.cli import run as run_cli
+from dlbench.launch import forking
 from dlbench.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +31,9 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_two_node_example_runs_on_one_host_and_merges_to_one_job(tmp_path):
-    dlbench = f"{shlex.quote(sys.executable)} -m dlbench"
+    # each host's dlbench a process of its own (forked by the test session's fork server where
+    # it runs one: tests/conftest.py)
+    dlbench = shlex.join([sys.executable, *forking.python_args("-m", "dlbench")])
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1",
                MASTER=f"127.0.0.1:{_free_port()}", JOB="two-nodes-test", MODEL="tiny_cnn",
                GPUS_PER_NODE="1", BATCH="4", DB_PREFIX=str(tmp_path / "node"), DLBENCH=dlbench,

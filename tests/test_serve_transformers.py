@@ -7,6 +7,7 @@ both APIs, and stopped. Needs transformers' serving extra (fastapi, uvicorn, ope
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import sys
 
 import pytest
@@ -15,6 +16,7 @@ pytest.importorskip("aiohttp")
 
 from dlbench.cli import main  # noqa: E402
 from dlbench.jobs.serve_runs import free_port  # noqa: E402
+from dlbench.launch import forking  # noqa: E402
 from dlbench.store import Store  # noqa: E402
 from dlbench.workloads.serve import model_dir  # noqa: E402
 
@@ -32,9 +34,12 @@ def test_dlbench_serve_launches_transformers_serve_measures_and_stops_it(tmp_pat
     # A KV cache of 64 blocks and 256 tokens a batch: enough for 4 requests of 16+8 tokens.
     # Left to size itself, the cache takes most of the host's free memory (about 20 GB of a
     # 23 GB machine), and the kernel kills the server when another test needs some too.
-    serve = (f"{sys.executable} -c 'from transformers.cli.transformers import main; main()' "
-             f"serve {model} --port {port} --device cpu --dtype float32 --continuous-batching "
-             "--cb-num-blocks 64 --cb-max-batch-tokens 256")
+    # The server a process of its own, forked by the test session's fork server where it runs
+    # one (tests/conftest.py), which imported transformers once.
+    python = shlex.join([sys.executable, *forking.python_args(
+        "-c", "from transformers.cli.transformers import main; main()")])
+    serve = (f"{python} serve {model} --port {port} --device cpu --dtype float32 "
+             "--continuous-batching --cb-num-blocks 64 --cb-max-batch-tokens 256")
     db = tmp_path / "s.db"
     code = main(["serve", "--launch", serve, "--endpoint", f"http://127.0.0.1:{port}",
                  "-m", str(model), "--api", "completions,chat", "--concurrency", "1,4",

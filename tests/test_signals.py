@@ -32,6 +32,9 @@ from fakes import cli
 from dlbench.launch import signals
 from dlbench.store import Store
 
+#: What these tests check is about the processes themselves: every one starts afresh.
+pytestmark = pytest.mark.real_processes
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "1", "--warmup", "1",
         "--warmup-time", "0", "--target-ci", "0.05"]

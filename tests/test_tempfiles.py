@@ -31,6 +31,9 @@ from dlbench.launch import tempdirs
 from dlbench.launch import torchrun as torchrun_mod
 from dlbench.launch.torchrun import JobOutcome, TorchrunLauncher
 
+#: What the processes leave in the temporary directory: every one starts afresh.
+pytestmark = pytest.mark.real_processes
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 

@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from fakes import cli
 
+#: What a new interpreter imports, and how it ends: every process starts afresh.
+pytestmark = pytest.mark.real_processes
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "1", "--warmup", "1",
         "--warmup-time", "0", "--target-ci", "0.05"]

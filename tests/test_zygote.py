@@ -22,7 +22,20 @@ from dlbench.launch.subprocess_launcher import Zygote, _forks
 from dlbench.records.base import ErrorType
 from dlbench.records.throughput import ThroughputConfig
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the zygote forks")
+#: The zygote itself is what is tested: it starts as a new interpreter (real_processes).
+pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="the zygote forks"),
+              pytest.mark.real_processes]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _a_zygote_started_here():
+    """The zygote this process shares, started afresh for these tests: one started earlier in
+    the session is a child of the test fork server (tests/conftest.py), whose stand-in is not
+    the workers' parent."""
+    if Zygote._shared is not None:
+        Zygote._shared.close()
+        Zygote._shared = None
+
 
 MODEL = '''
 import os, time

@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from dlbench.launch import progress, signals, tempdirs
+from dlbench.launch import forking, progress, signals, tempdirs
 from dlbench.launch.interconnect import interconnect_env
 from dlbench.launch.lookup import worker_name
 from dlbench.measure.nccl_tuning import UNKNOWN
@@ -180,10 +180,12 @@ class TorchrunLauncher:
             job = {**job, "out_dir": str(out_dir), "pg_timeout_s": self.pg_timeout_s}
             job_path = out_dir / "job.json"
             job_path.write_text(json.dumps(job))
-            # torchrun's agent through dlbench.launch.agent: it ends if dlbench is killed
-            cmd = [sys.executable, "-m", "dlbench.launch.agent", *self.rdzv.args(nproc_per_node),
+            # torchrun's agent through dlbench.launch.agent: it ends if dlbench is killed.
+            # (-m MODULE; in the test suite, forked by its fork server: launch.forking)
+            cmd = [sys.executable, *forking.python_args("-m", "dlbench.launch.agent"),
+                   *self.rdzv.args(nproc_per_node),
                    "--max-restarts", "0", "--monitor-interval", str(MONITOR_INTERVAL_S),
-                   "-m", "dlbench.launch.rank_entry", str(job_path)]
+                   *forking.python_args("-m", "dlbench.launch.rank_entry"), str(job_path)]
             env = signals.child_env({**os.environ, **launch_env})
             env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default, said explicitly
             log_path = out_dir / "torchrun.log"

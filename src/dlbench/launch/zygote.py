@@ -20,6 +20,10 @@ once and ``{"pid": P, "returncode": R}`` when the child has ended (R negative: k
 its stdout and stderr to ``OUT.stderr`` beside the record, and ends with its parent or with
 dlbench (:func:`dlbench.launch.signals.exit_with_parent`). The zygote ends at the end of its
 input, which is also what it sees when dlbench dies.
+
+In the test suite, where a fork server has imported torch and transformers already
+(:mod:`dlbench.launch.forking`), the zygote is itself forked from it, and the process dlbench
+started stands in for it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import os
 import sys
 import traceback
 import warnings
+
+from dlbench.launch import forking
 
 #: The registry's model sources that are libraries, imported in the zygote before its first
 #: fork (a registry source names its library).
@@ -107,6 +113,10 @@ def _answer(obj: dict) -> None:
 
 
 def main() -> int:
+    if forking.active() and not forking.in_child():
+        # the test session's fork server imported torch and transformers once: this zygote is
+        # a child of it (stdin, stdout and stderr handed over), and this process stands in
+        return forking.client(["-m", "dlbench.launch.zygote"])
     for name in COMMON:
         importlib.import_module(name)
     for line in sys.stdin:
