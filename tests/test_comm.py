@@ -225,14 +225,50 @@ def test_the_api_is_checked_and_torch_keeps_the_old_keys():
 
 
 def test_the_table_names_the_api_it_timed():
-    from dlbench.report.comm_tables import API_NOTE, timing_label
+    from dlbench.report.comm_tables import API_NOTE, BUFFERS_NOTE, timing_label
     cfg = CommConfig(op="all_reduce", size_bytes=1 << 20, ranks=2, backend="nccl",
                      timing="graph", iters_per_sample=20, api="nccl")
     rec = CommRecord(config=cfg, env={}, rank_times_s=((1e-5,) * 20, (1e-5,) * 20), wrong=0)
     assert timing_label(rec) == "graph x20, nccl API"
     assert timing_label(replace(rec, config=replace(cfg, api="torch"))) == "graph x20"
     (table,) = comm_tables([rec])
-    assert API_NOTE in table.notes
+    assert API_NOTE in table.notes and BUFFERS_NOTE not in table.notes
+    ncclmem = replace(rec, config=replace(cfg, buffers="nccl"))
+    assert timing_label(ncclmem) == "graph x20, nccl API, nccl buffers"
+    (table,) = comm_tables([ncclmem])
+    assert BUFFERS_NOTE in table.notes
+
+
+def test_the_buffers_are_checked_and_torchs_keep_the_old_keys():
+    with pytest.raises(ConfigError, match='^buffers="nccl" allocates with ncclMemAlloc') as err:
+        CommConfig(op="all_reduce", size_bytes=8, ranks=2, backend="gloo", buffers="nccl")
+    assert err.value.fields == ("buffers", "backend")
+    with pytest.raises(ConfigError, match="^buffers must be one of"):
+        CommConfig(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", buffers="cuda")
+    old = dict(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", dtype="float32",
+               inplace=False, interconnect="default", iters=20, warmup=5, timing="graph",
+               iters_per_sample=20)
+    assert CommConfig(**old).key() == config_key(old)
+    ncclmem = CommConfig(**old, buffers="nccl")
+    assert ncclmem.key() != config_key(old) and ncclmem.label.endswith("graph x20 nccl buffers")
+    assert CommConfig.from_dict(ncclmem.to_dict()) == ncclmem
+
+
+def test_a_record_says_how_its_calls_were_made():
+    """The stream and the in-place call come from rank 0's row; a record from before they were
+    recorded reads as the default stream, and all_reduce and broadcast as called in place (both
+    APIs called them so then), the other collectives as placed."""
+    def row(**how):
+        return {"count": 4, "times_s": [1e-5], "wrong": 0, **how}
+    out = CommConfig(op="all_reduce", size_bytes=16, ranks=2, backend="nccl", api="nccl")
+    rec = CommRecord.from_ranks(out, {}, [row(stream="side", call_in_place=False), row()])
+    assert (rec.stream, rec.call_in_place, rec.called_in_place) == ("side", False, False)
+    old = CommRecord.from_ranks(out, {}, [row(), row()])
+    assert (old.stream, old.call_in_place, old.called_in_place) == ("default", None, True)
+    gather = CommRecord.from_ranks(replace(out, op="all_gather"), {}, [row(), row()])
+    assert gather.called_in_place is False
+    assert CommRecord.from_ranks(replace(out, op="all_gather", inplace=True), {},
+                                 [row(), row()]).called_in_place is True
 
 
 def test_records_stored_before_the_timing_modes_read_as_eager_and_unknown(tmp_path):
@@ -510,6 +546,8 @@ def test_comm_cli(tmp_path):
                and d["latency_us"] == pytest.approx(d["time_s"] * 1e6)
                and d["p99_us"] >= d["p50_us"] > 0 and d["algorithm"] == "unknown"
                for d in docs)
+    # how the calls were made: on the host, and torch's all_reduce in place on either row
+    assert all(d["stream"] == "host" and d["call_in_place"] is True for d in docs)
 
 
 def test_comm_cli_refuses_a_graph_without_nccl(tmp_path):
@@ -532,6 +570,13 @@ def test_the_plans_errors_name_fields_and_the_command_line_flags(args, said, pri
         comm_plan(*args, device="cpu")
     assert str(err.value) == said and "--" not in said
     assert as_flags(err.value).startswith(printed)
+
+
+def test_comm_cli_refuses_nccl_buffers_without_nccl(tmp_path):
+    p = _dlbench("comm", "--device", "cpu", "--buffers", "nccl", "--db", str(tmp_path / "c.db"))
+    assert p.returncode == 2 and "--buffers nccl allocates with ncclMemAlloc" in p.stderr
+    assert "--backend nccl" in p.stderr and "--buffers torch" in p.stderr
+    assert not (tmp_path / "c.db").exists()
 
 
 def test_comm_cli_refuses_nccls_own_api_without_nccl(tmp_path):
@@ -566,6 +611,20 @@ def test_nccls_own_api_is_exact_on_two_gpus(op):
                                                     dtype="bfloat16", api="nccl")
     assert recs and all(r.ok and r.wrong == 0 and r.config.api == "nccl" for r in recs), \
         [(r.error, r.wrong) for r in recs]
+    # NCCL's own API calls every out-of-place row out of place, on the job's own stream
+    assert all(r.stream == "side" and r.call_in_place == r.config.inplace for r in recs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("api", ["torch", "nccl"])
+def test_nccl_buffers_are_exact_on_two_gpus(api):
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    recs = launchers.torchrun(timeout_s=300).run_comm(
+        ["all_reduce", "all_gather"], [1 << 20], 2, {}, backend="nccl", timing="graph",
+        iters_per_sample=10, api=api, buffers="nccl")
+    assert len(recs) == 4 and all(r.ok and r.wrong == 0 and r.config.buffers == "nccl"
+                                  for r in recs), [(r.error, r.wrong) for r in recs]
 
 
 def test_report_gives_each_rank_count_and_profile_its_own_collectives_table():

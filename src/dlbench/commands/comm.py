@@ -25,7 +25,7 @@ from dlbench.commands.common import (
     rendezvous_flags,
     show_failures,
 )
-from dlbench.records.collective import APIS, TIMINGS
+from dlbench.records.collective import APIS, BUFFERS, TIMINGS
 from dlbench.report import comm_tables, terminal
 
 ORDER = 21
@@ -49,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                "  dlbench comm --op all_reduce --min-bytes 1M --max-bytes 1G --interconnect "
                "no-p2p --ranks 2\n"
                "  dlbench comm --op all_reduce --max-bytes 64MiB --ranks 2 --timing eager\n"
-               "  dlbench comm --op all_reduce --ranks 2 --api nccl     (NCCL itself, as "
-               "nccl-tests)\n"
+               "  dlbench comm --op all_reduce --ranks 2 --api nccl --buffers nccl     (as "
+               "nccl-tests: NCCL itself, on ncclMemAlloc's memory)\n"
                "  dlbench comm --device cpu --ranks 2 --max-bytes 1MiB     (gloo on the CPU)\n\n"
                "--timing graph (the default on GPUs) captures --iters-per-sample iterations in a "
                "CUDA graph and replays it, as nccl-tests -G: small sizes then show the fabric, "
@@ -59,7 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                "per size from its tuning log (--no-algo-probe skips it).\n\n"
                "--api torch (the default) times torch.distributed's collectives, what a PyTorch "
                "program gets; --api nccl calls NCCL's C API itself, as nccl-tests does: what "
-               "the two read apart is torch.distributed's own cost per call.\n\n"
+               "the two read apart is torch.distributed's own cost per call. torch.distributed "
+               "has no out-of-place all_reduce or broadcast: through it their out-of-place rows "
+               "call them in place on a second buffer; --api nccl calls them out of place. "
+               "--buffers nccl allocates with ncclMemAlloc, as nccl-tests does.\n\n"
                "--ranks is processes per host (one per GPU); in scale and train --gpus counts "
                "GPUs. The old spellings --gpus, --min and --max are still taken here.\n\n"
                "sizes: nccl-tests' size column (all_gather: the gathered buffer; reduce_scatter: "
@@ -95,6 +98,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "directly, one communicator per rank, as nccl-tests calls it: the "
                         "library and the fabric without torch.distributed's cost per call; "
                         "NCCL only)")
+    p.add_argument("--buffers", choices=BUFFERS, default="torch",
+                   help="where the buffers come from: torch (PyTorch's caching allocator, what "
+                        "a PyTorch program's tensors are; default) or nccl (ncclMemAlloc, as "
+                        "nccl-tests allocates; NCCL only). On NVLink the two can read several "
+                        "percent apart from 16 MiB (docs/scaling.md)")
     p.add_argument("--no-algo-probe", dest="algo_probe", action="store_false",
                    help="skip the short job, run first, that reads which algorithm and "
                         "protocol NCCL chooses per size (NCCL_DEBUG=INFO, "
@@ -126,7 +134,7 @@ def cmd_comm(args: argparse.Namespace) -> int:
                           ranks=args.gpus, dtype=args.dtype, iters=args.iters,
                           warmup=args.warmup, timing=args.timing,
                           iters_per_sample=args.iters_per_sample, probe=args.algo_probe,
-                          api=args.api)
+                          api=args.api, buffers=args.buffers)
     rdzv = plans.rendezvous(**dist)
     ranks = plan.ranks * rdzv.nnodes
     env = envmod.capture_environment()

@@ -128,7 +128,7 @@ FIELD_FLAGS: Mapping[str, str] = MappingProxyType({
     "fp8_recipe": "--fp8-recipe", "warmup_requests": "--warmup",
     "profile_requests": "--profile", "fuse": "--fuse", "fold_gqa": "--fold-gqa",
     # serve
-    "api": "--api", "fixed_length": "--fixed-length", "concurrency": "--concurrency",
+    "api": "--api", "buffers": "--buffers", "fixed_length": "--fixed-length", "concurrency": "--concurrency",
     "rate": "--rate", "burstiness": "--burstiness", "num_requests": "--num-requests",
     "duration_s": "--duration", "request_timeout_s": "--request-timeout",
     "stall_timeout_s": "--stall-timeout", "late_threshold_s": "--late-threshold",

@@ -225,7 +225,7 @@ def comm_plan(ops: Sequence[str], profiles: Sequence[str], min_size: str, max_si
               factor: int, *, device: str = "auto", backend: str = "auto",
               ranks: int | None = None, dtype: str = "float32", iters: int = 20,
               warmup: int = 5, timing: str = "auto", iters_per_sample: int | None = None,
-              probe: bool = True, api: str = "torch") -> CommPlan:
+              probe: bool = True, api: str = "torch", buffers: str = "torch") -> CommPlan:
     """Ops (default: all), profiles (default: ``default``) and sizes checked; NCCL on GPUs,
     gloo on the CPU; every GPU (2 processes on a CPU) unless ``ranks`` says otherwise.
 
@@ -233,7 +233,8 @@ def comm_plan(ops: Sequence[str], profiles: Sequence[str], min_size: str, max_si
     (no launch cost, as nccl-tests' ``-G``), ``eager`` on gloo (whose calls are synchronous
     host work: a batch would time the same thing). ``probe``: read NCCL's choice of algorithm
     and protocol per size first (NCCL only). ``api``: whose collectives are timed
-    (:data:`dlbench.records.collective.APIS`)."""
+    (:data:`dlbench.records.collective.APIS`); ``buffers``: where their buffers come from
+    (:data:`dlbench.records.collective.BUFFERS`)."""
     ops = list(ops) or list(COMM_OPS)
     for op in ops:
         if op not in COMM_OPS:
@@ -259,11 +260,12 @@ def comm_plan(ops: Sequence[str], profiles: Sequence[str], min_size: str, max_si
     # The config's own checks (eager takes one iteration a sample, graph needs NCCL), before
     # any process starts.
     CommConfig(op=ops[0], size_bytes=sizes[0], ranks=ranks, backend=backend, timing=timing,
-               iters_per_sample=iters_per_sample, iters=iters, warmup=warmup, api=api)
+               iters_per_sample=iters_per_sample, iters=iters, warmup=warmup, api=api,
+               buffers=buffers)
     return CommPlan(ops, sizes, profiles, ranks, backend,
                     dict(dtype=dtype, iters=iters, warmup=warmup, timing=timing,
                          iters_per_sample=iters_per_sample, probe=probe and backend == "nccl",
-                         api=api))
+                         api=api, buffers=buffers))
 
 
 def run_comm(plan: CommPlan, db: str, command: str, env: dict, rendezvous, *,

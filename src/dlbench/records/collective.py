@@ -28,6 +28,16 @@ TIMINGS = ("eager", "batched", "graph")
 #: Whose collectives are timed (``--api``): ``torch``: torch.distributed's, what a PyTorch
 #: program gets; ``nccl``: NCCL's own C API called directly, as nccl-tests calls it (NCCL only).
 APIS = ("torch", "nccl")
+#: Where the buffers come from (``--buffers``): ``torch``: PyTorch's caching allocator, what a
+#: PyTorch program's tensors are; ``nccl``: ``ncclMemAlloc`` (through ``torch.cuda.MemPool``
+#: and ProcessGroupNCCL's allocator), as nccl-tests allocates its buffers (NCCL only).
+BUFFERS = ("torch", "nccl")
+#: The stream the timed calls were issued (or the graph replayed) on: ``side``, one of the job's
+#: own (non-blocking, as nccl-tests' stream); ``default``, PyTorch's default stream, where every
+#: record made before the field existed ran them; ``host`` on gloo (no CUDA stream). On two
+#: H100s and two H200s a graph replayed on the default stream ran every all_reduce up to 5 us
+#: slower (docs/scaling.md).
+STREAMS = ("side", "default", "host")
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,8 @@ class CommConfig:
         iters_per_sample: iterations in one timed sample (``--iters-per-sample``): 1 in eager
             mode, the iterations of one batch or one graph replay otherwise.
         api: one of :data:`APIS`; every record stored before the field existed was ``torch``.
+        buffers: one of :data:`BUFFERS`; every record stored before the field existed was
+            ``torch``.
     """
 
     op: str
@@ -62,12 +74,14 @@ class CommConfig:
     timing: str = "eager"
     iters_per_sample: int = 1
     api: str = "torch"
+    buffers: str = "torch"
 
     def __post_init__(self) -> None:
         choice("op", self.op, COMM_OPS)
         choice("interconnect", self.interconnect, INTERCONNECT_PROFILES)
         choice("timing", self.timing, TIMINGS)
         choice("api", self.api, APIS)
+        choice("buffers", self.buffers, BUFFERS)
         for name in ("size_bytes", "ranks", "iters", "iters_per_sample"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}", name)
@@ -83,6 +97,10 @@ class CommConfig:
         if self.api == "nccl" and self.backend != "nccl":
             raise ConfigError('api="nccl" calls NCCL itself: it needs backend="nccl" on GPUs '
                               '(on gloo, api="torch")', "api", also=("backend",))
+        if self.buffers == "nccl" and self.backend != "nccl":
+            raise ConfigError('buffers="nccl" allocates with ncclMemAlloc: it needs '
+                              'backend="nccl" on GPUs (on gloo, buffers="torch")', "buffers",
+                              also=("backend",))
 
     model = None  # the store's model column: a collective has none
 
@@ -95,12 +113,15 @@ class CommConfig:
             del d["iters_per_sample"]
         if d["api"] == "torch":
             del d["api"]
+        if d["buffers"] == "torch":
+            del d["buffers"]
         return config_key(d)
 
     @property
     def label(self) -> str:
         timing = "" if self.timing == "eager" else f" {self.timing} x{self.iters_per_sample}"
         timing += "" if self.api == "torch" else f" {self.api} API"
+        timing += "" if self.buffers == "torch" else f" {self.buffers} buffers"
         return (f"{self.op} {self.size_bytes}B {self.dtype} {'in-place' if self.inplace else 'out-of-place'}"
                 f" x{self.ranks} {self.backend}"
                 + ("" if self.interconnect == "default" else f" {self.interconnect}") + timing)
@@ -131,6 +152,14 @@ class CommRecord(Record):
     ``algorithm_note`` saying why, where it was not read (gloo, no log line, records from before
     it was recorded). ``nccl_version`` and ``nccl_env`` (the ``NCCL_*`` variables) are rank 0's.
     ``rank_hosts``: each rank's host name (empty in records from before it was recorded).
+
+    How the calls were made, which changes the figure without changing the config: ``stream``
+    (one of :data:`STREAMS`; ``default`` in every record made before it was recorded) and
+    ``call_in_place``, whether the collective was called with its output buffer as its input
+    (None where not recorded; :attr:`called_in_place` says what those records did).
+    torch.distributed has no out-of-place all_reduce or broadcast, so through it an out-of-place
+    row of those two is the collective called in place on a second buffer; NCCL's own API
+    (``api="nccl"``) calls them out of place, as nccl-tests does.
     """
 
     config_type: ClassVar[type] = CommConfig
@@ -146,6 +175,8 @@ class CommRecord(Record):
     algorithm_note: str | None = None
     nccl_version: str | None = None
     nccl_env: dict[str, str] = field(default_factory=dict)
+    stream: str = "default"
+    call_in_place: bool | None = None
 
     @classmethod
     def from_ranks(cls, config: CommConfig, env: dict, rows: "list[dict[str, Any]]",
@@ -154,8 +185,11 @@ class CommRecord(Record):
         #wrong summed over the ranks (as nccl-tests' count), an error row where a rank raised
         or a result was wrong. ``job`` holds what the job knows of all its rows (``launch_env``,
         ``rank_hosts``, ``nccl_version``, ``nccl_env``, and what NCCL chose for this size:
-        ``algorithm``, ``protocol``, ``algorithm_note``)."""
+        ``algorithm``, ``protocol``, ``algorithm_note``). How the calls were made (``stream``,
+        ``call_in_place``) is rank 0's row's."""
         count = rows[0]["count"]
+        how = {k: rows[0][k] for k in ("stream", "call_in_place") if k in rows[0]}
+        job = {**how, **job}
         errors = [f"rank {r}: {x['error']}" for r, x in enumerate(rows) if x.get("error")]
         if errors:
             return cls(config=config, env=env, status="error", error_type=ErrorType.EXCEPTION,
@@ -195,6 +229,15 @@ class CommRecord(Record):
     def p99_s(self) -> float | None:
         s = self.sample_times_s()
         return percentile(s, 99) if s else None
+
+    @property
+    def called_in_place(self) -> bool:
+        """Whether the collective was called in place: :attr:`call_in_place` where recorded;
+        before it was, both APIs called all_reduce and broadcast in place on the output buffer
+        (the out-of-place row's input copied into it), the other collectives as placed."""
+        if self.call_in_place is not None:
+            return self.call_in_place
+        return self.config.inplace or self.config.op in ("all_reduce", "broadcast")
 
     @property
     def nodes(self) -> int | None:

@@ -21,6 +21,9 @@ TIMING_NOTES = {
 API_NOTE = ("nccl API: NCCL's own C API called directly (one communicator per rank, as "
             "nccl-tests calls it), not torch.distributed's collectives: what NCCL and the fabric "
             "do, without the framework's own work per call")
+BUFFERS_NOTE = ("nccl buffers: allocated with ncclMemAlloc (a torch.cuda.MemPool on "
+                "ProcessGroupNCCL's allocator), as nccl-tests allocates; otherwise PyTorch's "
+                "caching allocator")
 NOT_COMPARABLE_NOTE = ("* NVLS or CollNet ran: the switch or the network reduces, so busbw can "
                        "exceed the link rate and is not comparable with a ring's")
 
@@ -45,12 +48,14 @@ def _choice(r: Any) -> str:
 
 def timing_label(r: Any) -> str:
     """``eager``, or the mode and its iterations per sample (``graph x10``); ``, nccl API``
-    after it where NCCL's own API was timed rather than torch.distributed's."""
+    after it where NCCL's own API was timed rather than torch.distributed's, ``, nccl
+    buffers`` where the buffers came from ncclMemAlloc."""
     c = r.config
     timing = getattr(c, "timing", "eager")
     label = timing if timing == "eager" else f"{timing} x{getattr(c, 'iters_per_sample', 1)}"
-    api = getattr(c, "api", "torch")
-    return label if api == "torch" else f"{label}, {api} API"
+    api, buffers = getattr(c, "api", "torch"), getattr(c, "buffers", "torch")
+    label += "" if api == "torch" else f", {api} API"
+    return label + ("" if buffers == "torch" else f", {buffers} buffers")
 
 
 def comm_table(records: Sequence, title: str = "Collectives") -> Table:
@@ -102,6 +107,8 @@ def comm_table(records: Sequence, title: str = "Collectives") -> Table:
             k=getattr(c, "iters_per_sample", 1)))
     if any(getattr(r.config, "api", "torch") == "nccl" for r in recs):
         notes.append(API_NOTE)
+    if any(getattr(r.config, "buffers", "torch") == "nccl" for r in recs):
+        notes.append(BUFFERS_NOTE)
     if nccl:
         notes.append("NCCL algo/proto: what NCCL's tuner chose for the size (its TUNING log, "
                      "read by a probe job before the timed one); unknown where it was not read")

@@ -355,6 +355,14 @@ COMM = (
        "iterations in one timed sample (1 in eager timing)"),
     _c("config", "api", lambda r, s: r.config.api,
        "torch (torch.distributed's collectives) or nccl (NCCL's own API, as nccl-tests)"),
+    _c("config", "buffers", lambda r, s: r.config.buffers,
+       "torch (PyTorch's caching allocator) or nccl (ncclMemAlloc, as nccl-tests)"),
+    _c("env", "stream", lambda r, s: r.stream if r.config.backend == "nccl" else "host",
+       "the CUDA stream the timed calls went to: side (the job's own) or default (PyTorch's "
+       "default stream, every record before the field); host on gloo"),
+    _c("env", "called_in_place", lambda r, s: "yes" if r.called_in_place else "no",
+       "yes where the collective was called with its output as its input: in-place rows, and "
+       "torch.distributed's all_reduce and broadcast on every row"),
     _c("result", "time_us", lambda r, s: _us(r.time_s), "mean iteration time, averaged over ranks"),
     _c("result", "max_time_us", lambda r, s: _us(r.max_time_s), "the slowest rank's mean"),
     _c("result", "p50_us", lambda r, s: _us(r.p50_s),

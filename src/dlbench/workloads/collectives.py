@@ -25,7 +25,17 @@ A sample's time is stored divided by its iterations (a time per iteration).
 
 Who is called depends on the job's ``api``: ``torch`` (the default) times torch.distributed's
 collectives, what a PyTorch program gets; ``nccl`` times NCCL's own C API called directly
-(:mod:`dlbench.workloads.nccl_api`), as nccl-tests does, on the same library and buffers.
+(:mod:`dlbench.workloads.nccl_api`), as nccl-tests does, on the same library and buffers, and
+calls all_reduce and broadcast out of place where the row is (torch.distributed has no
+out-of-place form of those two: its out-of-place row calls them in place on a second buffer).
+Where the buffers come from depends on the job's ``buffers``: PyTorch's caching allocator
+(``torch``, the default), or ``ncclMemAlloc`` (``nccl``: a ``torch.cuda.MemPool`` on
+ProcessGroupNCCL's allocator), as nccl-tests allocates.
+
+On CUDA every call of a job is issued on a stream of the job's own, not on PyTorch's default
+stream: nccl-tests issues on a non-blocking stream, and a CUDA graph replayed on the default
+stream ran every all_reduce in it up to 5 us slower on two H100s and on two H200s (1 MiB: 17.5
+us against 13.2 us on a side stream, the same graph; docs/scaling.md).
 
 Sizes follow nccl-tests' "size" column: all_reduce and broadcast the buffer; all_gather the output
 (gathered) buffer; reduce_scatter the input buffer; all_to_all one rank's send buffer.
@@ -36,6 +46,7 @@ its tuning log there: each row then also carries what NCCL chose for it, read fr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from dataclasses import dataclass
@@ -160,19 +171,40 @@ def expected(op: str, count: int, rank: int, world: int, device: torch.device,
     return torch.cat([rank_input(p, chunk, r, device, dtype, rank * chunk) for r in range(world)])
 
 
+@dataclass(frozen=True)
+class Calls:
+    """How a job calls its collectives: ``nccl``, NCCL's own API (api nccl), else None
+    (torch.distributed); ``pool``, the memory pool the buffers come from (buffers nccl), else
+    None (the caching allocator); ``stream``, the stream the calls go to (a
+    :data:`dlbench.records.collective.STREAMS` name)."""
+
+    nccl: Callable[[str, torch.Tensor, torch.Tensor], None] | None = None
+    pool: Any = None
+    stream: str | None = None
+
+
 class _Op:
     """Buffers and the call of one collective at one size and placement."""
 
     def __init__(self, op: str, count: int, inplace: bool, rank: int, world: int,
                  device: torch.device, dtype: torch.dtype, pattern: Pattern,
-                 nccl: Callable[[str, torch.Tensor, torch.Tensor], None] | None = None) -> None:
+                 calls: Calls = Calls()) -> None:
         self.op, self.count, self.inplace = op, count, inplace
-        self.nccl = nccl  # NCCL's own API (api nccl), else torch.distributed
+        self.nccl = calls.nccl
         self.rank, self.world, self.device, self.dtype = rank, world, device, dtype
         self.pattern = pattern
         out_n = count * world if op == "all_gather" else (
             count // world if op == "reduce_scatter" else count)
-        if inplace:
+        pool = (torch.cuda.use_mem_pool(calls.pool) if calls.pool is not None
+                else contextlib.nullcontext())
+        with pool:
+            self._allocate(count, out_n)
+        # torch.distributed's all_reduce and broadcast work in place only
+        self.call_in_place = inplace or (self.nccl is None and op in ("all_reduce", "broadcast"))
+
+    def _allocate(self, count: int, out_n: int) -> None:
+        op, rank, device, dtype = self.op, self.rank, self.device, self.dtype
+        if self.inplace:
             # nccl-tests' in-place: the input lives inside the output buffer (all_gather: this
             # rank's part of it; reduce_scatter: the output is this rank's part of the input).
             big = out_n if op != "reduce_scatter" else count
@@ -192,19 +224,17 @@ class _Op:
 
     def __call__(self, check: bool = False) -> None:
         op = self.op
-        if op in ("all_reduce", "broadcast"):
+        if self.nccl is not None:
+            self.nccl(op, self.inp, self.out)  # out of place where the buffers differ
+        elif op in ("all_reduce", "broadcast"):
             # torch's all_reduce and broadcast work in place: out-of-place copies the input into
             # the output buffer for the checked call only, so the timed calls are the collective.
             if check and self.out is not self.inp:
                 self.out.copy_(self.inp)
-            if self.nccl is not None:
-                self.nccl(op, self.inp, self.out)
-            elif op == "all_reduce":
+            if op == "all_reduce":
                 dist.all_reduce(self.out)
             else:
                 dist.broadcast(self.out, src=0)
-        elif self.nccl is not None:
-            self.nccl(op, self.inp, self.out)
         elif op == "all_gather":
             dist.all_gather_into_tensor(self.out, self.inp)
         elif op == "reduce_scatter":
@@ -260,8 +290,12 @@ def run_rank(job: dict[str, Any], local_rank: int, control: dist.ProcessGroup | 
     own = None
     if job.get("api", "torch") == "nccl":
         own = Communicator.over_process_group(rank, world, device)
+    calls = Calls(nccl=own, pool=_nccl_pool(device) if job.get("buffers") == "nccl" else None,
+                  stream="side" if nccl else "host")
     try:
-        rows = _rows(job, rank, world, device, dtype, pattern, elem, log, own)
+        # the job's own stream (see the module's doc); the CPU has none
+        with torch.cuda.stream(torch.cuda.Stream(device)) if nccl else contextlib.nullcontext():
+            rows = _rows(job, rank, world, device, dtype, pattern, elem, log, calls)
     finally:
         if own is not None:
             torch.cuda.synchronize(device)  # note: a sync point, every call done before NCCL's
@@ -273,10 +307,20 @@ def run_rank(job: dict[str, Any], local_rank: int, control: dist.ProcessGroup | 
     return out
 
 
+def _nccl_pool(device: torch.device) -> Any:
+    """A memory pool on ProcessGroupNCCL's allocator (``ncclMemAlloc``): nccl-tests' buffers."""
+    backend = dist.group.WORLD._get_backend(device)
+    allocator = getattr(backend, "mem_allocator", None)
+    if allocator is None or not hasattr(torch.cuda, "MemPool"):
+        raise RuntimeError(f'buffers="nccl" needs ProcessGroupNCCL.mem_allocator and '
+                           f'torch.cuda.MemPool, which torch {torch.__version__} lacks; use '
+                           f'buffers="torch"')
+    return torch.cuda.MemPool(allocator)
+
+
 def _rows(job: dict[str, Any], rank: int, world: int, device: torch.device,
           dtype: torch.dtype, pattern: Pattern, elem: int, log: "TuningLog | None",
-          own: Callable[[str, torch.Tensor, torch.Tensor], None] | None
-          ) -> list[dict[str, Any]]:
+          calls: Calls) -> list[dict[str, Any]]:
     rows = []
     for op in job["ops"]:
         for size in job["sizes"]:
@@ -296,7 +340,7 @@ def _rows(job: dict[str, Any], rank: int, world: int, device: torch.device,
                     continue
                 try:
                     row.update(_measure(op, count, inplace, rank, world, device, dtype, pattern,
-                                        job, log, own))
+                                        job, log, calls))
                 except Exception as exc:  # a row that fails is a row, the sweep goes on
                     row["error"] = f"{type(exc).__name__}: {exc}"[:1500]
                 rows.append(row)
@@ -305,14 +349,12 @@ def _rows(job: dict[str, Any], rank: int, world: int, device: torch.device,
 
 def _measure(op: str, count: int, inplace: bool, rank: int, world: int, device: torch.device,
              dtype: torch.dtype, pattern: Pattern, job: dict[str, Any],
-             log: TuningLog | None = None,
-             own: Callable[[str, torch.Tensor, torch.Tensor], None] | None = None
-             ) -> dict[str, Any]:
+             log: TuningLog | None = None, calls: Calls = Calls()) -> dict[str, Any]:
     """One row: the checked call, then the warm-up and the timed samples. With ``log`` (the
     probe job), also what NCCL chose for the timed calls: the lines of the checked call, of the
     warm-up and of a graph's side-stream warm-up are set aside, so only the calls timed (or
     captured: a replay writes none) count."""
-    c = _Op(op, count, inplace, rank, world, device, dtype, pattern, own)
+    c = _Op(op, count, inplace, rank, world, device, dtype, pattern, calls)
     c.fill()
     if job.get("corrupt_rank") == rank:
         c.inp.view(-1)[0] += 1  # fault injection for tests: one wrong input element
@@ -330,7 +372,10 @@ def _measure(op: str, count: int, inplace: bool, rank: int, world: int, device: 
         window.run(step, job["iters"])
     finally:
         release()
-    out: dict[str, Any] = {"times_s": [t / k for t in window.step_times_s], "wrong": wrong}
+    out: dict[str, Any] = {"times_s": [t / k for t in window.step_times_s], "wrong": wrong,
+                           "call_in_place": c.call_in_place}
+    if calls.stream is not None:
+        out["stream"] = calls.stream
     if log is not None:
         chosen = chosen_for(op, parse_lines(log.new_lines()))
         out["nccl"] = {"algorithm": chosen.algorithm, "protocol": chosen.protocol,

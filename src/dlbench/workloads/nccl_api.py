@@ -127,14 +127,15 @@ class Communicator:
 
     def __call__(self, op: str, inp: torch.Tensor, out: torch.Tensor) -> None:
         """``op`` (a :data:`dlbench.measure.bandwidth.COMM_OPS` name) from ``inp`` into ``out``
-        on the current stream; all_reduce and broadcast read ``out`` (they work in place, as
-        torch's)."""
+        on the current stream: in place where ``inp`` is ``out`` (or, for all_gather and
+        reduce_scatter, NCCL's in-place part of it), else out of place, as nccl-tests calls
+        them."""
         lib, dtype, s = self.lib, DATA_TYPES[inp.dtype], self._stream()
         if op == "all_reduce":
-            r = lib.ncclAllReduce(out.data_ptr(), out.data_ptr(), out.numel(), dtype, SUM,
+            r = lib.ncclAllReduce(inp.data_ptr(), out.data_ptr(), out.numel(), dtype, SUM,
                                   self.comm, s)
         elif op == "broadcast":
-            r = lib.ncclBroadcast(out.data_ptr(), out.data_ptr(), out.numel(), dtype, 0,
+            r = lib.ncclBroadcast(inp.data_ptr(), out.data_ptr(), out.numel(), dtype, 0,
                                   self.comm, s)
         elif op == "all_gather":
             r = lib.ncclAllGather(inp.data_ptr(), out.data_ptr(), inp.numel(), dtype, self.comm, s)
