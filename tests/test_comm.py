@@ -203,8 +203,8 @@ def test_timing_is_checked_and_eager_keeps_the_old_keys():
         CommConfig(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", timing="cudagraph")
     old = dict(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", dtype="float32",
                inplace=False, interconnect="default", iters=20, warmup=5)
-    assert CommConfig(**old).key() == config_key(old)
-    graph = CommConfig(**old, timing="graph", iters_per_sample=10)
+    assert CommConfig(**old, rotate=False).key() == config_key(old)
+    graph = CommConfig(**old, rotate=False, timing="graph", iters_per_sample=10)
     assert graph.key() != config_key(old) and graph.label.endswith("graph x10")
 
 
@@ -217,9 +217,9 @@ def test_the_api_is_checked_and_torch_keeps_the_old_keys():
     old = dict(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", dtype="float32",
                inplace=False, interconnect="default", iters=20, warmup=5, timing="graph",
                iters_per_sample=20)
-    torch_api = CommConfig(**old)
+    torch_api = CommConfig(**old, rotate=False)
     assert torch_api.api == "torch" and torch_api.key() == config_key(old)
-    own = CommConfig(**old, api="nccl")
+    own = CommConfig(**old, rotate=False, api="nccl")
     assert own.key() != torch_api.key() and own.label.endswith("graph x20 nccl API")
     assert CommConfig.from_dict(own.to_dict()) == own
 
@@ -248,10 +248,47 @@ def test_the_buffers_are_checked_and_torchs_keep_the_old_keys():
     old = dict(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", dtype="float32",
                inplace=False, interconnect="default", iters=20, warmup=5, timing="graph",
                iters_per_sample=20)
-    assert CommConfig(**old).key() == config_key(old)
-    ncclmem = CommConfig(**old, buffers="nccl")
+    assert CommConfig(**old, rotate=False).key() == config_key(old)
+    ncclmem = CommConfig(**old, rotate=False, buffers="nccl")
     assert ncclmem.key() != config_key(old) and ncclmem.label.endswith("graph x20 nccl buffers")
     assert CommConfig.from_dict(ncclmem.to_dict()) == ncclmem
+
+
+def test_rotated_buffers_are_the_default_and_take_new_keys():
+    """A config made today rotates its buffers and has a key of its own; a stored dict without
+    the field (a record from before it) reads as one set of buffers, with its old key."""
+    old = dict(op="all_reduce", size_bytes=1 << 20, ranks=2, backend="nccl", dtype="float32",
+               inplace=False, interconnect="default", iters=20, warmup=5, timing="graph",
+               iters_per_sample=20)
+    stored = CommConfig.from_dict(old)
+    assert stored.rotate is False and stored.key() == config_key(old)
+    today = CommConfig(**old)
+    assert today.rotate is True and today.key() != stored.key()
+    assert CommConfig.from_dict(today.to_dict()) == today
+
+
+@pytest.mark.parametrize("timing, k, sizes, size, copies", [
+    ("graph", 20, [8, 1 << 20, 1 << 30], 1 << 20, 20),     # the job's largest holds more: k
+    ("graph", 20, [1 << 26, 1 << 30], 1 << 26, 16),        # 1 GiB // 64 MiB
+    ("graph", 20, [1 << 30], 1 << 30, 1),                  # the largest size: one set
+    ("batched", 5, [8, 64], 8, 5),
+    ("eager", 1, [8, 64], 8, 8),                           # eager: one a timed sample (iters 12)
+])
+def test_the_copies_follow_nccl_tests(timing, k, sizes, size, copies):
+    from dlbench.workloads.collectives import buffer_copies
+    job = {"rotate": True, "timing": timing, "iters_per_sample": k, "iters": 12, "sizes": sizes}
+    assert buffer_copies(job, size) == copies
+    assert buffer_copies({**job, "rotate": False}, size) == 1
+
+
+def test_rotated_calls_are_exact_and_recorded_on_gloo():
+    """Every copy holds the same inputs: the checked call is exact, and the records say how
+    many copies the calls went through."""
+    recs = launchers.torchrun(timeout_s=120).run_comm(
+        ["all_reduce", "reduce_scatter"], [64, 256], 2, {}, backend="gloo", iters=3, warmup=1,
+        timing="batched", iters_per_sample=4)
+    assert recs and all(r.ok and r.wrong == 0 and r.config.rotate for r in recs)
+    assert {(r.config.size_bytes, r.buffer_copies) for r in recs} == {(64, 4), (256, 1)}
 
 
 def test_a_record_says_how_its_calls_were_made():

@@ -225,7 +225,8 @@ def comm_plan(ops: Sequence[str], profiles: Sequence[str], min_size: str, max_si
               factor: int, *, device: str = "auto", backend: str = "auto",
               ranks: int | None = None, dtype: str = "float32", iters: int = 20,
               warmup: int = 5, timing: str = "auto", iters_per_sample: int | None = None,
-              probe: bool = True, api: str = "torch", buffers: str = "torch") -> CommPlan:
+              probe: bool = True, api: str = "torch", buffers: str = "torch",
+              rotate: bool = True) -> CommPlan:
     """Ops (default: all), profiles (default: ``default``) and sizes checked; NCCL on GPUs,
     gloo on the CPU; every GPU (2 processes on a CPU) unless ``ranks`` says otherwise.
 
@@ -234,7 +235,8 @@ def comm_plan(ops: Sequence[str], profiles: Sequence[str], min_size: str, max_si
     host work: a batch would time the same thing). ``probe``: read NCCL's choice of algorithm
     and protocol per size first (NCCL only). ``api``: whose collectives are timed
     (:data:`dlbench.records.collective.APIS`); ``buffers``: where their buffers come from
-    (:data:`dlbench.records.collective.BUFFERS`)."""
+    (:data:`dlbench.records.collective.BUFFERS`); ``rotate``: each call of a sample on the next
+    copy of its buffers, as nccl-tests (:class:`dlbench.records.collective.CommConfig`)."""
     ops = list(ops) or list(COMM_OPS)
     for op in ops:
         if op not in COMM_OPS:
@@ -261,11 +263,11 @@ def comm_plan(ops: Sequence[str], profiles: Sequence[str], min_size: str, max_si
     # any process starts.
     CommConfig(op=ops[0], size_bytes=sizes[0], ranks=ranks, backend=backend, timing=timing,
                iters_per_sample=iters_per_sample, iters=iters, warmup=warmup, api=api,
-               buffers=buffers)
+               buffers=buffers, rotate=rotate)
     return CommPlan(ops, sizes, profiles, ranks, backend,
                     dict(dtype=dtype, iters=iters, warmup=warmup, timing=timing,
                          iters_per_sample=iters_per_sample, probe=probe and backend == "nccl",
-                         api=api, buffers=buffers))
+                         api=api, buffers=buffers, rotate=rotate))
 
 
 def run_comm(plan: CommPlan, db: str, command: str, env: dict, rendezvous, *,

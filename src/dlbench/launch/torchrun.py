@@ -269,7 +269,8 @@ class TorchrunLauncher:
                  backend: str = "auto", dtype: str = "float32", iters: int = 20, warmup: int = 5,
                  interconnect: str = "default", corrupt_rank: int | None = None,
                  timing: str = "eager", iters_per_sample: int = 1, probe: bool = False,
-                 api: str = "torch", buffers: str = "torch") -> list[CommRecord]:
+                 api: str = "torch", buffers: str = "torch", rotate: bool = True
+                 ) -> list[CommRecord]:
         """Every op x size x placement in one job; one record each (a whole-job failure gives one
         error record per op). ``corrupt_rank`` spoils one input element there (for tests).
 
@@ -282,7 +283,7 @@ class TorchrunLauncher:
         job = {"worker": self._worker("comm"), "backend": backend, "ops": ops, "sizes": sizes,
                "dtype": dtype, "iters": iters, "warmup": warmup, "corrupt_rank": corrupt_rank,
                "timing": timing, "iters_per_sample": iters_per_sample, "api": api,
-               "buffers": buffers}
+               "buffers": buffers, "rotate": rotate}
         if backend != "nccl":
             chosen: dict[tuple, dict] = {}
             why = f"{backend}: no NCCL"
@@ -296,7 +297,7 @@ class TorchrunLauncher:
             return CommConfig(op=op, size_bytes=size, ranks=ranks, backend=backend, dtype=dtype,
                               inplace=inplace, interconnect=interconnect, iters=iters,
                               warmup=warmup, timing=timing, iters_per_sample=iters_per_sample,
-                              api=api, buffers=buffers)
+                              api=api, buffers=buffers, rotate=rotate)
         if out.results is None or out.returncode != 0:
             rank, kind, msg = out.first_failure()
             where = f"rank {rank}: " if rank is not None else ""

@@ -60,6 +60,10 @@ class CommConfig:
         api: one of :data:`APIS`; every record stored before the field existed was ``torch``.
         buffers: one of :data:`BUFFERS`; every record stored before the field existed was
             ``torch``.
+        rotate: each call of a sample on the next copy of its buffers, as nccl-tests moves its
+            buffers each iteration, so that no call reads what the last one left in the L2 cache
+            (``--no-rotate`` turns it off). Every record stored before the field existed called
+            one set of buffers (``False``: :meth:`from_dict` reads them so).
     """
 
     op: str
@@ -75,6 +79,7 @@ class CommConfig:
     iters_per_sample: int = 1
     api: str = "torch"
     buffers: str = "torch"
+    rotate: bool = True
 
     def __post_init__(self) -> None:
         choice("op", self.op, COMM_OPS)
@@ -115,6 +120,8 @@ class CommConfig:
             del d["api"]
         if d["buffers"] == "torch":
             del d["buffers"]
+        if not d["rotate"]:
+            del d["rotate"]  # the old method keeps the old keys; rotated records get new ones
         return config_key(d)
 
     @property
@@ -132,7 +139,8 @@ class CommConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CommConfig":
         known = known_fields(cls)
-        return cls(**{k: v for k, v in d.items() if k in known})
+        # a record without the field was measured on one set of buffers
+        return cls(**{"rotate": False, **{k: v for k, v in d.items() if k in known}})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,6 +185,7 @@ class CommRecord(Record):
     nccl_env: dict[str, str] = field(default_factory=dict)
     stream: str = "default"
     call_in_place: bool | None = None
+    buffer_copies: int | None = None   # copies the calls cycled through (None: before, 1)
 
     @classmethod
     def from_ranks(cls, config: CommConfig, env: dict, rows: "list[dict[str, Any]]",
@@ -188,7 +197,8 @@ class CommRecord(Record):
         ``algorithm``, ``protocol``, ``algorithm_note``). How the calls were made (``stream``,
         ``call_in_place``) is rank 0's row's."""
         count = rows[0]["count"]
-        how = {k: rows[0][k] for k in ("stream", "call_in_place") if k in rows[0]}
+        how = {k: rows[0][k] for k in ("stream", "call_in_place", "buffer_copies")
+               if k in rows[0]}
         job = {**how, **job}
         errors = [f"rank {r}: {x['error']}" for r, x in enumerate(rows) if x.get("error")]
         if errors:

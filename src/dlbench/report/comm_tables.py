@@ -24,6 +24,8 @@ API_NOTE = ("nccl API: NCCL's own C API called directly (one communicator per ra
 BUFFERS_NOTE = ("nccl buffers: allocated with ncclMemAlloc (a torch.cuda.MemPool on "
                 "ProcessGroupNCCL's allocator), as nccl-tests allocates; otherwise PyTorch's "
                 "caching allocator")
+ROTATE_NOTE = ("buffers rotated: each call of a sample on the next copy of its buffers, as "
+               "nccl-tests moves its buffers, so no call reads what the last one left in L2")
 NOT_COMPARABLE_NOTE = ("* NVLS or CollNet ran: the switch or the network reduces, so busbw can "
                        "exceed the link rate and is not comparable with a ring's")
 
@@ -109,6 +111,8 @@ def comm_table(records: Sequence, title: str = "Collectives") -> Table:
         notes.append(API_NOTE)
     if any(getattr(r.config, "buffers", "torch") == "nccl" for r in recs):
         notes.append(BUFFERS_NOTE)
+    if any(getattr(r.config, "rotate", False) for r in recs):
+        notes.append(ROTATE_NOTE)
     if nccl:
         notes.append("NCCL algo/proto: what NCCL's tuner chose for the size (its TUNING log, "
                      "read by a probe job before the timed one); unknown where it was not read")

@@ -357,6 +357,11 @@ COMM = (
        "torch (torch.distributed's collectives) or nccl (NCCL's own API, as nccl-tests)"),
     _c("config", "buffers", lambda r, s: r.config.buffers,
        "torch (PyTorch's caching allocator) or nccl (ncclMemAlloc, as nccl-tests)"),
+    _c("config", "rotate", lambda r, s: "yes" if r.config.rotate else "no",
+       "yes where each call of a sample worked on the next copy of its buffers (as nccl-tests), "
+       "no where every call used one set (every record before the field)"),
+    _c("env", "buffer_copies", lambda r, s: r.buffer_copies or 1,
+       "copies of the buffers the calls cycled through (1: one set)"),
     _c("env", "stream", lambda r, s: r.stream if r.config.backend == "nccl" else "host",
        "the CUDA stream the timed calls went to: side (the job's own) or default (PyTorch's "
        "default stream, every record before the field); host on gloo"),

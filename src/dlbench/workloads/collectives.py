@@ -32,6 +32,13 @@ Where the buffers come from depends on the job's ``buffers``: PyTorch's caching 
 (``torch``, the default), or ``ncclMemAlloc`` (``nccl``: a ``torch.cuda.MemPool`` on
 ProcessGroupNCCL's allocator), as nccl-tests allocates.
 
+Each call of a sample goes to the next of several copies of its buffers (``rotate``, the
+default), as nccl-tests moves its buffers by one size per iteration "to avoid cache effects":
+``min(largest size of the job // size, iterations of a sample)`` copies (eager: of the timed
+samples), so a call does not find the previous call's data in the GPU's L2 cache. Without it
+(``rotate`` off, every record made before the field existed) a two-H200 host read all_reduce up
+to 12% above nccl-tests' ``-G`` from 1 to 16 MiB, where a size's buffers fit in L2.
+
 On CUDA every call of a job is issued on a stream of the job's own, not on PyTorch's default
 stream: nccl-tests issues on a non-blocking stream, and a CUDA graph replayed on the default
 stream ran every all_reduce in it up to 5 us slower on two H100s and on two H200s (1 MiB: 17.5
@@ -47,6 +54,7 @@ its tuning log there: each row then also carries what NCCL chose for it, read fr
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import socket
 from dataclasses import dataclass
@@ -188,7 +196,7 @@ class _Op:
 
     def __init__(self, op: str, count: int, inplace: bool, rank: int, world: int,
                  device: torch.device, dtype: torch.dtype, pattern: Pattern,
-                 calls: Calls = Calls()) -> None:
+                 calls: Calls = Calls(), copies: int = 1) -> None:
         self.op, self.count, self.inplace = op, count, inplace
         self.nccl = calls.nccl
         self.rank, self.world, self.device, self.dtype = rank, world, device, dtype
@@ -197,50 +205,55 @@ class _Op:
             count // world if op == "reduce_scatter" else count)
         pool = (torch.cuda.use_mem_pool(calls.pool) if calls.pool is not None
                 else contextlib.nullcontext())
-        with pool:
-            self._allocate(count, out_n)
+        with pool:  # one set of buffers a copy: call i works on copy i mod copies
+            sets = [self._allocate(count, out_n) for _ in range(copies)]
+        self.inps, self.outs = [s[0] for s in sets], [s[1] for s in sets]
+        self.inp, self.out = self.inps[0], self.outs[0]  # the checked call's
         # torch.distributed's all_reduce and broadcast work in place only
         self.call_in_place = inplace or (self.nccl is None and op in ("all_reduce", "broadcast"))
 
-    def _allocate(self, count: int, out_n: int) -> None:
+    def _allocate(self, count: int, out_n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """One (input, output) pair."""
         op, rank, device, dtype = self.op, self.rank, self.device, self.dtype
         if self.inplace:
             # nccl-tests' in-place: the input lives inside the output buffer (all_gather: this
             # rank's part of it; reduce_scatter: the output is this rank's part of the input).
             big = out_n if op != "reduce_scatter" else count
-            self.buf = torch.empty(big, device=device, dtype=dtype)
+            buf = torch.empty(big, device=device, dtype=dtype)
             if op == "all_gather":
-                self.inp, self.out = self.buf.narrow(0, rank * count, count), self.buf
-            elif op == "reduce_scatter":
-                self.inp, self.out = self.buf, self.buf.narrow(0, rank * out_n, out_n)
-            else:
-                self.inp = self.out = self.buf
-        else:
-            self.inp = torch.empty(count, device=device, dtype=dtype)
-            self.out = torch.empty(out_n, device=device, dtype=dtype)
+                return buf.narrow(0, rank * count, count), buf
+            if op == "reduce_scatter":
+                return buf, buf.narrow(0, rank * out_n, out_n)
+            return buf, buf
+        return (torch.empty(count, device=device, dtype=dtype),
+                torch.empty(out_n, device=device, dtype=dtype))
 
     def fill(self) -> None:
-        self.inp.copy_(rank_input(self.pattern, self.count, self.rank, self.device, self.dtype))
+        """Every copy's input, the same values (the timed calls move data like the checked one)."""
+        values = rank_input(self.pattern, self.count, self.rank, self.device, self.dtype)
+        for inp in self.inps:
+            inp.copy_(values)
 
-    def __call__(self, check: bool = False) -> None:
-        op = self.op
+    def __call__(self, check: bool = False, i: int = 0) -> None:
+        """The collective on copy ``i`` mod the copies (the checked call: copy 0)."""
+        op, inp, out = self.op, self.inps[i % len(self.inps)], self.outs[i % len(self.outs)]
         if self.nccl is not None:
-            self.nccl(op, self.inp, self.out)  # out of place where the buffers differ
+            self.nccl(op, inp, out)  # out of place where the buffers differ
         elif op in ("all_reduce", "broadcast"):
             # torch's all_reduce and broadcast work in place: out-of-place copies the input into
             # the output buffer for the checked call only, so the timed calls are the collective.
-            if check and self.out is not self.inp:
-                self.out.copy_(self.inp)
+            if check and out is not inp:
+                out.copy_(inp)
             if op == "all_reduce":
-                dist.all_reduce(self.out)
+                dist.all_reduce(out)
             else:
-                dist.broadcast(self.out, src=0)
+                dist.broadcast(out, src=0)
         elif op == "all_gather":
-            dist.all_gather_into_tensor(self.out, self.inp)
+            dist.all_gather_into_tensor(out, inp)
         elif op == "reduce_scatter":
-            dist.reduce_scatter_tensor(self.out, self.inp)
+            dist.reduce_scatter_tensor(out, inp)
         else:
-            dist.all_to_all_single(self.out, self.inp)
+            dist.all_to_all_single(out, inp)
 
     def wrong(self) -> int:
         want = expected(self.op, self.count, self.rank, self.world, self.device, self.dtype,
@@ -307,6 +320,17 @@ def run_rank(job: dict[str, Any], local_rank: int, control: dist.ProcessGroup | 
     return out
 
 
+def buffer_copies(job: dict[str, Any], size_bytes: int) -> int:
+    """Copies of a size's buffers the calls of a sample cycle through: as nccl-tests, as many as
+    the job's largest size holds (its ``maxbytes // size``), at most one a call of a sample
+    (eager: one a timed sample); 1 with ``rotate`` off."""
+    if not job.get("rotate") or size_bytes <= 0:
+        return 1
+    calls = int(job["iters"]) if job.get("timing", "eager") == "eager" \
+        else int(job.get("iters_per_sample", 1))
+    return max(1, min(max(job["sizes"]) // size_bytes, calls))
+
+
 def _nccl_pool(device: torch.device) -> Any:
     """A memory pool on ProcessGroupNCCL's allocator (``ncclMemAlloc``): nccl-tests' buffers."""
     backend = dist.group.WORLD._get_backend(device)
@@ -354,11 +378,13 @@ def _measure(op: str, count: int, inplace: bool, rank: int, world: int, device: 
     probe job), also what NCCL chose for the timed calls: the lines of the checked call, of the
     warm-up and of a graph's side-stream warm-up are set aside, so only the calls timed (or
     captured: a replay writes none) count."""
-    c = _Op(op, count, inplace, rank, world, device, dtype, pattern, calls)
+    timing, k = job.get("timing", "eager"), int(job.get("iters_per_sample", 1))
+    c = _Op(op, count, inplace, rank, world, device, dtype, pattern, calls,
+            buffer_copies(job, count * dtype.itemsize if op != "all_gather"
+                          else count * world * dtype.itemsize))
     c.fill()
     if job.get("corrupt_rank") == rank:
         c.inp.view(-1)[0] += 1  # fault injection for tests: one wrong input element
-    timing, k = job.get("timing", "eager"), int(job.get("iters_per_sample", 1))
     set_aside: Callable[[], Any] = log.new_lines if log is not None else (lambda: None)
     window = MeasuredWindow(device)
     window.first_step(lambda: c(check=True))  # the checked call: its time is not kept
@@ -373,7 +399,7 @@ def _measure(op: str, count: int, inplace: bool, rank: int, world: int, device: 
     finally:
         release()
     out: dict[str, Any] = {"times_s": [t / k for t in window.step_times_s], "wrong": wrong,
-                           "call_in_place": c.call_in_place}
+                           "call_in_place": c.call_in_place, "buffer_copies": len(c.inps)}
     if calls.stream is not None:
         out["stream"] = calls.stream
     if log is not None:
@@ -386,13 +412,15 @@ def _measure(op: str, count: int, inplace: bool, rank: int, world: int, device: 
 def _sample(c: _Op, timing: str, k: int, device: torch.device,
             before_capture: Callable[[], Any] = lambda: None
             ) -> tuple[Callable[[], None], Callable[[], None]]:
-    """One timed sample of ``timing`` (a callable), and what frees its resources."""
+    """One timed sample of ``timing`` (a callable), and what frees its resources. Call j of a
+    sample works on buffer copy j (eager: sample j on copy j)."""
     if timing == "eager":
-        return c, lambda: None
+        calls = itertools.count()
+        return (lambda: c(i=next(calls))), lambda: None
     if timing == "batched":
         def batch() -> None:
-            for _ in range(k):  # queued back to back: no event, no sync between them
-                c()
+            for j in range(k):  # queued back to back: no event, no sync between them
+                c(i=j)
         return batch, lambda: None
     if timing == "graph":
         graph = _capture(c, k, device, before_capture)
@@ -426,6 +454,6 @@ def _capture(c: _Op, k: int, device: torch.device,
     before_capture()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-        for _ in range(k):
-            c()
+        for j in range(k):
+            c(i=j)
     return graph
