@@ -227,9 +227,11 @@ def test_the_api_is_checked_and_torch_keeps_the_old_keys():
 def test_the_table_names_the_api_it_timed():
     from dlbench.report.comm_tables import API_NOTE, BUFFERS_NOTE, timing_label
     cfg = CommConfig(op="all_reduce", size_bytes=1 << 20, ranks=2, backend="nccl",
-                     timing="graph", iters_per_sample=20, api="nccl")
+                     timing="graph", iters_per_sample=20, api="nccl", rotate=False)
     rec = CommRecord(config=cfg, env={}, rank_times_s=((1e-5,) * 20, (1e-5,) * 20), wrong=0)
     assert timing_label(rec) == "graph x20, nccl API"
+    assert timing_label(replace(rec, config=replace(cfg, rotate=True))) == \
+        "graph x20, nccl API, rotated"
     assert timing_label(replace(rec, config=replace(cfg, api="torch"))) == "graph x20"
     (table,) = comm_tables([rec])
     assert API_NOTE in table.notes and BUFFERS_NOTE not in table.notes

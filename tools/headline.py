@@ -1404,21 +1404,24 @@ def frameworks_pairs(caption: str, runs: Sequence[str]) -> Callable[[Store], lis
 # -- collectives: rounds of dlbench beside rounds of nccl-tests --------------------------------
 def comm_rounds_beside_nccl_tests(folder: str, rounds: Sequence[tuple[str, str]],
                                   from_bytes: int) -> Callable[[Store], list[str]]:
-    """dlbench's all_reduce busbw beside nccl-tests' ``-G`` round by round, from
-    ``from_bytes`` up: each round a ``dlbench comm --timing graph`` run and the nccl-tests
-    output committed in ``folder`` that it is set beside (``rounds``: (run, file) in the order
-    they ran), busbw out of place / in place, the ratio dlbench / nccl-tests in each
-    placement, NCCL's algorithm and protocol (said once where every round's records agree),
-    and the flags not common to the table, per round."""
+    """dlbench's all_reduce busbw beside nccl-tests' round by round, from ``from_bytes`` up:
+    each round a ``dlbench comm`` run and the nccl-tests output committed in ``folder`` that it
+    is set beside (``rounds``: (run, file) in the order they ran; ``-G`` runs beside graph
+    timing, nccl-tests' default loop beside batched), busbw out of place / in place, the ratio
+    dlbench / nccl-tests in each placement, NCCL's algorithm and protocol (said once where every
+    round's records agree), and the flags not common to the table, per round."""
     from dlbench.report.comm_tables import _choice, _size, timing_label  # the comm view
     from dlbench.report.nccl_tests import only_run  # nccl-tests' printed tables
 
     def render(store: Store) -> list[str]:
         printed = [only_run(_committed_text(folder, name)) for _, name in rounds]
-        if any(not p.graph for p in printed):
-            raise ValueError("every round's nccl-tests output must be a -G run")
         runs = [run for run, _ in rounds]
         cells = _comm_cells(store, runs)
+        for run, nt in zip(runs, printed):  # like against like: -G beside graph timing only
+            timing = next(r for (k, _, _), r in cells.items() if k == run).config.timing
+            if (timing == "graph") != bool(nt.graph):
+                raise ValueError(f"run {run} ({timing}) is set beside an nccl-tests run "
+                                 f"{'with' if nt.graph else 'without'} -G")
         flags = {r.id: _comm_flags(r) for r in cells.values()}
         common = _common(list(flags.values()))
         label = {run: timing_label(next(r for (k, _, _), r in cells.items() if k == run))
@@ -1439,12 +1442,14 @@ def comm_rounds_beside_nccl_tests(folder: str, rounds: Sequence[tuple[str, str]]
                     notes.append(f"round {i}: {rest}")
             line += [" / ".join(dict.fromkeys(choices)), "; ".join(notes) or "–"]
             rows.append(tuple(line))
-        said = "; ".join(f"round {i}: run {run} ({label[run]}) beside {name} (-G {nt.graph})"
+        def loop(nt: Any) -> str:
+            return f"-G {nt.graph}" if nt.graph else "default loop"
+        said = "; ".join(f"round {i}: run {run} ({label[run]}) beside {name} ({loop(nt)})"
                          for i, ((run, name), nt) in enumerate(zip(rounds, printed), 1))
         columns = ["size"]
         for i, (run, nt) in enumerate(zip(runs, printed), 1):
-            columns += [f"{i}: dlbench {label[run]}", f"{i}: nccl-tests -G {nt.graph}",
-                        f"{i}: dlbench / -G"]
+            columns += [f"{i}: dlbench {label[run]}", f"{i}: nccl-tests {loop(nt)}",
+                        f"{i}: dlbench / {'-G' if nt.graph else 'default'}"]
         return [f"all_reduce busbw GB/s out of place / in place beside nccl-tests "
                 f"{printed[0].version}, {said}; ratios dlbench / nccl-tests in the same "
                 "placement. " + _caption(common), ""] + _table(
@@ -1618,6 +1623,20 @@ H100_SERVE = f"{H100}/serve"
 SERVE_RUN, SERVE_STUB_RUN = "b7dcec268a21", "2b8382ad76b4"
 
 H100_2_PAGE = "docs/results/2026-11-2x-h100.md"
+#: all_reduce 8 B..1 GiB, graph x20, every call on the job's own stream, beside nccl-tests -G 20
+#: built with MPI, on hosts of two H200s (the two-H100 kind came as H200s), in the order they
+#: ran. Host C: NCCL's own API on ncclMemAlloc's buffers rotated twice, then on one set of
+#: buffers (--no-rotate), and torch's API rotated, before and after; hosts A and B ran before
+#: rotation existed (one set of buffers). Host B also batched x20 beside nccl-tests' default loop.
+COMM_STREAM_PAGE = "docs/results/2026-11-2x-h200-comm-stream.md"
+H200_2_STREAM_B = f"{H200_2}/comm-stream/host-b"
+H200_2_STREAM_C = f"{H200_2}/comm-stream/host-c"
+STREAM_C_NCCL = (("7675595261a3", "nccl-mpi-G20-1.txt"), ("8808d1ebb8a7", "nccl-mpi-G20-1.txt"),
+                 ("c1bfce931ec7", "nccl-mpi-G20-1.txt"))
+STREAM_C_TORCH = (("541d9a801a39", "nccl-mpi-G20-1.txt"), ("b50c63930901", "nccl-mpi-G20-1.txt"))
+STREAM_B_NCCL = (("74652106c321", "nccl-mpi-G20-1.txt"), ("2f586d0554e8", "nccl-mpi-G20-2.txt"),
+                 ("21368dca0f8f", "nccl-mpi-G20-3.txt"))
+STREAM_B_BATCHED = (("6a01ce3d923b", "nccl-mpi-n20-1.txt"), ("49f4eb46a15e", "nccl-mpi-n20-1.txt"))
 H100_2 = "pt2.11-cu130-2x-h100"
 H100_2_COMM = f"{H100_2}/comm"
 #: A host of two H100s (NV18), lent three times, a fresh host each time. PyTorch DDP against
@@ -1750,6 +1769,14 @@ HEADLINES = (
     Headline("2x-h200-comm-nccl-tests", H200_2_COMM, comm_beside_nccl_tests(
         H200_2_COMM, COMM_GRAPH_RUN, COMM_GRAPH20_RUN, COMM_EAGER_RUN, "nccl-G.txt",
         "nccl-default.txt", 1 << 20), COMM_PAGE),
+    Headline("2x-h200-stream-c-nccl", H200_2_STREAM_C, comm_rounds_beside_nccl_tests(
+        H200_2_STREAM_C, STREAM_C_NCCL, 1 << 20), COMM_STREAM_PAGE),
+    Headline("2x-h200-stream-c-torch", H200_2_STREAM_C, comm_rounds_beside_nccl_tests(
+        H200_2_STREAM_C, STREAM_C_TORCH, 1 << 20), COMM_STREAM_PAGE),
+    Headline("2x-h200-stream-b-nccl", H200_2_STREAM_B, comm_rounds_beside_nccl_tests(
+        H200_2_STREAM_B, STREAM_B_NCCL, 1 << 20), COMM_STREAM_PAGE),
+    Headline("2x-h200-stream-b-batched", H200_2_STREAM_B, comm_rounds_beside_nccl_tests(
+        H200_2_STREAM_B, STREAM_B_BATCHED, 1 << 20), COMM_STREAM_PAGE),
     Headline("4x-h100-comm", H100_4_COMM, comm_runs((COMM_H100_GRAPH_RUN, COMM_H100_EAGER_RUN)),
              COMM_H100_PAGE),
     Headline("4x-h100-comm-nccl-tests", H100_4_COMM, comm_beside_nccl_tests(

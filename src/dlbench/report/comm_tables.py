@@ -51,13 +51,15 @@ def _choice(r: Any) -> str:
 def timing_label(r: Any) -> str:
     """``eager``, or the mode and its iterations per sample (``graph x10``); ``, nccl API``
     after it where NCCL's own API was timed rather than torch.distributed's, ``, nccl
-    buffers`` where the buffers came from ncclMemAlloc."""
+    buffers`` where the buffers came from ncclMemAlloc, ``, rotated`` where each call of a
+    sample worked on the next copy of its buffers (records before that field used one set)."""
     c = r.config
     timing = getattr(c, "timing", "eager")
     label = timing if timing == "eager" else f"{timing} x{getattr(c, 'iters_per_sample', 1)}"
     api, buffers = getattr(c, "api", "torch"), getattr(c, "buffers", "torch")
     label += "" if api == "torch" else f", {api} API"
-    return label + ("" if buffers == "torch" else f", {buffers} buffers")
+    label += "" if buffers == "torch" else f", {buffers} buffers"
+    return label + (", rotated" if getattr(c, "rotate", False) else "")
 
 
 def comm_table(records: Sequence, title: str = "Collectives") -> Table:
