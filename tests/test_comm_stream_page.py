@@ -158,3 +158,26 @@ def test_the_gpu_tests_passed_on_host_a():
     log = (FOLDER / "host-a" / "pytest-gpu.log").read_text()
     assert re.search(r"^9 passed, \d+ deselected", log, re.M)
     says("(`host-a/pytest-gpu.log`: 9 passed")
+
+
+def test_the_scaling_guide_quotes_the_page(host_c):
+    """docs/scaling.md's account of the stream, the buffers and the cache, against the same
+    records and logs."""
+    guide = " ".join((ROOT / "docs" / "scaling.md").read_text().split())
+    slower = [float(d) - float(s) for d, s in zip(_probe_us("p5", "torch/tg-default/own/out", MiB),
+                                                  _probe_us("p5", "torch/tg-side/own/out", MiB))]
+    assert f"ran each 1 MiB all_reduce {min(slower):.2f} to {max(slower):.2f} us slower" in guide
+    nt = printed("host-c", "nccl-mpi-G20-1.txt")
+    (first, _), (second, _), (one_set, _) = H.STREAM_C_NCCL
+    lifted = max(ratios(host_c, one_set, nt, MiB, 16 * MiB).values())
+    assert f"up to {lifted:.3f}x nccl-tests' `-G` from 1 to 16 MiB" in guide
+    rotated = [v for run in (first, second) for v in ratios(host_c, run, nt, MiB).values()]
+    assert f"read {span(rotated)} of `-G` at every size from 1 MiB" in guide
+
+
+def test_the_readme_quotes_the_page(host_c):
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    nt = printed("host-c", "nccl-mpi-G20-1.txt")
+    (first, _), (second, _), _ = H.STREAM_C_NCCL
+    rotated = [v for run in (first, second) for v in ratios(host_c, run, nt, MiB).values()]
+    assert f"rotation now the default), {span(rotated)} of `-G` from 1 MiB" in readme
