@@ -453,26 +453,55 @@ def test_the_docs_quote_the_committed_coverage_json():
             f"{grp['all_combinations']['n']})") in page
 
 
-def coverage_table(reps: int) -> str:
+#: docs/measurement.md's table: every cell at :data:`TABLE_REPS` windows and at the first
+#: :data:`REPS` (which the cell tests above draw too), written by
+#: ``python3 tests/test_coverage.py --write`` (half a minute) so that the docs test reads it
+#: rather than simulating it again in every run.
+CELLS_JSON = Path(__file__).parent / "data" / "coverage_cells.json"
+TABLE_REPS = 4000
+
+
+def simulated_cells(reps: int) -> dict[str, dict]:
+    """``"n phi"`` -> :func:`cell` at ``reps`` windows, every cell of the table."""
+    return {f"{n} {phi}": cell(n, phi, reps) for phi in PHIS for n in LENGTHS}
+
+
+def committed_cells() -> dict:
+    """:data:`CELLS_JSON`: ``{"reps": .., "cells": .., "prefix_reps": .., "prefix": ..}``."""
+    return json.loads(CELLS_JSON.read_text())
+
+
+def coverage_table(reps: int, cell_of=None) -> str:
     """The coverage of every cell as docs/measurement.md quotes it: this method, then the
-    previous one in brackets; exempt cells in italics."""
+    previous one in brackets; exempt cells in italics. ``cell_of(n, phi)`` gives a cell's
+    figures (default: :func:`cell` at ``reps`` windows)."""
+    if cell_of is None:
+        def cell_of(n: int, phi: float) -> dict:
+            return cell(n, phi, reps)
     head = "| lag-1 (tau) | " + " | ".join(f"{n} steps" for n in LENGTHS) + " |"
     rows = [head, "|---" * (len(LENGTHS) + 1) + "|"]
     for phi in PHIS:
         cells = []
         for n in LENGTHS:
-            c = cell(n, phi, reps)
+            c = cell_of(n, phi)
             text = f"{c['coverage']:.1%} ({c['previous']:.1%})"
             cells.append(text if required(n, phi) else f"*{text}*")
         rows.append(f"| {phi} ({tau_of(phi):.3g}) | " + " | ".join(cells) + " |")
-    widths = " | ".join(f"{cell(n, 0.0, reps)['mean_ratio']:.3f}" for n in LENGTHS)
+    widths = " | ".join(f"{cell_of(n, 0.0)['mean_ratio']:.3f}" for n in LENGTHS)
     rows.append(f"| mean half-width at 0, this / previous | {widths} |")
     for phi in (0.2, 0.4):
-        widths = " | ".join(f"{cell(n, phi, reps)['median_ratio']:.3f}" for n in LENGTHS)
+        widths = " | ".join(f"{cell_of(n, phi)['median_ratio']:.3f}" for n in LENGTHS)
         rows.append(f"| median half-width at {phi}, this / previous | {widths} |")
     return "\n".join(rows)
 
 
 if __name__ == "__main__":
-    # python3 tests/test_coverage.py [REPS]: the table of docs/measurement.md (4000 there)
-    print(coverage_table(int(sys.argv[1]) if len(sys.argv) > 1 else REPS))
+    # python3 tests/test_coverage.py [REPS]: the table of docs/measurement.md (4000 there);
+    # python3 tests/test_coverage.py --write: CELLS_JSON, the cells the docs test reads
+    if sys.argv[1:] == ["--write"]:
+        CELLS_JSON.write_text(json.dumps(
+            {"reps": TABLE_REPS, "cells": simulated_cells(TABLE_REPS),
+             "prefix_reps": REPS, "prefix": simulated_cells(REPS)}, indent=1) + "\n")
+        print(f"wrote {CELLS_JSON}")
+    else:
+        print(coverage_table(int(sys.argv[1]) if len(sys.argv) > 1 else REPS))

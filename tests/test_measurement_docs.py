@@ -222,20 +222,34 @@ def test_how_the_interval_is_made(by_id, coverage):
     assert f"{lag1(r.step_times_s):.1f}" == "0.4"
 
 
-@pytest.mark.slow
-@test_coverage.CELLS
 def test_the_coverage_table(coverage):
-    # `python3 tests/test_coverage.py 4000`, every row (half a minute of simulation, on the
-    # worker of test_coverage's own cells: their first 1,000 windows are these cells' first)
-    for row in coverage.coverage_table(4000).splitlines():
+    # `python3 tests/test_coverage.py 4000`, every row, from the committed cells (checked
+    # against the simulation below)
+    committed = coverage.committed_cells()
+    assert committed["reps"] == 4000
+
+    def cell(n: int, phi: float) -> dict:
+        return committed["cells"][f"{n} {phi}"]
+    for row in coverage.coverage_table(4000, cell).splitlines():
         measurement_says(row)
     measurement_says("Coverage of 4,000 simulated windows a cell")
     # the figures the prose takes from it
     measurement_says(f"batches of 20 steps covered "
-                     f"{coverage.cell(250, 0.9, 4000)['previous']:.0%} of 250-step windows")
-    wider = [coverage.cell(n, 0.4, 4000)["median_ratio"] - 1 for n in (30, 100, 250)]
+                     f"{cell(250, 0.9)['previous']:.0%} of 250-step windows")
+    wider = [cell(n, 0.4)["median_ratio"] - 1 for n in (30, 100, 250)]
     measurement_says(f"at a lag-1 correlation of 0.4 the median interval of a 30- to 250-step "
                      f"window is {min(wider) * 100:.0f}-{max(wider):.0%} wider")
+
+
+@test_coverage.CELLS
+def test_the_committed_cells_are_the_simulation(coverage):
+    """The committed cells are this simulation's: every cell's first 1,000 windows (which the
+    cell tests draw anyway, on this worker) and two whole cells at 4,000 windows, recomputed."""
+    committed = coverage.committed_cells()
+    assert committed["prefix_reps"] == coverage.REPS
+    assert committed["prefix"] == coverage.simulated_cells(coverage.REPS)
+    for n, phi in ((8, 0.9), (15, 0.4)):
+        assert committed["cells"][f"{n} {phi}"] == coverage.cell(n, phi, 4000)
 
 
 def test_the_stopping_rule():
