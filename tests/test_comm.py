@@ -179,7 +179,7 @@ def test_half_precision_collectives_check_exactly_batched_on_gloo(dtype):
                for r in recs)
     assert all(r.p50_s is not None and r.p99_s >= r.p50_s for r in recs)
     t = comm_tables(recs)[0]
-    assert t.title == "Collectives, 2 ranks, gloo, default, batched x4"
+    assert t.title == "Collectives, 2 ranks, gloo, default, batched x4, rotated"
     assert any("4 calls queued back to back" in n for n in t.notes)
 
 
@@ -561,7 +561,7 @@ def test_the_published_figures_stand_beside_the_highest_all_reduce():
     assert t is not None and len(t.rows) == 1
     row = t.rows[0]
     assert row[3:6] == ("ring", "370", "maintainer") and row[6].startswith("https://")
-    assert row[7] == "350.0 (1 GiB, graph x10, 2 ranks)" and row[8] == f"{350 / 370:.2f}"
+    assert row[7] == "350.0 (1 GiB, graph x10, rotated, 2 ranks)" and row[8] == f"{350 / 370:.2f}"
     assert [x.title for x in comm_tables(recs)][-1] == t.title
     no_p2p = [replace(r, config=replace(r.config, interconnect="no-p2p")) for r in recs]
     assert reference_table(no_p2p) is None       # a profile with links off is not the platform
@@ -678,6 +678,11 @@ def test_report_gives_each_rank_count_and_profile_its_own_collectives_table():
                                            rec(2, "no-p2p"),
                                            rec(2, "default", timing="graph", iters_per_sample=10)],
                                           "GPU")]
-    assert titles == ["Collectives, 2 ranks, nccl, default", "Collectives, 4 ranks, nccl, default",
-                      "Collectives, 2 ranks, nccl, no-p2p",
-                      "Collectives, 2 ranks, nccl, default, graph x10"]
+    assert titles == ["Collectives, 2 ranks, nccl, default, rotated",
+                      "Collectives, 4 ranks, nccl, default, rotated",
+                      "Collectives, 2 ranks, nccl, no-p2p, rotated",
+                      "Collectives, 2 ranks, nccl, default, graph x10, rotated"]
+    # a record from before rotation (one set of buffers): eager goes unsaid, as it did
+    old = rec(2, "default")
+    old = replace(old, config=replace(old.config, rotate=False))
+    assert [t.title for t in tables_for([old], "GPU")] == ["Collectives, 2 ranks, nccl, default"]
