@@ -112,10 +112,17 @@ def test_a_launched_servers_log_is_in_the_runs_folder_and_goes_after_a_sigkill(t
         assert long_run.poll() is None, long_run.stderr.read()[-3000:]
         [log] = _serve_logs(tmp)
         assert log.parent.name.startswith(tempdirs.PREFIX) and log.parent.parent == tmp
+        server = _descendants(long_run.pid)  # the shell and the stub it started
+        assert len(server) >= 2, server
     finally:
         long_run.send_signal(signal.SIGKILL)
         long_run.communicate(timeout=60)
     assert _serve_logs(tmp) == [log]  # SIGKILL: no clean-up ran
+    # the server goes with dlbench: the shell gets its parent-death signal, the stub from it
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in server if Path(f"/proc/{pid}").exists()]
     again = subprocess.run(
         [sys.executable, "-m", "dlbench", "serve", "--stub", "--num-requests", "2",
          "--output-len", "2", "--prompt-len", "4", "--warmup", "0", "--telemetry-interval", "0",
@@ -126,6 +133,23 @@ def test_a_launched_servers_log_is_in_the_runs_folder_and_goes_after_a_sigkill(t
     while list(tmp.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert list(tmp.iterdir()) == []  # the killed run's folder, its log in it, and this run's
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (from /proc's parent links)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
 #: Where a temporary file beside its destination is right: it is renamed over the destination

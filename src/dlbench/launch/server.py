@@ -11,8 +11,9 @@ everything it started.
   after a grace period, every descendant that left the group too; on the way out of
   :func:`launched`, whatever the way (the run's end, an error, Ctrl-C, SIGTERM or SIGHUP, which
   dlbench turns into Ctrl-C). If dlbench itself is killed with SIGKILL, the shell gets SIGTERM
-  from the kernel (PR_SET_PDEATHSIG on Linux), which a command the shell runs alone inherits
-  (the shell replaces itself with it).
+  from the kernel (PR_SET_PDEATHSIG on Linux) and passes it to its whole process group
+  (:data:`SHELL`): the signal is not inherited across a fork, and not every ``/bin/sh``
+  replaces itself with a lone command (dash, Debian's, forks it).
 
 Only processes and URLs here: no client library (the health poll is urllib).
 """
@@ -85,6 +86,12 @@ def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
     return " | ".join(kept)
 
 
+#: How a server command runs: in the background of a shell that, on SIGTERM, sends SIGTERM to
+#: its process group (the command and everything it started) and then dies itself. The newline
+#: ends a command whose last line is a comment.
+SHELL = "trap 'trap - TERM; kill -TERM 0' TERM; ( {command}\n) & wait $!"
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """SIGTERM to the child when dlbench dies, however it dies (Linux's PR_SET_PDEATHSIG)."""
     if sys.platform.startswith("linux"):
@@ -106,7 +113,8 @@ def start(command: str, base_url: str, log_path: str | None = None) -> ServerPro
         os.close(fd)
         path, keep = Path(name), False
     with open(path, "ab") as log:
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(["/bin/sh", "-c", SHELL.format(command=command)],
+                                stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=_die_with_parent)
     return ServerProcess(command, base_url.rstrip("/"), proc, path, keep)
