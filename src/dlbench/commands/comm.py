@@ -62,7 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                "the two read apart is torch.distributed's own cost per call. torch.distributed "
                "has no out-of-place all_reduce or broadcast: through it their out-of-place rows "
                "call them in place on a second buffer; --api nccl calls them out of place. "
-               "--buffers nccl allocates with ncclMemAlloc, as nccl-tests does.\n\n"
+               "--buffers nccl allocates with ncclMemAlloc, as nccl-tests does. Each call of a "
+               "sample works on the next copy of its buffers, as nccl-tests moves its own, so "
+               "none reads what the last left in L2 (--no-rotate: one set, the old method).\n\n"
                "--ranks is processes per host (one per GPU); in scale and train --gpus counts "
                "GPUs. The old spellings --gpus, --min and --max are still taken here.\n\n"
                "sizes: nccl-tests' size column (all_gather: the gathered buffer; reduce_scatter: "
@@ -107,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="every call on the same buffers, as dlbench did before November 2026; "
                         "by default each call of a sample works on the next copy of its "
                         "buffers, as nccl-tests does, so none finds the last one's data in the "
-                        "GPU's L2 cache (which lifted 1-16 MiB by up to 12%% on two H200s)")
+                        "GPU's L2 cache (which lifted 1-16 MiB by up to 12.6%% on two H200s)")
     p.add_argument("--no-algo-probe", dest="algo_probe", action="store_false",
                    help="skip the short job, run first, that reads which algorithm and "
                         "protocol NCCL chooses per size (NCCL_DEBUG=INFO, "

@@ -37,7 +37,7 @@ default), as nccl-tests moves its buffers by one size per iteration "to avoid ca
 ``min(largest size of the job // size, iterations of a sample)`` copies (eager: of the timed
 samples), so a call does not find the previous call's data in the GPU's L2 cache. Without it
 (``rotate`` off, every record made before the field existed) a two-H200 host read all_reduce up
-to 12% above nccl-tests' ``-G`` from 1 to 16 MiB, where a size's buffers fit in L2.
+to 12.6% above nccl-tests' ``-G`` from 1 to 16 MiB, where a size's buffers fit in L2.
 
 On CUDA every call of a job is issued on a stream of the job's own, not on PyTorch's default
 stream: nccl-tests issues on a non-blocking stream, and a CUDA graph replayed on the default
