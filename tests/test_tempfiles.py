@@ -112,7 +112,11 @@ def test_a_launched_servers_log_is_in_the_runs_folder_and_goes_after_a_sigkill(t
         assert long_run.poll() is None, long_run.stderr.read()[-3000:]
         [log] = _serve_logs(tmp)
         assert log.parent.name.startswith(tempdirs.PREFIX) and log.parent.parent == tmp
-        server = _descendants(long_run.pid)  # the shell and the stub it started
+        # the shell and the stub it started (the log is made just before them)
+        server = _descendants(long_run.pid)
+        while len(server) < 2 and long_run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            server = _descendants(long_run.pid)
         assert len(server) >= 2, server
     finally:
         long_run.send_signal(signal.SIGKILL)
