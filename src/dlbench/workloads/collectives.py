@@ -41,8 +41,8 @@ to 12.6% above nccl-tests' ``-G`` from 1 to 16 MiB, where a size's buffers fit i
 
 On CUDA every call of a job is issued on a stream of the job's own, not on PyTorch's default
 stream: nccl-tests issues on a non-blocking stream, and a CUDA graph replayed on the default
-stream ran every all_reduce in it up to 5 us slower on two H100s and on two H200s (1 MiB: 17.5
-us against 13.2 us on a side stream, the same graph; docs/scaling.md).
+stream ran every 1 MiB all_reduce in it about 4.5 us slower on two H200s (17.5 us against 13.2
+us on a side stream, the same graph; docs/scaling.md).
 
 Sizes follow nccl-tests' "size" column: all_reduce and broadcast the buffer; all_gather the output
 (gathered) buffer; reduce_scatter the input buffer; all_to_all one rank's send buffer.
@@ -231,8 +231,10 @@ class _Op:
     def fill(self) -> None:
         """Every copy's input, the same values (the timed calls move data like the checked one)."""
         values = rank_input(self.pattern, self.count, self.rank, self.device, self.dtype)
-        for inp in self.inps:
+        for inp, out in zip(self.inps, self.outs):
             inp.copy_(values)
+            if self.call_in_place and out is not inp:  # torch's in-place call on a second buffer
+                out.copy_(values)
 
     def __call__(self, check: bool = False, i: int = 0) -> None:
         """The collective on copy ``i`` mod the copies (the checked call: copy 0)."""
