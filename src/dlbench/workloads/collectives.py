@@ -233,7 +233,7 @@ class _Op:
         values = rank_input(self.pattern, self.count, self.rank, self.device, self.dtype)
         for inp, out in zip(self.inps, self.outs):
             inp.copy_(values)
-            if self.call_in_place and out is not inp:  # torch's in-place call on a second buffer
+            if self.call_in_place and not self.inplace:  # torch's call on a second buffer
                 out.copy_(values)
 
     def __call__(self, check: bool = False, i: int = 0) -> None:
