@@ -48,6 +48,25 @@ def test_a_hand_edited_export_is_found(tmp_path):
     assert ce.drift(folder, tmp_path) == [] and not (folder / "all-extra.csv").exists()
 
 
+def test_a_gzipped_export_is_compared_by_what_it_holds(tmp_path):
+    """The check compares a .gz export uncompressed: another writer's header passes, one
+    changed figure inside fails (and --write puts the file back)."""
+    src = ROOT / "results" / "pt2.11-cu130-2x-h200" / "comm-stream" / "probe"  # a small store
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    for p in list(src.glob("all*")) + [src / ce.STORE]:
+        (folder / p.name).write_bytes(p.read_bytes())
+    gz = folder / "all.json.gz"
+    held = gzip.decompress(gz.read_bytes())
+    gz.write_bytes(gzip.compress(held, compresslevel=1, mtime=12345))  # another header
+    assert ce.drift(folder, tmp_path) == []
+    gz.write_bytes(gzip.compress(held.replace(b"1", b"2", 1)))
+    assert ce.drift(folder, tmp_path) == ["all.json.gz: differs"]
+    ce.write(folder, tmp_path)
+    assert gz.read_bytes() == ce.expected(folder, tmp_path)["all.json.gz"]
+    assert ce.drift(folder, tmp_path) == []
+
+
 def test_the_gzipped_json_is_the_same_bytes_for_the_same_store(tmp_path):
     folder = ROOT / "results" / "pt2.11-cu130-2x-h200"
     a = ce.expected(folder, tmp_path)["all.json.gz"]

@@ -26,6 +26,11 @@ t over single steps below 40 steps) is shown to fall short, so that the test cou
 benchmarks/coverage.py (the same question asked of real processes on a GPU) runs on the CPU
 with a tiny model, its binomial interval is checked against published values, and the coverage
 figures the docs quote are checked against the committed JSON.
+
+docs/measurement.md's table (every cell at 4,000 windows) is read from
+tests/data/coverage_cells.json rather than simulated in every run;
+``python3 tests/test_coverage.py --write`` writes it again (half a minute), and
+tests/test_measurement_docs.py checks that it is this simulation's.
 """
 
 import functools

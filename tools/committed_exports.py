@@ -46,8 +46,9 @@ def _records(folder: Path, workdir: Path) -> list:
         return store.results()
 
 
-def expected(folder: Path, workdir: Path) -> dict[str, bytes]:
-    """File name -> the bytes ``dlbench results export`` writes for ``folder``'s store today."""
+def contents(folder: Path, workdir: Path) -> dict[str, bytes]:
+    """File name -> what ``dlbench results export`` writes for ``folder``'s store today, a
+    ``.gz`` file's as it holds it (uncompressed): what :func:`drift` compares."""
     recs = _records(folder, workdir)
     kinds = export.kinds_of(recs) or ["throughput"]
     out = {name: export.to_csv(recs, k).encode()
@@ -56,23 +57,36 @@ def expected(folder: Path, workdir: Path) -> dict[str, bytes]:
     if (folder / "all.json").exists() and not (folder / "all.json.gz").exists():
         out["all.json"] = text
     else:
-        # mtime 0 and no file name in the header: the same store gives the same bytes
-        out["all.json.gz"] = gzip.compress(text, compresslevel=9, mtime=0)
+        out["all.json.gz"] = text
     return out
 
 
-def _same(path: Path, want: bytes) -> bool:
+def _file_bytes(name: str, content: bytes) -> bytes:
+    # mtime 0 and no file name in the header: the same store gives the same bytes
+    return gzip.compress(content, compresslevel=9, mtime=0) if name.endswith(".gz") else content
+
+
+def expected(folder: Path, workdir: Path) -> dict[str, bytes]:
+    """File name -> the bytes ``dlbench results export`` writes for ``folder``'s store today."""
+    return {name: _file_bytes(name, content)
+            for name, content in contents(folder, workdir).items()}
+
+
+def _same(path: Path, content: bytes) -> bool:
+    """``path`` holds ``content`` (uncompressed, where ``path`` is a ``.gz`` file). Compared
+    uncompressed, so that a check compresses nothing: gzip headers differ between writers, and
+    compressing the largest stores' JSON at level 9 costs seconds."""
     if not path.exists():
         return False
-    if path.suffix == ".gz":  # compare what it holds: gzip headers differ between writers
+    if path.suffix == ".gz":
         with gzip.open(path, "rb") as f:
-            return f.read() == gzip.decompress(want)
-    return path.read_bytes() == want
+            return f.read() == content
+    return path.read_bytes() == content
 
 
 def drift(folder: Path, workdir: Path) -> list[str]:
     """What differs in ``folder``: files to write or rewrite, stale exports to remove."""
-    want = expected(folder, workdir)
+    want = contents(folder, workdir)
     out = [f"{name}: {'differs' if (folder / name).exists() else 'missing'}"
            for name, data in want.items() if not _same(folder / name, data)]
     stale = [p.name for p in folder.glob("all*.csv") if p.name not in want]
@@ -82,13 +96,13 @@ def drift(folder: Path, workdir: Path) -> list[str]:
 
 def write(folder: Path, workdir: Path) -> None:
     """Rewrite ``folder``'s exports from its store and remove those no longer written."""
-    want = expected(folder, workdir)
+    want = contents(folder, workdir)
     for p in list(folder.glob("all*.csv")) + list(folder.glob("all.json*")):
         if p.name not in want:
             p.unlink()
-    for name, data in want.items():
-        if not _same(folder / name, data):
-            (folder / name).write_bytes(data)
+    for name, content in want.items():
+        if not _same(folder / name, content):
+            (folder / name).write_bytes(_file_bytes(name, content))
 
 
 def main(argv: list[str] | None = None) -> int:
