@@ -208,15 +208,19 @@ def test_timing_is_checked_and_eager_keeps_the_old_keys():
     assert graph.key() != config_key(old) and graph.label.endswith("graph x10")
 
 
+#: A graph-timed all_reduce config as stored before the api, buffers and rotate fields.
+OLD_GRAPH_CONFIG = dict(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", dtype="float32",
+                        inplace=False, interconnect="default", iters=20, warmup=5,
+                        timing="graph", iters_per_sample=20)
+
+
 def test_the_api_is_checked_and_torch_keeps_the_old_keys():
     with pytest.raises(ConfigError, match='^api="nccl" calls NCCL itself') as err:
         CommConfig(op="all_reduce", size_bytes=8, ranks=2, backend="gloo", api="nccl")
     assert err.value.fields == ("api", "backend")
     with pytest.raises(ConfigError, match="^api must be one of"):
         CommConfig(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", api="mpi")
-    old = dict(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", dtype="float32",
-               inplace=False, interconnect="default", iters=20, warmup=5, timing="graph",
-               iters_per_sample=20)
+    old = dict(OLD_GRAPH_CONFIG)
     torch_api = CommConfig(**old, rotate=False)
     assert torch_api.api == "torch" and torch_api.key() == config_key(old)
     own = CommConfig(**old, rotate=False, api="nccl")
@@ -247,9 +251,7 @@ def test_the_buffers_are_checked_and_torchs_keep_the_old_keys():
     assert err.value.fields == ("buffers", "backend")
     with pytest.raises(ConfigError, match="^buffers must be one of"):
         CommConfig(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", buffers="cuda")
-    old = dict(op="all_reduce", size_bytes=8, ranks=2, backend="nccl", dtype="float32",
-               inplace=False, interconnect="default", iters=20, warmup=5, timing="graph",
-               iters_per_sample=20)
+    old = dict(OLD_GRAPH_CONFIG)
     assert CommConfig(**old, rotate=False).key() == config_key(old)
     ncclmem = CommConfig(**old, rotate=False, buffers="nccl")
     assert ncclmem.key() != config_key(old) and ncclmem.label.endswith("graph x20 nccl buffers")

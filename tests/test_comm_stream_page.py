@@ -149,9 +149,11 @@ def test_the_environment(host, request):
     assert len(uuids) == 2
     for r in recs:
         assert r.nccl_version == "2.28.9" and r.nccl_env.get("NCCL_NVLS_ENABLE") == "0"
+        assert r.env["cpu_logical_cores"] == 32
         assert {g["uuid"] for g in r.env["gpus"]} <= uuids
         assert all("H200" in g["name"] for g in r.env["gpus"])
     says("NCCL 2.28.9 as torch loads it; `NCCL_NVLS_ENABLE=0` on every host")
+    says("32 cores each")
 
 
 def test_the_gpu_tests_passed_on_host_a():
@@ -180,4 +182,4 @@ def test_the_readme_quotes_the_page(host_c):
     nt = printed("host-c", "nccl-mpi-G20-1.txt")
     (first, _), (second, _), _ = H.STREAM_C_NCCL
     rotated = [v for run in (first, second) for v in ratios(host_c, run, nt, MiB).values()]
-    assert f"rotation now the default), {span(rotated)} of `-G` from 1 MiB" in readme
+    assert f"(`--api nccl --buffers nccl`) read {span(rotated)} of its `-G` from 1 MiB" in readme

@@ -366,7 +366,7 @@ def _rows(job: dict[str, Any], rank: int, world: int, device: torch.device,
                     continue
                 try:
                     row.update(_measure(op, count, inplace, rank, world, device, dtype, pattern,
-                                        job, log, calls))
+                                        job, log, calls, buffer_copies(job, size)))
                 except Exception as exc:  # a row that fails is a row, the sweep goes on
                     row["error"] = f"{type(exc).__name__}: {exc}"[:1500]
                 rows.append(row)
@@ -375,15 +375,15 @@ def _rows(job: dict[str, Any], rank: int, world: int, device: torch.device,
 
 def _measure(op: str, count: int, inplace: bool, rank: int, world: int, device: torch.device,
              dtype: torch.dtype, pattern: Pattern, job: dict[str, Any],
-             log: TuningLog | None = None, calls: Calls = Calls()) -> dict[str, Any]:
+             log: TuningLog | None = None, calls: Calls = Calls(),
+             copies: int = 1) -> dict[str, Any]:
     """One row: the checked call, then the warm-up and the timed samples. With ``log`` (the
     probe job), also what NCCL chose for the timed calls: the lines of the checked call, of the
     warm-up and of a graph's side-stream warm-up are set aside, so only the calls timed (or
-    captured: a replay writes none) count."""
+    captured: a replay writes none) count. ``copies``: of the buffers, call i of a sample on
+    copy i mod copies (:func:`buffer_copies`)."""
     timing, k = job.get("timing", "eager"), int(job.get("iters_per_sample", 1))
-    c = _Op(op, count, inplace, rank, world, device, dtype, pattern, calls,
-            buffer_copies(job, count * dtype.itemsize if op != "all_gather"
-                          else count * world * dtype.itemsize))
+    c = _Op(op, count, inplace, rank, world, device, dtype, pattern, calls, copies)
     c.fill()
     if job.get("corrupt_rank") == rank:
         c.inp.view(-1)[0] += 1  # fault injection for tests: one wrong input element
