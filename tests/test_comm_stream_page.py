@@ -183,3 +183,88 @@ def test_the_readme_quotes_the_page(host_c):
     (first, _), (second, _), _ = H.STREAM_C_NCCL
     rotated = [v for run in (first, second) for v in ratios(host_c, run, nt, MiB).values()]
     assert f"(`--api nccl --buffers nccl`) read {span(rotated)} of its `-G` from 1 MiB" in readme
+
+
+host_d = store_fixture(H.H200_2_STREAM_D)
+
+
+def d_ratios(store, run: str, name: str, op: str = "all_reduce", lo: int = MiB,
+             places=(False, True)) -> dict[tuple[int, bool], float]:
+    """Host D's ratios of one collective of a run beside one nccl-tests file, from ``lo``."""
+    nt = printed("host-d", name)
+    assert nt.op == op
+    return {(r.config.size_bytes, r.config.inplace):
+            r.busbw() / 1e9 / nt.row(r.config.size_bytes).busbw(r.config.inplace)
+            for r in store.results(run_id=run, kind="comm")
+            if r.config.op == op and r.config.size_bytes >= lo and r.config.inplace in places}
+
+
+def test_host_d_like_for_like(host_d):
+    got = {run: d_ratios(host_d, run, name) for run, name in H.STREAM_D_NCCL}
+    for run in got:
+        assert all(r.ok and r.config.rotate and r.config.api == "nccl" and r.config.buffers
+                   == "nccl" and r.call_in_place == r.config.inplace
+                   for r in host_d.results(run_id=run, kind="comm"))
+    every = [v for cells in got.values() for v in cells.values()]
+    says(f"from 1 MiB every cell reads {span(every)}, so 0.9x is met")
+    assert min(every) >= 0.9
+    outside = {(run, s // MiB, ip): round(v, 3) for run, cells in got.items()
+               for (s, ip), v in cells.items() if s >= 16 * MiB and abs(v - 1) > 0.02}
+    run2 = H.STREAM_D_NCCL[1][0]
+    run1 = H.STREAM_D_NCCL[0][0]
+    assert outside == {(run1, 16, False): 0.980, (run2, 16, False): 0.978,
+                       (run2, 512, False): 1.021}
+    says("within 2% from 16 MiB in every cell but out of place at 16 MiB in both rounds (0.980 "
+         "and 0.978, each a little more than 2% below) and at 512 MiB in round 2 (1.021, above)")
+    b = [printed("host-d", f"nccl-mpi-G20-{i}.txt").row(256 * MiB).out_busbw for i in (1, 2, 3)]
+    says(f"nccl-tests' own three runs read {min(b):.2f} to {max(b):.2f} GB/s at 256 MiB out of "
+         "place")
+
+
+def test_host_d_torch_bf16_and_the_other_collectives(host_d):
+    torch_in = [v for run, name in H.STREAM_D_TORCH
+                for v in d_ratios(host_d, run, name, places=(True,)).values()]
+    says(f"in place {span(torch_in)} from 1 MiB")
+    torch_out = [v for run, name in H.STREAM_D_TORCH
+                 for v in d_ratios(host_d, run, name, places=(False,)).values()]
+    says(f"reads {span(torch_out)} of nccl-tests' out-of-place call")
+    assert all(r.call_in_place for run, _ in H.STREAM_D_TORCH
+               for r in host_d.results(run_id=run, kind="comm"))
+    (run, name), = H.STREAM_D_BF16
+    assert {r.config.dtype for r in host_d.results(run_id=run, kind="comm")} == {"bfloat16"}
+    assert printed("host-d", name).rows[-1].dtype == "bfloat16"
+    says(f"`-d bfloat16 -G 20`): {span(d_ratios(host_d, run, name).values())} from 1 MiB")
+    spans = {}
+    for name in H.STREAM_D_OPS_FILES:
+        op = printed("host-d", name).op
+        spans[op] = span(d_ratios(host_d, H.STREAM_D_OPS_RUN, name, op).values())
+    says(f"all_gather {spans['all_gather']}, reduce_scatter {spans['reduce_scatter']}, "
+         f"broadcast {spans['broadcast']}, all_to_all out of place {spans['all_to_all']}")
+    # all_to_all has no in-place record: its span is of out-of-place cells only
+    assert not d_ratios(host_d, H.STREAM_D_OPS_RUN, "nccl-mpi-G20-alltoall.txt", "all_to_all",
+                        places=(True,))
+
+
+def test_host_d_eager(host_d):
+    _, nccl_eager, _, per_iter = H.STREAM_D_EAGER_NCCL
+    got = d_ratios(host_d, nccl_eager, per_iter)
+    says(f"through NCCL's API {got[(MiB, False)]:.3f} / {got[(MiB, True)]:.3f} at 1 MiB and "
+         f"{span([v for (s, _), v in got.items() if s >= 2 * MiB])} from 2 MiB")
+    _, torch_eager, _, per_iter_t = H.STREAM_D_EAGER_TORCH
+    t = d_ratios(host_d, torch_eager, per_iter_t)
+    says(f"through torch {t[(MiB, False)]:.3f} / {t[(MiB, True)]:.3f} at 1 MiB, and at 32 MiB "
+         f"out of place {t[(32 * MiB, False)]:.3f}")
+    odd = next(r for r in host_d.results(run_id=torch_eager, kind="comm")
+               if r.config.size_bytes == 32 * MiB and not r.config.inplace)
+    assert any(f == "cv 260%" for f in H._comm_flags(odd))
+    nt = printed("host-d", per_iter)
+    p99 = {(r.config.size_bytes, r.config.inplace):
+           r.p99_s * 1e6 / nt.row(r.config.size_bytes).p99_us(r.config.inplace)
+           for r in host_d.results(run_id=nccl_eager, kind="comm") if r.config.size_bytes >= MiB}
+    says(f"Eager's p99 is {min(p99.values()):.2f} to {max(p99.values()):.2f} times `-I`'s i_p99 "
+         "from 1 MiB")
+    says(f"at 32 and 64 MiB ({p99[(32 * MiB, False)]:.2f}, {p99[(64 * MiB, False)]:.2f} out "
+         "of place)")
+    log = (FOLDER / "host-d" / "pytest-gpu.log").read_text()
+    assert re.search(r"\b9 passed\b", log) and "failed" not in log
+    says("`host-d/pytest-gpu.log`, 9 passed")

@@ -30,6 +30,7 @@ def test_a_run_its_settings_and_rows():
     run = only_run(text)
     assert (run.version, run.nccl_headers, run.nccl_library) == ("2.19.6", "22809", "22809")
     assert (run.gpus, run.iters, run.graph) == (2, 20, 20)  # not warmup's or agg's iters
+    assert (run.test, run.op) == ("all_reduce_perf", "all_reduce")
     assert run.sizes == (8, 1048576)
     r = run.row(1048576)
     assert (r.count, r.dtype, r.redop) == (262144, "float", "sum")
@@ -102,3 +103,12 @@ def test_the_committed_per_iteration_file():
         row = parse_row(line)
         if row is not None:
             assert run.row(row.size_bytes) == row
+
+
+def test_the_collective_by_dlbench_name():
+    """alltoall_perf is dlbench's all_to_all; output without the starting line names none."""
+    run = only_run(HEAD.format(graph=20).replace("all_reduce_perf", "alltoall_perf") + ROWS)
+    assert (run.test, run.op) == ("alltoall_perf", "all_to_all")
+    bare = only_run("\n".join(line for line in (HEAD.format(graph=0) + ROWS).splitlines()
+                              if "Collective test" not in line))
+    assert (bare.test, bare.op) == (None, None)

@@ -1450,10 +1450,71 @@ def comm_rounds_beside_nccl_tests(folder: str, rounds: Sequence[tuple[str, str]]
         for i, (run, nt) in enumerate(zip(runs, printed), 1):
             columns += [f"{i}: dlbench {label[run]}", f"{i}: nccl-tests {loop(nt)}",
                         f"{i}: dlbench / {'-G' if nt.graph else 'default'}"]
-        return [f"all_reduce busbw GB/s out of place / in place beside nccl-tests "
-                f"{printed[0].version}, {said}; ratios dlbench / nccl-tests in the same "
+        dtypes = sorted({r.config.dtype for r in cells.values()})
+        return [f"all_reduce of {', '.join(dtypes)}, busbw GB/s out of place / in place beside "
+                f"nccl-tests {printed[0].version}, {said}; ratios dlbench / nccl-tests in the same "
                 "placement. " + _caption(common), ""] + _table(
             tuple(columns) + ("NCCL algo/proto", "flags"), rows)
+    return render
+
+
+def comm_ops_beside_nccl_tests(folder: str, run: str, files: Sequence[str],
+                               from_bytes: int) -> Callable[[Store], list[str]]:
+    """One ``dlbench comm`` run's collectives beside nccl-tests' ``*_perf`` of each (``files``,
+    committed in ``folder``, one per collective, each file's collective read from its
+    ``Collective test starting`` line), from ``from_bytes`` up: busbw out of place / in place,
+    the ratio dlbench / nccl-tests in each placement ("–" where dlbench has no such placement:
+    all_to_all in place), NCCL's algorithm and protocol, and the flags not common to the
+    table. Like against like is checked: graph timing beside ``-G`` only, the same element
+    type."""
+    from dlbench.report.comm_tables import _choice, _size, timing_label  # the comm view
+    from dlbench.report.nccl_tests import only_run  # nccl-tests' printed tables
+
+    def render(store: Store) -> list[str]:
+        recs = store.results(run_id=run, kind="comm")
+        bad = [r.id for r in recs if not r.ok]
+        if bad or not recs:
+            raise LookupError(f"run {run}: failed or no comm records {bad}")
+        cells = {(r.config.op, r.config.size_bytes, r.config.inplace): r for r in recs}
+        printed = {}
+        for name in files:
+            nt = only_run(_committed_text(folder, name))
+            some = next((r for (op, _, _), r in cells.items() if op == nt.op), None)
+            if some is None:
+                raise LookupError(f"run {run} has no {nt.op} for {name}")
+            if (some.config.timing == "graph") != bool(nt.graph):
+                raise ValueError(f"{name} ({'-G' if nt.graph else 'no -G'}) is set beside "
+                                 f"{some.config.timing} timing")
+            if nt.rows[-1].dtype != {"float32": "float"}.get(some.config.dtype,
+                                                            some.config.dtype):
+                raise ValueError(f"{name} is of {nt.rows[-1].dtype}, run {run} of "
+                                 f"{some.config.dtype}")
+            printed[nt.op] = (name, nt)
+        flags = {r.id: _comm_flags(r) for r in recs}
+        common = _common(list(flags.values()))
+        rows = []
+        for op, (name, nt) in printed.items():
+            for size in sorted({s for o, s, _ in cells if o == op and s >= from_bytes}):
+                pair = [cells.get((op, size, place)) for place in (False, True)]
+                row = nt.row(size)
+                mine = [r for r in pair if r is not None]
+                rows.append((op, _size(size),
+                             " / ".join("–" if r is None else f"{r.busbw() / 1e9:.2f}"
+                                        for r in pair),
+                             f"{row.out_busbw:.2f} / {row.in_busbw:.2f}",
+                             " / ".join("–" if r is None else
+                                        f"{r.busbw() / 1e9 / row.busbw(r.config.inplace):.3f}"
+                                        for r in pair),
+                             " / ".join(dict.fromkeys(_choice(r) for r in mine)),
+                             _pair_flags(mine, flags, common)))
+        some = recs[0]
+        return [f"Run {run} ({timing_label(some)}, {some.config.dtype}, "
+                f"{some.config.ranks} ranks) beside nccl-tests {nt.version} "
+                f"({', '.join(name for name, _ in printed.values())}: -G {nt.graph}), busbw "
+                "GB/s out of place / in place; ratios dlbench / nccl-tests in the same "
+                "placement. " + _caption(common), ""] + _table(
+            ("op", "size", f"dlbench {timing_label(some)}", f"nccl-tests -G {nt.graph}",
+             "dlbench / -G", "NCCL algo/proto", "flags"), rows)
     return render
 
 
@@ -1637,6 +1698,20 @@ STREAM_C_TORCH = (("541d9a801a39", "nccl-mpi-G20-1.txt"), ("b50c63930901", "nccl
 STREAM_B_NCCL = (("74652106c321", "nccl-mpi-G20-1.txt"), ("2f586d0554e8", "nccl-mpi-G20-2.txt"),
                  ("21368dca0f8f", "nccl-mpi-G20-3.txt"))
 STREAM_B_BATCHED = (("6a01ce3d923b", "nccl-mpi-n20-1.txt"), ("49f4eb46a15e", "nccl-mpi-n20-1.txt"))
+#: Host D: two of a host of four H200s (CUDA_VISIBLE_DEVICES=0,1), the code after rotation,
+#: benchmarks/beside_nccl_tests.sh's sequence (order.txt): NCCL's API on ncclMemAlloc's buffers
+#: and torch's API twice each beside three -G 20 runs, eager beside -I 1, bf16, the other four
+#: collectives.
+H200_2_STREAM_D = f"{H200_2}/comm-stream/host-d"
+STREAM_D_NCCL = (("20e0d023ff53", "nccl-mpi-G20-1.txt"), ("97e0de98514c", "nccl-mpi-G20-2.txt"))
+STREAM_D_TORCH = (("67560e4beea2", "nccl-mpi-G20-1.txt"), ("6a7e29ef485f", "nccl-mpi-G20-3.txt"))
+STREAM_D_BF16 = (("d3e66f577ede", "nccl-mpi-G20-bf16.txt"),)
+STREAM_D_OPS_RUN = "67dcabb90de1"
+STREAM_D_OPS_FILES = tuple(f"nccl-mpi-G20-{c}.txt" for c in
+                           ("all_gather", "reduce_scatter", "broadcast", "alltoall"))
+#: eager beside -I 1: (graph run, eager run, -G file, -I file), NCCL's API then torch's
+STREAM_D_EAGER_NCCL = ("97e0de98514c", "ceac5e0136f3", "nccl-mpi-G20-2.txt", "nccl-mpi-I1-2.txt")
+STREAM_D_EAGER_TORCH = ("6a7e29ef485f", "f396ce5883c3", "nccl-mpi-G20-3.txt", "nccl-mpi-I1-2.txt")
 H100_2 = "pt2.11-cu130-2x-h100"
 H100_2_COMM = f"{H100_2}/comm"
 #: A host of two H100s (NV18), lent three times, a fresh host each time. PyTorch DDP against
@@ -1777,6 +1852,22 @@ HEADLINES = (
         H200_2_STREAM_B, STREAM_B_NCCL, 1 << 20), COMM_STREAM_PAGE),
     Headline("2x-h200-stream-b-batched", H200_2_STREAM_B, comm_rounds_beside_nccl_tests(
         H200_2_STREAM_B, STREAM_B_BATCHED, 1 << 20), COMM_STREAM_PAGE),
+    Headline("2x-h200-stream-d-nccl", H200_2_STREAM_D, comm_rounds_beside_nccl_tests(
+        H200_2_STREAM_D, STREAM_D_NCCL, 1 << 20), COMM_STREAM_PAGE),
+    Headline("2x-h200-stream-d-torch", H200_2_STREAM_D, comm_rounds_beside_nccl_tests(
+        H200_2_STREAM_D, STREAM_D_TORCH, 1 << 20), COMM_STREAM_PAGE),
+    Headline("2x-h200-stream-d-bf16", H200_2_STREAM_D, comm_rounds_beside_nccl_tests(
+        H200_2_STREAM_D, STREAM_D_BF16, 1 << 20), COMM_STREAM_PAGE),
+    Headline("2x-h200-stream-d-ops", H200_2_STREAM_D, comm_ops_beside_nccl_tests(
+        H200_2_STREAM_D, STREAM_D_OPS_RUN, STREAM_D_OPS_FILES, 1 << 20), COMM_STREAM_PAGE),
+    Headline("2x-h200-stream-d-eager-nccl", H200_2_STREAM_D, comm_beside_nccl_tests(
+        H200_2_STREAM_D, *STREAM_D_EAGER_NCCL[:1], None, *STREAM_D_EAGER_NCCL[1:], 1 << 20),
+        COMM_STREAM_PAGE),
+    Headline("2x-h200-stream-d-eager-torch", H200_2_STREAM_D, comm_beside_nccl_tests(
+        H200_2_STREAM_D, *STREAM_D_EAGER_TORCH[:1], None, *STREAM_D_EAGER_TORCH[1:], 1 << 20),
+        COMM_STREAM_PAGE),
+    Headline("2x-h200-stream-d-p99", H200_2_STREAM_D, comm_p99_beside_nccl_tests(
+        H200_2_STREAM_D, *STREAM_D_EAGER_NCCL[:2], STREAM_D_EAGER_NCCL[3]), COMM_STREAM_PAGE),
     Headline("4x-h100-comm", H100_4_COMM, comm_runs((COMM_H100_GRAPH_RUN, COMM_H100_EAGER_RUN)),
              COMM_H100_PAGE),
     Headline("4x-h100-comm-nccl-tests", H100_4_COMM, comm_beside_nccl_tests(

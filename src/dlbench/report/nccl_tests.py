@@ -22,6 +22,9 @@ _VERSION = re.compile(r"^# nccl-tests version (\S+)"
 # "nGpus 2", "warmup iters: 1 iters: 20 agg iters: 1", "graph: 20": the longer names first, so
 # "warmup iters" and "agg iters" are never read as "iters"
 _SETTING = re.compile(r"\b(nGpus|warmup iters:|agg iters:|iters:|graph:) (\d+)")
+_TEST = re.compile(r"^# Collective test starting: (\S+)")
+# nccl-tests' binaries by the collective dlbench calls by another name
+_OP_NAMES = {"alltoall": "all_to_all"}
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,8 @@ class Row:
 class Run:
     """One ``*_perf`` run: its version line, its settings (``graph`` is ``-G``: iterations per
     CUDA-graph replay, 0 without it; ``gpus`` is ``-g``, the GPUs one process drives) and its
-    rows in printed order."""
+    rows in printed order; ``test`` is the binary's name as it printed it (``all_reduce_perf``),
+    None in output that does not say."""
 
     version: str
     nccl_headers: str | None
@@ -75,6 +79,15 @@ class Run:
     iters: int | None
     graph: int | None
     rows: tuple[Row, ...]
+    test: str | None = None
+
+    @property
+    def op(self) -> str | None:
+        """The collective as ``dlbench comm --op`` names it (``alltoall_perf`` -> all_to_all)."""
+        if self.test is None:
+            return None
+        name = self.test.removesuffix("_perf")
+        return _OP_NAMES.get(name, name)
 
     def row(self, size_bytes: int) -> Row:
         for r in self.rows:
@@ -138,6 +151,8 @@ def parse(text: str) -> list[Run]:
             rows = []
             continue
         if line.startswith("#"):
+            if head is not None and _TEST.match(line):
+                head["test"] = _TEST.match(line)[1]
             if head is not None:
                 for name, value in _SETTING.findall(line):
                     key = {"nGpus": "gpus", "iters:": "iters", "graph:": "graph"}.get(name)
