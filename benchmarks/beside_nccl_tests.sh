@@ -18,8 +18,9 @@
 #              *_perf -G 20
 # With no PART, all four in this order.
 #
-# How long, on two H200s: about 5 minutes (each dlbench run 25-50 s, each nccl-tests run
-# 5-10 s). RANKS=N sets the processes (default 2); CUDA_VISIBLE_DEVICES the GPUs.
+# How long, on two H100s: about 6.5 minutes with the exports (each dlbench run 25-50 s, each
+# nccl-tests run 5-10 s); building nccl-tests takes 2 more. RANKS=N sets the processes (default
+# 2); CUDA_VISIBLE_DEVICES the GPUs.
 #
 # Writes, in OUTDIR: dlbench.db, nccl-tests' output (nccl-*.txt), order.txt (what ran, in
 # order), beside.md (each dlbench run beside the first like nccl-tests run after it:

@@ -79,3 +79,16 @@ def test_the_script_refuses_without_nccl_tests(tmp_path):
     done = subprocess.run(["bash", str(ROOT / "benchmarks/beside_nccl_tests.sh"), str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "usage:" in done.stderr
+
+
+def test_the_committed_side_by_side_is_what_the_script_renders(beside, tmp_path, capsys):
+    """The two-H100 folder was written by the shell script itself: its beside.md is what the
+    store and nccl-tests' files render today."""
+    folder = ROOT / "results" / H.H100_2_STREAM
+    for f in folder.glob("*.txt"):
+        shutil.copy(f, tmp_path / f.name)
+    with gzip.open(folder / "dlbench.db.gz", "rb") as src, \
+            open(tmp_path / "dlbench.db", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    assert beside.main([str(tmp_path)]) == 0
+    assert (tmp_path / "beside.md").read_text() == (folder / "beside.md").read_text()

@@ -1714,6 +1714,17 @@ STREAM_D_EAGER_NCCL = ("97e0de98514c", "ceac5e0136f3", "nccl-mpi-G20-2.txt", "nc
 STREAM_D_EAGER_TORCH = ("6a7e29ef485f", "f396ce5883c3", "nccl-mpi-G20-3.txt", "nccl-mpi-I1-2.txt")
 H100_2 = "pt2.11-cu130-2x-h100"
 H100_2_COMM = f"{H100_2}/comm"
+#: The same sequence on a host of two H100s, run by benchmarks/beside_nccl_tests.sh itself (its
+#: order.txt pairs each run with the first like nccl-tests run after it).
+H100_2_STREAM = f"{H100_2}/comm-stream"
+H100_STREAM_NCCL = (("5dde9ced49ec", "nccl-mpi-G20-1.txt"), ("274368950c87", "nccl-mpi-G20-2.txt"))
+H100_STREAM_TORCH = (("9303a5eea2e8", "nccl-mpi-G20-1.txt"), ("328e0141c132", "nccl-mpi-G20-3.txt"))
+H100_STREAM_BF16 = (("dbb0edad6b97", "nccl-mpi-G20-bf16.txt"),)
+H100_STREAM_OPS_RUN = "54961573ec4a"
+H100_STREAM_EAGER_NCCL = ("274368950c87", "8690d57cd007", "nccl-mpi-G20-2.txt",
+                          "nccl-mpi-I1-2.txt")
+H100_STREAM_EAGER_TORCH = ("328e0141c132", "2105428d61b1", "nccl-mpi-G20-3.txt",
+                           "nccl-mpi-I1-2.txt")
 #: A host of two H100s (NV18), lent three times, a fresh host each time. PyTorch DDP against
 #: JAX data parallel at 1 and 2 GPUs, bf16, frameworks.sh's window (first call): ResNet-50 b128
 #: (torch, jax), GPT-2 b8 (torch, jax).
@@ -1868,6 +1879,20 @@ HEADLINES = (
         COMM_STREAM_PAGE),
     Headline("2x-h200-stream-d-p99", H200_2_STREAM_D, comm_p99_beside_nccl_tests(
         H200_2_STREAM_D, *STREAM_D_EAGER_NCCL[:2], STREAM_D_EAGER_NCCL[3]), COMM_STREAM_PAGE),
+    Headline("2x-h100-stream-nccl", H100_2_STREAM, comm_rounds_beside_nccl_tests(
+        H100_2_STREAM, H100_STREAM_NCCL, 1 << 20), H100_2_PAGE),
+    Headline("2x-h100-stream-torch", H100_2_STREAM, comm_rounds_beside_nccl_tests(
+        H100_2_STREAM, H100_STREAM_TORCH, 1 << 20), H100_2_PAGE),
+    Headline("2x-h100-stream-bf16", H100_2_STREAM, comm_rounds_beside_nccl_tests(
+        H100_2_STREAM, H100_STREAM_BF16, 1 << 20), H100_2_PAGE),
+    Headline("2x-h100-stream-ops", H100_2_STREAM, comm_ops_beside_nccl_tests(
+        H100_2_STREAM, H100_STREAM_OPS_RUN, STREAM_D_OPS_FILES, 1 << 20), H100_2_PAGE),
+    Headline("2x-h100-stream-eager-nccl", H100_2_STREAM, comm_beside_nccl_tests(
+        H100_2_STREAM, *H100_STREAM_EAGER_NCCL[:1], None, *H100_STREAM_EAGER_NCCL[1:], 1 << 20),
+        H100_2_PAGE),
+    Headline("2x-h100-stream-eager-torch", H100_2_STREAM, comm_beside_nccl_tests(
+        H100_2_STREAM, *H100_STREAM_EAGER_TORCH[:1], None, *H100_STREAM_EAGER_TORCH[1:],
+        1 << 20), H100_2_PAGE),
     Headline("4x-h100-comm", H100_4_COMM, comm_runs((COMM_H100_GRAPH_RUN, COMM_H100_EAGER_RUN)),
              COMM_H100_PAGE),
     Headline("4x-h100-comm-nccl-tests", H100_4_COMM, comm_beside_nccl_tests(
