@@ -43,7 +43,10 @@ def _fidelity(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path, fuse", [("static", True), ("eager", False), ("compile", False)])
+@pytest.mark.parametrize("path, fuse", [
+    ("static", True), ("eager", False),
+    # with test_generate's compiled test, on one worker (its group says why)
+    pytest.param("compile", False, marks=pytest.mark.xdist_group("inductor-cpu"))])
 def test_generate_mode_runs_both_sides(tmp_path, path, fuse):
     # Two rounds of a tiny Llama (4+4 tokens; static with fused projections: dlbench's loop
     # against a bare one, both over the same fused model; eager: generate() through dlbench

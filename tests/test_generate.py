@@ -208,9 +208,19 @@ def test_graph_path_needs_a_gpu():
         workload.measure(cfg(path="graph"), env={})
 
 
+#: The xdist group of the two tests that compile test-llama's decode step with inductor on the
+#: CPU (this one and test_fidelity_generate's compile case): on one worker, one after the other,
+#: the second finds in inductor's on-disk cache what the first built with it empty (the CPU
+#: checks, the precompiled header, the compiled graph: most of half a minute), instead of both
+#: building it at once.
+INDUCTOR_CPU = "inductor-cpu"
+
+
 @pytest.mark.slow
+@pytest.mark.xdist_group(INDUCTOR_CPU)
 def test_compiled_path_on_the_cpu():
-    r = workload.measure(cfg(path="compile", output_len=3), env={})
+    # test_fidelity_generate's shape (batch 1, 4+4): the same decode graph, compiled once
+    r = workload.measure(cfg(path="compile", batch_size=1, prompt_len=4, output_len=4), env={})
     assert r.ok, r.error
     assert r.first_step_s > max(r.step_times_s)  # compilation is in the first request
 

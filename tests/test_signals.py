@@ -38,6 +38,9 @@ pytestmark = pytest.mark.real_processes
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "1", "--warmup", "1",
         "--warmup-time", "0", "--target-ci", "0.05"]
+#: The windows of the commands run after the signal (a --resume, an inline run): no signal is
+#: timed against them, so they may be shorter than those of the command that is signalled.
+AFTER = [*FAST, "--max-time", "0.3"]
 # The command starts with SIGHUP at its default, as from a terminal, whatever the test runner
 # inherited (under `nohup` it is ignored, and dlbench rightly leaves an ignored SIGHUP alone).
 WRAPPER = ("import signal, sys; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
@@ -252,7 +255,7 @@ def test_a_signal_during_an_isolated_sweep_ends_it_like_ctrl_c(tmp_path, sig):
     assert _result_ids(db) == kept
     assert _statuses(db) == ["interrupted"]
     again = cli.run("throughput", "-m", "tiny_mlp,tiny_cnn", "-b", "2", "--device", "cpu",
-                    "--db", str(db), "--resume", *FAST)
+                    "--db", str(db), "--resume", *AFTER)
     assert again.returncode == 0, again.stderr
     assert "1 skipped by --resume" in again.stderr
     assert len(_result_ids(db)) == len(kept) + 1  # the finished config was not measured again
@@ -273,7 +276,7 @@ def test_sigkill_leaves_no_worker_and_the_next_command_marks_the_run_stale(tmp_p
     assert ls.returncode == 0, ls.stderr
     assert _statuses(db) == ["running"]
     again = cli.run("throughput", "-m", "tiny_mlp,tiny_cnn", "-b", "2", "--device", "cpu",
-                    "--db", str(db), "--resume", *FAST)
+                    "--db", str(db), "--resume", *AFTER)
     assert again.returncode == 0, again.stderr
     assert _statuses(db) == ["stale", "done"]
     assert _result_ids(db)[:len(kept)] == kept and len(_result_ids(db)) == len(kept) + 1
@@ -290,7 +293,7 @@ def test_the_temporary_folder_of_a_killed_dlbench_goes_with_the_next_run(tmp_pat
     # an inline run makes no folder of its own, and removes the dead one all the same (on an
     # H100 an inline run after a SIGKILL once left the killed run's folder in place)
     again = _run(tmp_path, "throughput", "-m", "tiny_mlp", "-b", "2", "--device", "cpu",
-                 "--db", str(db), *FAST, tmp=cmd.tmp)
+                 "--db", str(db), *AFTER, tmp=cmd.tmp)
     assert again.returncode == 0, again.stderr
     assert cmd.temp_left() == []   # the killed run's folder, and this run's own
 

@@ -17,7 +17,7 @@ from fakes import cli
 pytestmark = pytest.mark.real_processes
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "1", "--warmup", "1",
+FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "0.3", "--warmup", "1",
         "--warmup-time", "0", "--target-ci", "0.05"]
 
 #: A module that leaves a marker (its process id) when imported, wherever it is found.
@@ -188,16 +188,38 @@ def language_model():  # dlbench generate: a factory of a causal LM
 """
 
 
+EXITING = ("in_forward", "in_factory", "own_base_exception")
+
+
+@pytest.fixture(scope="module")
+def exiting_sweep(tmp_path_factory):
+    """``exiting_sweep(isolate)``: one ``dlbench throughput`` sweep of the three exiting models
+    of :data:`EXITING`, inline or with ``--isolate``, as its process and its documents by
+    model. One new interpreter a mode, not one a model (each costs seconds of imports); each
+    model is still measured by itself, a row after the other's failure, as in its own sweep."""
+    done = {}
+
+    def run(isolate: bool) -> tuple[subprocess.CompletedProcess, dict]:
+        if isolate not in done:
+            cwd = tmp_path_factory.mktemp("quits")
+            (cwd / "quits.py").write_text(EXITING_MODEL)
+            p = dlbench("throughput", "-m", ",".join(f"quits.py:{w}" for w in EXITING),
+                        "--device", "cpu", "-b", "2", "--db", str(cwd / "q.db"), "-q", "--json",
+                        *FAST, *(["--isolate"] if isolate else []), cwd=cwd)
+            docs = json.loads(p.stdout) if p.stdout.strip() else []
+            done[isolate] = p, {d["config"]["model"].split(":", 1)[1]: d for d in docs}
+        return done[isolate]
+    return run
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("isolate", [False, True], ids=["inline", "isolate"])
-@pytest.mark.parametrize("where", ["in_forward", "in_factory", "own_base_exception"])
-def test_a_model_that_calls_sys_exit_is_a_failed_row(tmp_path, where, isolate):
-    (tmp_path / "quits.py").write_text(EXITING_MODEL)
-    p = dlbench("throughput", "-m", f"quits.py:{where}", "--device", "cpu", "-b", "2",
-                "--db", str(tmp_path / "q.db"), "-q", "--json", *FAST,
-                *(["--isolate"] if isolate else []), cwd=tmp_path)
+@pytest.mark.parametrize("where", EXITING)
+def test_a_model_that_calls_sys_exit_is_a_failed_row(exiting_sweep, where, isolate):
+    p, docs = exiting_sweep(isolate)
     assert p.returncode == 3, p.stdout + p.stderr   # a failed result, as any other
-    (doc,) = json.loads(p.stdout)
+    assert list(docs) == list(EXITING), p.stdout    # a row each: the sweep went on after it
+    doc = docs[where]
     assert doc["status"] == "error"
     said = "raised Stop('done here')" if where == "own_base_exception" else "called sys.exit(0)"
     assert f"ModelExitedError: the model's code {said}" in doc["error"], doc["error"]

@@ -30,7 +30,7 @@ from pathlib import Path
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 #: Short windows for CLI runs of the tiny models (the flags of conftest.FAST_STOP).
-FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "1", "--warmup", "1",
+FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "0.3", "--warmup", "1",
         "--warmup-time", "0", "--target-ci", "0.05"]
 
 
