@@ -151,9 +151,10 @@ def parse(text: str) -> list[Run]:
             rows = []
             continue
         if line.startswith("#"):
-            if head is not None and _TEST.match(line):
-                head["test"] = _TEST.match(line)[1]
             if head is not None:
+                test = _TEST.match(line)
+                if test:
+                    head["test"] = test[1]
                 for name, value in _SETTING.findall(line):
                     key = {"nGpus": "gpus", "iters:": "iters", "graph:": "graph"}.get(name)
                     if key:
