@@ -31,10 +31,6 @@ from dlbench.report.nccl_tests import Run, only_run  # noqa: E402
 from dlbench.store import Store  # noqa: E402
 from dlbench.workloads.collectives import parse_size  # noqa: E402
 
-# torch's dtype names as nccl-tests prints them in its type column
-NCCL_TESTS_TYPE = {"float32": "float", "float16": "half", "bfloat16": "bfloat16",
-                   "float64": "double", "int32": "int32"}
-
 
 @dataclass(frozen=True)
 class Pair:
@@ -59,14 +55,6 @@ def read_order(outdir: Path) -> list[tuple[str, str]]:
     return out
 
 
-def _like(record: Any, printed: Run) -> bool:
-    """Same collective, element type and kind of loop."""
-    c = record.config
-    graph = getattr(c, "timing", "eager") == "graph"
-    return (printed.op == c.op and bool(printed.graph) == graph and bool(printed.rows)
-            and printed.rows[-1].dtype == NCCL_TESTS_TYPE.get(c.dtype, c.dtype))
-
-
 def pairs(outdir: Path, store: Store) -> list[Pair]:
     """Every (dlbench run, collective) with the first like nccl-tests run after it; a
     collective with none after it is left out (said on stderr)."""
@@ -83,7 +71,9 @@ def pairs(outdir: Path, store: Store) -> list[Pair]:
                 by_op.setdefault(r.config.op, {})[(r.config.size_bytes, r.config.inplace)] = r
         for op, records in by_op.items():
             some = next(iter(records.values()))
-            after = [f for w, f in order[at + 1:] if w == "nccl-tests" and _like(some, printed[f])]
+            c = some.config
+            after = [f for w, f in order[at + 1:] if w == "nccl-tests"
+                     and printed[f].like(c.op, c.dtype, getattr(c, "timing", "eager"))]
             if not after:
                 print(f"run {ref} {op}: no like nccl-tests run after it", file=sys.stderr)
                 continue

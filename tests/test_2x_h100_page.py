@@ -382,6 +382,7 @@ def ratio(r, nt) -> float:
 
 
 def span(values, digits: int = 3) -> str:
+    values = list(values)
     return f"{min(values):.{digits}f} to {max(values):.{digits}f}"
 
 
@@ -735,7 +736,7 @@ def test_the_readme_section(rec, rounds, peaks, host_stream):
              for v in stream_ratios(host_stream, run, name).values()]
     for said in (
             "Seven fresh hosts of two H100s (NV18), every figure one process but the gate's.",
-            f"NCCL's API read {_span(after)} of `-G` from 1 MiB, within 2% from 16 MiB;",
+            f"NCCL's API read {span(after)} of `-G` from 1 MiB, within 2% from 16 MiB;",
             f"JAX made {tput[('jax', 'resnet50', 2)] / tput[('torch', 'resnet50', 2)]:.2f}x "
             "PyTorch DDP's ResNet-50 img/s (PyTorch eager NCHW, its default) and "
             f"{tput[('jax', 'gpt2', 2)] / tput[('torch', 'gpt2', 2)]:.2f}x its GPT-2 tok/s "
@@ -975,7 +976,6 @@ def test_the_gate_section():
 
 # -- the seventh call: benchmarks/beside_nccl_tests.sh after the fixes ---------------------------
 STREAM = ROOT / "results" / H.H100_2_STREAM
-MiB = 1 << 20
 host_stream = store_fixture(H.H100_2_STREAM)
 
 
@@ -984,20 +984,16 @@ def stream_ratios(store, run: str, name: str, op: str = "all_reduce",
     """dlbench / nccl-tests from 1 MiB, one collective of a run beside one committed file."""
     nt = only_run((STREAM / name).read_text())
     assert nt.op == op
-    return {(r.config.size_bytes, r.config.inplace):
-            r.busbw() / 1e9 / nt.row(r.config.size_bytes).busbw(r.config.inplace)
+    return {(r.config.size_bytes, r.config.inplace): ratio(r, nt)
             for r in store.results(run_id=run, kind="comm")
             if r.config.op == op and r.config.size_bytes >= MiB and r.config.inplace in places}
-
-
-def _span(values) -> str:
-    values = list(values)
-    return f"{min(values):.3f} to {max(values):.3f}"
 
 
 def test_the_targets_met_on_two_h100s(host_stream):
     gpus = (STREAM / "gpus.txt").read_text()
     assert gpus.count("NVIDIA H100 80GB HBM3") == 2 and "NV18" in gpus
+    assert {only_run(f.read_text()).version for f in STREAM.glob("nccl-mpi-*.txt")} == {"2.19.6"}
+    says("nccl-tests 2.19.6 was built on the host with MPI first")
     # order.txt pairs each run with the first like nccl-tests run after it: the rounds shown
     order = (STREAM / "order.txt").read_text().split("\n")
     for run, name in H.H100_STREAM_NCCL + H.H100_STREAM_TORCH + H.H100_STREAM_BF16:
@@ -1013,7 +1009,7 @@ def test_the_targets_met_on_two_h100s(host_stream):
     assert min(got) >= 0.9
     assert all(abs(v - 1) <= 0.02 for run, name in H.H100_STREAM_NCCL
                for (s, _), v in stream_ratios(host_stream, run, name).items() if s >= 16 * MiB)
-    says(f"from 1 MiB every cell reads {_span(got)} of nccl-tests, out of place and in place, "
+    says(f"from 1 MiB every cell reads {span(got)} of nccl-tests, out of place and in place, "
          "and every cell from 16 MiB is within 2%")
     mib = [only_run((STREAM / f"nccl-mpi-G20-{i}.txt").read_text()).row(MiB).out_busbw
            for i in (1, 2, 3)]
@@ -1023,33 +1019,33 @@ def test_the_targets_met_on_two_h100s(host_stream):
                 for v in stream_ratios(host_stream, run, name, places=(True,)).values()]
     torch_out = [v for run, name in H.H100_STREAM_TORCH
                  for v in stream_ratios(host_stream, run, name, places=(False,)).values()]
-    says(f"in place {_span(torch_in)} from 1 MiB. Its out-of-place column, an in-place call on "
-         f"a second buffer, reads {_span(torch_out)} of nccl-tests' out-of-place call")
+    says(f"in place {span(torch_in)} from 1 MiB. Its out-of-place column, an in-place call on "
+         f"a second buffer, reads {span(torch_out)} of nccl-tests' out-of-place call")
 
 
 def test_bf16_the_other_collectives_and_eager_on_two_h100s(host_stream):
     (run, name), = H.H100_STREAM_BF16
-    says(f"**bfloat16**: {_span(stream_ratios(host_stream, run, name).values())} from 1 MiB")
+    says(f"**bfloat16**: {span(stream_ratios(host_stream, run, name).values())} from 1 MiB")
     ops = {}
     for name in H.STREAM_D_OPS_FILES:
         op = only_run((STREAM / name).read_text()).op
         ops[op] = stream_ratios(host_stream, H.H100_STREAM_OPS_RUN, name, op)
-    says(f"all_gather {_span(ops['all_gather'].values())}, reduce_scatter "
-         f"{_span(ops['reduce_scatter'].values())} ({ops['reduce_scatter'][(1024 * MiB, False)]:.3f}"
-         f" at 1 GiB out of place), broadcast {_span(ops['broadcast'].values())} "
+    says(f"all_gather {span(ops['all_gather'].values())}, reduce_scatter "
+         f"{span(ops['reduce_scatter'].values())} ({ops['reduce_scatter'][(1024 * MiB, False)]:.3f}"
+         f" at 1 GiB out of place), broadcast {span(ops['broadcast'].values())} "
          f"({ops['broadcast'][(MiB, False)]:.3f} / {ops['broadcast'][(MiB, True)]:.3f} at 1 MiB), "
-         f"all_to_all out of place {_span(ops['all_to_all'].values())}")
+         f"all_to_all out of place {span(ops['all_to_all'].values())}")
     _, eager, _, per_iter = H.H100_STREAM_EAGER_NCCL
     e = stream_ratios(host_stream, eager, per_iter)
     says(f"through NCCL's API {e[(MiB, False)]:.3f} / {e[(MiB, True)]:.3f} at 1 MiB")
     _, eager_t, _, per_iter_t = H.H100_STREAM_EAGER_TORCH
     t = stream_ratios(host_stream, eager_t, per_iter_t)
-    says(f"through torch {_span(v for (s, _), v in t.items() if s <= 8 * MiB)} from 1 to 8 MiB "
-         f"and {_span(v for (s, _), v in t.items() if s >= 16 * MiB)} from 16 MiB")
+    says(f"through torch {span(v for (s, _), v in t.items() if s <= 8 * MiB)} from 1 to 8 MiB "
+         f"and {span(v for (s, _), v in t.items() if s >= 16 * MiB)} from 16 MiB")
 
 
 def test_the_scaling_guide_quotes_the_seventh_call(host_stream):
     guide = " ".join((ROOT / "docs/scaling.md").read_text().split())
     after = [v for run, name in H.H100_STREAM_NCCL
              for v in stream_ratios(host_stream, run, name).values()]
-    assert f"on two H100s {_span(after)} (within 2% from 16 MiB)" in guide
+    assert f"on two H100s {span(after)} (within 2% from 16 MiB)" in guide

@@ -32,15 +32,19 @@ def printed(host: str, name: str):
     return only_run((FOLDER / host / name).read_text())
 
 
-def ratios(store, run: str, nt, lo: int, hi: int = 1 << 30, places=(False, True)):
-    """(size, in place) -> dlbench busbw / nccl-tests' in the same placement."""
+def ratios(store, run: str, nt, lo: int, hi: int = 1 << 30, places=(False, True),
+           op: str = "all_reduce"):
+    """(size, in place) -> dlbench busbw / nccl-tests' in the same placement, for the run's
+    records of ``op`` from ``lo`` to ``hi`` bytes."""
     return {(r.config.size_bytes, r.config.inplace):
             r.busbw() / 1e9 / nt.row(r.config.size_bytes).busbw(r.config.inplace)
             for r in store.results(run_id=run, kind="comm")
-            if lo <= r.config.size_bytes <= hi and r.config.inplace in places}
+            if r.config.op == op and lo <= r.config.size_bytes <= hi
+            and r.config.inplace in places}
 
 
 def span(values) -> str:
+    values = list(values)
     return f"{min(values):.3f} to {max(values):.3f}"
 
 
@@ -193,10 +197,7 @@ def d_ratios(store, run: str, name: str, op: str = "all_reduce", lo: int = MiB,
     """Host D's ratios of one collective of a run beside one nccl-tests file, from ``lo``."""
     nt = printed("host-d", name)
     assert nt.op == op
-    return {(r.config.size_bytes, r.config.inplace):
-            r.busbw() / 1e9 / nt.row(r.config.size_bytes).busbw(r.config.inplace)
-            for r in store.results(run_id=run, kind="comm")
-            if r.config.op == op and r.config.size_bytes >= lo and r.config.inplace in places}
+    return ratios(store, run, nt, lo, places=places, op=op)
 
 
 def test_host_d_like_for_like(host_d):
@@ -268,3 +269,26 @@ def test_host_d_eager(host_d):
     log = (FOLDER / "host-d" / "pytest-gpu.log").read_text()
     assert re.search(r"\b9 passed\b", log) and "failed" not in log
     says("`host-d/pytest-gpu.log`, 9 passed")
+
+
+def test_host_d_environment(host_d):
+    gpus = (FOLDER / "host-d" / "gpus.txt").read_text()
+    uuids = re.findall(r"GPU-[0-9a-f-]+", gpus)
+    assert len(uuids) == 4 and gpus.count("NVIDIA H200") >= 4
+    assert gpus.count("NV18") == 12  # every pair of the four, both ways
+    for r in host_d.results(kind="comm"):
+        assert r.nccl_version == "2.28.9" and r.nccl_env.get("NCCL_NVLS_ENABLE") == "0"
+        assert r.env["cpu_logical_cores"] == 64
+        assert [g["uuid"] for g in r.env["gpus"]] == uuids[:2]  # GPUs 0 and 1
+    says("on GPUs 0 and 1 of a host of four H200s (every pair NV18; `host-d/gpus.txt`)")
+    says("host D: GPUs 0 and 1 of four H200s (`host-d/gpus.txt`), 64 cores")
+    assert {printed("host-d", f.name).version
+            for f in (FOLDER / "host-d").glob("nccl-mpi-*.txt")} == {"2.19.6"}
+
+
+def test_host_d_built_nccl_tests_during_the_first_three_runs():
+    log = (FOLDER / "host-d" / "comm.log").read_text().splitlines()
+    built = next(i for i, line in enumerate(log) if line.startswith("build done"))
+    before = [line for line in log[:built] if line.startswith("== ")]
+    assert len(before) == 3 and all("dlbench comm" in line for line in before)
+    says("nccl-tests was built during the first three dlbench runs")

@@ -112,3 +112,18 @@ def test_the_collective_by_dlbench_name():
     bare = only_run("\n".join(line for line in (HEAD.format(graph=0) + ROWS).splitlines()
                               if "Collective test" not in line))
     assert (bare.test, bare.op) == (None, None)
+
+
+def test_like_against_like():
+    """-G beside graph timing only, the same collective and element type as printed."""
+    graph = only_run(HEAD.format(graph=20) + ROWS)
+    loop = only_run(HEAD.format(graph=0) + ROWS)
+    assert graph.like("all_reduce", "float32", "graph")
+    assert not graph.like("all_reduce", "float32", "eager")
+    assert loop.like("all_reduce", "float32", "eager") and loop.like("all_reduce", "float32",
+                                                                      "batched")
+    assert not loop.like("all_reduce", "float32", "graph")
+    assert not graph.like("all_gather", "float32", "graph")
+    assert not graph.like("all_reduce", "bfloat16", "graph")
+    half = only_run(HEAD.format(graph=20) + ROWS.replace("float", "half"))
+    assert half.like("all_reduce", "float16", "graph")

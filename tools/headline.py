@@ -1482,13 +1482,10 @@ def comm_ops_beside_nccl_tests(folder: str, run: str, files: Sequence[str],
             some = next((r for (op, _, _), r in cells.items() if op == nt.op), None)
             if some is None:
                 raise LookupError(f"run {run} has no {nt.op} for {name}")
-            if (some.config.timing == "graph") != bool(nt.graph):
-                raise ValueError(f"{name} ({'-G' if nt.graph else 'no -G'}) is set beside "
-                                 f"{some.config.timing} timing")
-            if nt.rows[-1].dtype != {"float32": "float"}.get(some.config.dtype,
-                                                            some.config.dtype):
-                raise ValueError(f"{name} is of {nt.rows[-1].dtype}, run {run} of "
-                                 f"{some.config.dtype}")
+            if not nt.like(some.config.op, some.config.dtype, some.config.timing):
+                raise ValueError(f"{name} ({'-G' if nt.graph else 'no -G'}, "
+                                 f"{nt.rows[-1].dtype}) is not like run {run}'s {nt.op} "
+                                 f"({some.config.timing} timing, {some.config.dtype})")
             printed[nt.op] = (name, nt)
         flags = {r.id: _comm_flags(r) for r in recs}
         common = _common(list(flags.values()))
@@ -1507,7 +1504,7 @@ def comm_ops_beside_nccl_tests(folder: str, run: str, files: Sequence[str],
                                         for r in pair),
                              " / ".join(dict.fromkeys(_choice(r) for r in mine)),
                              _pair_flags(mine, flags, common)))
-        some = recs[0]
+        some, nt = recs[0], next(iter(printed.values()))[1]
         return [f"Run {run} ({timing_label(some)}, {some.config.dtype}, "
                 f"{some.config.ranks} ranks) beside nccl-tests {nt.version} "
                 f"({', '.join(name for name, _ in printed.values())}: -G {nt.graph}), busbw "

@@ -25,6 +25,9 @@ _SETTING = re.compile(r"\b(nGpus|warmup iters:|agg iters:|iters:|graph:) (\d+)")
 _TEST = re.compile(r"^# Collective test starting: (\S+)")
 # nccl-tests' binaries by the collective dlbench calls by another name
 _OP_NAMES = {"alltoall": "all_to_all"}
+#: torch's element types (``dlbench comm --dtype``) as nccl-tests prints them in its type column
+PRINTED_TYPES = {"float32": "float", "float16": "half", "bfloat16": "bfloat16",
+                 "float64": "double", "int32": "int32"}
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,13 @@ class Run:
             return None
         name = self.test.removesuffix("_perf")
         return _OP_NAMES.get(name, name)
+
+    def like(self, op: str, dtype: str, timing: str) -> bool:
+        """Whether this run measured what a ``dlbench comm`` record of ``op``, ``dtype`` and
+        ``timing`` did: the same collective and element type, ``-G`` beside graph timing and a
+        run without it beside eager or batched."""
+        return (self.op == op and bool(self.graph) == (timing == "graph") and bool(self.rows)
+                and self.rows[-1].dtype == PRINTED_TYPES.get(dtype, dtype))
 
     def row(self, size_bytes: int) -> Row:
         for r in self.rows:
