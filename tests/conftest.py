@@ -60,6 +60,7 @@ def pytest_configure(config):
         _compile_dlbench_once()
         _share_jax_compilations(config)
         _compile_xla_quickly()
+        _compile_inductor_quickly()
         _start_fork_server(config)
     else:  # the session's one, started by the first process (pytest_configure_node)
         config.stash[_FORK_SERVER] = config.workerinput["dlbench_fork_server"]
@@ -121,6 +122,25 @@ def _compile_xla_quickly() -> None:
     a test that sets ``XLA_FLAGS`` of its own (a device count) adds to these."""
     flags = os.environ.get("XLA_FLAGS", "").split()
     os.environ["XLA_FLAGS"] = " ".join(flags + [f for f in XLA_TEST_FLAGS if f not in flags])
+
+
+#: Inductor's CPU kernels without SIMD: ``True``/``False`` stand for its check of each vector ISA.
+INDUCTOR_TEST_ENV = {"TORCHINDUCTOR_VEC_ISA_OK": "0"}
+
+
+def _compile_inductor_quickly() -> None:
+    """The suite's torch.compile on the CPU in half the CPU time.
+
+    Before its first CPU kernel inductor checks each vector instruction set the CPU claims by
+    compiling and loading a program for it, then writes its kernels with the widest; a cold
+    compile of the tiny Llama's decode step spent about 21 CPU-seconds in the C++ compiler, half
+    of it on those checks and the wider kernels. With the checks answered "no" it writes scalar
+    kernels: what the compiled step computes, and what dlbench does with it (one compile a
+    process, its guards, the records), are the same; only how fast its steps run differs, and no
+    test asserts a speed. Set here, before the fork server and the workers start, so that they
+    and every child inherit it."""
+    for name, value in INDUCTOR_TEST_ENV.items():
+        os.environ.setdefault(name, value)
 
 
 #: The marker of the tests about real processes (signals, stray ranks, what a new interpreter
