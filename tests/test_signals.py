@@ -408,12 +408,37 @@ def test_sigkill_during_a_scaling_job_leaves_no_rank(tmp_path):
 
 
 # -- a maxbatch search, each probe in its own process ------------------------------------------
+#: A model whose steps take half a second from batch 4 on: a probe of a tiny model is over in
+#: milliseconds once its process has started, so without it the test could not be sure to find
+#: the second probe computing.
+SLOW_FROM_BATCH_4 = """\
+import time
+from torch import nn
+
+
+class SlowFromBatch4(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        if x.device.type != "meta" and x.shape[0] >= 4:
+            time.sleep(0.5)
+        return self.conv(x).mean((2, 3))
+
+
+def build():
+    return SlowFromBatch4(), {"kind": "image", "input_size": 8, "num_classes": 4}
+"""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_a_signal_during_a_maxbatch_search(tmp_path, sig):
     db = tmp_path / "m.db"
-    args = ["maxbatch", "-m", "tiny_cnn", "--device", "cpu", "--isolate", "--no-measure",
-            "--start", "2", "--max", "4", "--db", str(db)]
+    (tmp_path / "slow.py").write_text(SLOW_FROM_BATCH_4)
+    args = ["maxbatch", "-m", f"{tmp_path / 'slow.py'}:build", "--device", "cpu", "--isolate",
+            "--no-measure", "--start", "2", "--max", "4", "--db", str(db)]
     cmd = Cmd(tmp_path, *args)
     # the first probe finished, the second is computing
     cmd.wait_for(lambda: "batch 2: fits" in cmd.stderr()

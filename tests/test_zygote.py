@@ -38,7 +38,7 @@ def _a_zygote_started_here():
 
 
 MODEL = '''
-import os, time
+import os, sys, time
 from torch import nn
 from dlbench import InputSpec
 
@@ -48,7 +48,8 @@ def build(input_size=None):
     BUILT.append(1)
     if os.environ.get("PROBE_OUT"):
         with open(os.environ["PROBE_OUT"], "a") as f:
-            f.write(f"{os.getpid()} {os.getppid()} {len(BUILT)}\\n")
+            dynamo = int("torch._dynamo" in sys.modules)  # before any optimizer imports it
+            f.write(f"{os.getpid()} {os.getppid()} {len(BUILT)} {dynamo}\\n")
     what = os.environ.get("PROBE_DO", "")
     if what == "abort" and len(BUILT) > 1:  # not on the meta-device call that reads the spec
         print("about to abort", flush=True)
@@ -75,7 +76,7 @@ def probe(tmp_path, monkeypatch):
     return f"{path}:build", out
 
 
-def _builds(out: Path) -> list[tuple[int, int, int]]:
+def _builds(out: Path) -> list[tuple[int, int, int, int]]:
     return [tuple(map(int, line.split())) for line in out.read_text().splitlines()]
 
 
@@ -93,6 +94,7 @@ def test_each_worker_is_a_fresh_child_of_one_zygote(probe):
     for pid in pids:  # each built the model from a fresh module: its count starts at 1
         assert [b[2] for b in workers if b[0] == pid][0] == 1
     assert {b[1] for b in workers} == {z}                # both forked by the one zygote
+    assert {b[3] for b in workers} == {1}  # TorchDynamo imported once, by the zygote
 
 
 @pytest.mark.slow

@@ -43,9 +43,11 @@ LIBRARIES = ("torchvision", "timm", "transformers")
 #: The same for ``PREFIX:NAME`` models (``dlbench.models.sources``); a user's ``FILE.py:FUNC``
 #: is never imported here: the zygote runs no code of a model, which could initialise CUDA.
 PREFIXES = {"timm": "timm", "torchvision": "torchvision", "hf": "transformers"}
-#: What every worker imports (torch, the launcher's child side, the models); the job's own
-#: worker module (``job["worker"]``) is imported before its first fork (:func:`preload_worker`).
-COMMON = ("dlbench.launch.worker", "dlbench.models")
+#: What every worker imports (torch, the launcher's child side, the models, and TorchDynamo,
+#: which torch's optimizers import when the first one is built: a second of CPU a worker on the
+#: CPU, more on the GPU hosts, and no thread, no CUDA); the job's own worker module
+#: (``job["worker"]``) is imported before its first fork (:func:`preload_worker`).
+COMMON = ("dlbench.launch.worker", "dlbench.models", "torch._dynamo")
 
 
 def library_for(model: str) -> str | None:
