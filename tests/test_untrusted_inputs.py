@@ -2,7 +2,8 @@
 directory (never imported by a worker, a zygote, torchrun's agent or its ranks), a Hugging Face
 directory whose config asks for its own code (never run, never prompted for), sizes that cannot
 be built (refused before building: in this process, as that starts none), and model code that
-calls ``sys.exit`` (a failure record, not a silent exit 0)."""
+calls ``sys.exit`` (a failure record, not a silent exit 0: in commands forked by the session's
+fork server, as what is tested is what dlbench makes of the exit, not a new interpreter)."""
 
 import json
 import os
@@ -13,8 +14,12 @@ from pathlib import Path
 import pytest
 from fakes import cli
 
-#: What a new interpreter imports, and how it ends: every process starts afresh.
-pytestmark = pytest.mark.real_processes
+from dlbench.launch import forking
+
+#: What a new interpreter imports, and how it ends: for these tests every process starts afresh.
+#: (Model code that calls sys.exit is about what dlbench makes of it, in whatever process it
+#: runs: those commands and their children are forked by the test session's fork server.)
+REAL = pytest.mark.real_processes
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 FAST = ["--min-steps", "5", "--min-time", "0.05", "--max-time", "0.3", "--warmup", "1",
@@ -31,13 +36,15 @@ with open({marker!r}, "a") as f:
 def dlbench(*args, cwd, timeout=180, stdin=None, env=None):
     """``dlbench ARGS`` from ``cwd``; the parent itself started with ``-P`` (as the console
     script is: its own directory first, not the working directory), so that what the test
-    sees is what dlbench's own children import."""
+    sees is what dlbench's own children import. In a test not marked :data:`REAL`, forked by
+    the session's fork server (``python -m dlbench``: the working directory first)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
     env.pop("PYTHONSAFEPATH", None)
     # no empty entry: an empty PYTHONPATH entry is the working directory, named by the user
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, *env.get("PYTHONPATH", "").split(
         os.pathsep)]))
-    return subprocess.run([sys.executable, "-P", "-m", "dlbench", *args], capture_output=True,
+    python = ["-P"] if not forking.active() else forking.python_args()
+    return subprocess.run([sys.executable, *python, "-m", "dlbench", *args], capture_output=True,
                           text=True, timeout=timeout, env=env, cwd=cwd, input=stdin)
 
 
@@ -47,6 +54,7 @@ def _plant(cwd: Path, marker: Path) -> None:
 
 
 # -- files in the working directory -------------------------------------------------------------
+@REAL
 @pytest.mark.slow
 @pytest.mark.parametrize("spawn", [False, True], ids=["zygote", "spawned"])
 def test_an_isolated_worker_imports_nothing_from_the_working_directory(tmp_path, monkeypatch,
@@ -64,6 +72,7 @@ def test_an_isolated_worker_imports_nothing_from_the_working_directory(tmp_path,
     assert docs[0]["status"] == "ok"
 
 
+@REAL
 @pytest.mark.slow
 def test_torchrun_and_its_ranks_import_nothing_from_the_working_directory(tmp_path):
     cwd, marker = tmp_path / "cwd", tmp_path / "imported"
@@ -92,6 +101,7 @@ def _remote_code_dir(tmp_path: Path, model_type: str) -> tuple[Path, Path]:
     return model, marker
 
 
+@REAL  # transformers reads HF_HOME once, at its import
 @pytest.mark.parametrize("model_type", ["evil", "gpt2"])
 def test_an_hf_directory_with_its_own_code_is_refused_without_a_prompt(tmp_path, model_type):
     model, marker = _remote_code_dir(tmp_path, model_type)
@@ -280,6 +290,7 @@ def test_a_model_file_that_exits_in_dlbenchs_own_process_is_a_usage_error(tmp_pa
 # -- a reader that stops early ------------------------------------------------------------------
 # The model table and its JSON without FLOPs: counting them (every model built on the meta
 # device, seconds of work) adds nothing that is written.
+@REAL
 @pytest.mark.parametrize("args", [["models", "--no-flops"], ["models", "--json", "--no-flops"],
                                   ["results", "ls"]])
 def test_stdout_closed_by_its_reader_ends_quietly_with_exit_0(tmp_path, args):
