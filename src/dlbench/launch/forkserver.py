@@ -10,6 +10,7 @@ code as ``__main__``, as ``python`` would. The server ends at the end of its sta
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -81,6 +82,7 @@ def _start(conn: socket.socket, listener: socket.socket,
     _preload(request["argv"])
     sys.stdout.flush()
     sys.stderr.flush()
+    gc.freeze()  # the imports are left out of the child's garbage collections (zygote.main)
     pid = os.fork()
     if pid == 0:  # the server's own descriptors are no business of the child's
         _child(request, fds, [listener.fileno(), conn.fileno(),

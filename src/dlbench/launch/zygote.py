@@ -28,6 +28,7 @@ started stands in for it.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -127,6 +128,10 @@ def main() -> int:
         job = json.loads(line)
         preload(job["config"])
         preload_worker(job.get("worker", ""))
+        # What the zygote imported is left out of its children's garbage collections: they
+        # would walk millions of objects (torch's, transformers'), and writing to every one of
+        # them copies the zygote's pages into each worker (CPython's advice for a forking server).
+        gc.freeze()
         with warnings.catch_warnings():  # a library's idle thread: the child never uses it
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
