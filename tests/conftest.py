@@ -216,7 +216,7 @@ def _collect_and_freeze() -> None:
 
     A worker imports torch, transformers, JAX and the tests' modules: millions of objects that
     live as long as it does, and which each full collection walked (a third of a second each,
-    about a hundred of them a session, and five more at its end). After the collection of the
+    dozens of them a session, and five more at its end). After the collection of the
     tests and after each test file the garbage is collected, so that none is kept, then what
     is left (modules, caches, the session's fixtures) is frozen (:func:`gc.freeze`); the
     collections that follow walk only what the tests make after it."""
