@@ -159,3 +159,14 @@ def test_emulated_network_rows_carry_their_spread(rendered):
     rows = [line for line in rendered["cpu-net"] if line.startswith("| 4 | 1gbit | ps")]
     assert len(rows) == 1 and "| 19.1 ±46.1% |" in rows[0] and rows[0].endswith("| cv 20% |")
     assert len([line for line in rendered["cpu-net"] if line.startswith("| 2 ")]) == 8
+
+
+def test_the_test_time_in_readme_is_the_range_of_the_measured_runs():
+    said = re.search(r"The whole suite takes (\d+) to (\d+)( and a half)? minutes",
+                     (ROOT / "README.md").read_text())
+    section = (ROOT / "docs" / "architecture.md").read_text().split(
+        "## The test suite's time")[1].split("\n## ")[0]
+    runs = [int(m) + int(s) / 60 for m, s in re.findall(r"(\d+) min (\d+) s", section)]
+    assert said and runs
+    low, high = int(said[1]), int(said[2]) + (0.5 if said[3] else 0)
+    assert low <= min(runs) < low + 1 and high - 0.5 < max(runs) <= high, (said[0], runs)
