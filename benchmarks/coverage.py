@@ -46,9 +46,9 @@ by the next run), so a long experiment fits in several calls.
         --other results/coverage-h100/dlbench.db
     # only the analysis of stores that exist (seconds, no GPU)
     PYTHONPATH=src python3 benchmarks/coverage.py --db A.db --other B.db --analyse-only --out c.json
-    # CPU, tiny models (the test does this): 2 configs x 4 processes, about a minute
+    # CPU, tiny models (the test does this): 2 configs x 4 processes, windows of 0.3 s at most
     PYTHONPATH=src python3 benchmarks/coverage.py --suite smoke --configs tiny_cnn:train,tiny_cnn:eval \\
-        --processes 4 --group 2 --device cpu --db /tmp/cov.db --out /tmp/cov.json
+        --processes 4 --group 2 --device cpu --max-time 0.3 --db /tmp/cov.db --out /tmp/cov.json
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Sequence
@@ -69,6 +70,7 @@ from typing import Any, Sequence
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 sys.path.insert(0, SRC)
 
+from dlbench.launch import forking  # noqa: E402
 from dlbench.measure import stats  # noqa: E402
 from dlbench.store import Store  # noqa: E402
 from dlbench.suites import DEFAULT_REPEAT, DeviceFacts, suite_for  # noqa: E402
@@ -95,12 +97,19 @@ def pick_configs(suite: str, selectors: Sequence[str], facts: DeviceFacts) -> li
     return out
 
 
-def command_for(cfg, processes: int, db: str, device: str) -> list[str]:
-    """The dlbench command that measures ``cfg`` as the suite does, in ``processes`` fresh
-    processes (telemetry off: it waits for the idle power to settle before each process, and
-    the intervals do not depend on it)."""
+def capped(cfg, max_seconds: float):
+    """``cfg`` with its window ended after ``max_seconds`` at most (its minimum cut to match)."""
     stop = cfg.stop
-    cmd = [sys.executable, "-m", "dlbench", "throughput", "-m", cfg.model,
+    return replace(cfg, stop=replace(stop, max_seconds=min(stop.max_seconds, max_seconds),
+                                     min_seconds=min(stop.min_seconds, max_seconds)))
+
+
+def command_for(cfg, processes: int, db: str, device: str) -> list[str]:
+    """The dlbench command (its arguments after ``dlbench``) that measures ``cfg`` as the suite
+    does, in ``processes`` fresh processes (telemetry off: it waits for the idle power to settle
+    before each process, and the intervals do not depend on it)."""
+    stop = cfg.stop
+    cmd = ["throughput", "-m", cfg.model,
            "-b", str(cfg.batch_size), "--mode", cfg.mode, "--precision", cfg.precision,
            "--channels-last", "on" if cfg.channels_last else "off",
            "--warmup", str(cfg.warmup_steps), "--warmup-time", str(cfg.warmup_seconds),
@@ -119,14 +128,16 @@ def measure(configs: list, processes: int, db: str, device: str, budget_s: float
     """Every config in ``processes`` processes; False when the budget ran out first."""
     t0 = time.monotonic()
     for cfg in configs:
-        cmd = command_for(cfg, processes, db, device)
+        args = command_for(cfg, processes, db, device)
         left = None if budget_s is None else budget_s - (time.monotonic() - t0)
         if left is not None and left <= 0:
             return False
-        print("$ " + " ".join(cmd[1:]), flush=True)
+        print("$ dlbench " + " ".join(args), flush=True)
         # its tables go nowhere: this script prints its own; progress and errors stay on stderr
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             p for p in (SRC, os.environ.get("PYTHONPATH")) if p))
+        # `python -m dlbench ARGS`; in the test session forked by its server (forking.python_args)
+        cmd = [sys.executable, *forking.python_args("-m", "dlbench"), *args]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
         try:
             proc.wait(timeout=left)
@@ -525,6 +536,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=540.0,
                    help="start no process after this many seconds; run again to go on "
                         "(default %(default)s; 0 = no limit)")
+    p.add_argument("--max-time", type=float, metavar="S",
+                   help="end every window after S seconds at most (and start none shorter): a "
+                        "quick pass of the mechanics, with fewer steps behind each interval "
+                        "than the suite's windows (default: the suite's own)")
     p.add_argument("--analyse-only", action="store_true", help="measure nothing; read --db")
     args = p.parse_args(argv)
     if args.processes < 2 or not 2 <= args.group <= args.processes:
@@ -537,8 +552,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from dlbench.jobs.plans import device_facts  # heavy: torch, to size the suite
             facts = device_facts()
         configs = pick_configs(args.suite, args.configs.split(","), facts)
+        if args.max_time:
+            configs = [capped(c, args.max_time) for c in configs]
         commands = [" ".join(["dlbench"] + command_for(c, args.processes, args.db,
-                                                       args.device)[3:]) for c in configs]
+                                                       args.device)) for c in configs]
         Path(args.db).parent.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         finished = measure(configs, args.processes, args.db, args.device,

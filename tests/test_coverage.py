@@ -255,12 +255,14 @@ def _script():
 @pytest.mark.slow
 def test_the_coverage_experiment_runs_through_dlbench(tmp_path):
     # benchmarks/coverage.py on the CPU: 2 configs of the smoke suite x 4 fresh processes, so
-    # that a group of 2 leaves 2 others for its held-out reference.
+    # that a group of 2 leaves 2 others for its held-out reference; windows of 0.3 s at most
+    # (the suite's are up to 2 s: what is tested is the experiment's mechanics, not a rate).
     db, out = tmp_path / "cov.db", tmp_path / "cov.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
     p = subprocess.run([sys.executable, *forking.python_args(SCRIPT), "--suite",
                         "smoke", "--configs", "tiny_cnn:train,tiny_cnn:eval", "--processes", "4",
-                        "--group", "2", "--device", "cpu", "--db", str(db), "--out", str(out),
+                        "--group", "2", "--device", "cpu", "--max-time", "0.3",
+                        "--db", str(db), "--out", str(out),
                         "--other", str(db)],
                        capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -288,6 +290,7 @@ def test_the_coverage_experiment_runs_through_dlbench(tmp_path):
     assert result["inclusive_reference"]["one_process"]["n"] == 8
     assert result["env"]["accelerator"] == "cpu"
     assert len(result["commands"]) == 2 and "--repeat 4" in result["commands"][0]
+    assert all(" --min-time 0.2 --max-time 0.3 " in c for c in result["commands"])
     # the store against itself: no difference between the "cards"
     assert [c["difference_rel"] for c in result["other"]["cards"]] == [0.0, 0.0]
     assert "one process's 95% interval covers the mean of the other processes" in p.stdout
