@@ -1,5 +1,6 @@
 import gc
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,7 @@ def pytest_configure(config):
     torch.set_num_threads(1)
     if not hasattr(config, "workerinput"):  # the first process: xdist's workers inherit it
         # (its environment; and the fork server's socket, which it hands each of them)
+        _interruptible()
         _compile_dlbench_once()
         _share_jax_compilations(config)
         _compile_xla_quickly()
@@ -65,6 +67,18 @@ def pytest_configure(config):
         _start_fork_server(config)
     else:  # the session's one, started by the first process (pytest_configure_node)
         config.stash[_FORK_SERVER] = config.workerinput["dlbench_fork_server"]
+
+
+def _interruptible() -> None:
+    """Ctrl-C (SIGINT) handled in this process, so that every process the tests start can get it.
+
+    A shell without job control starts a command run with ``&`` with SIGINT ignored, and an
+    ignored signal stays ignored across fork and exec: run so, every dlbench the tests start
+    would ignore the SIGINT that the tests about Ctrl-C send it (Python installs its handler
+    only where SIGINT is not ignored at start-up). A handled signal is reset to the default in
+    a new program, which then installs its own, as one started from a terminal does."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _compile_dlbench_once() -> None:
