@@ -105,6 +105,24 @@ def _temporary_files_in_memory() -> None:
         return
     os.environ["TMPDIR"] = str(MEMORY_TMP)  # the workers, the fork server and every child
     tempfile.tempdir = None                   # this process: gettempdir() reads it again
+    os.environ[_IN_MEMORY] = "1"
+
+
+_IN_MEMORY = "DLBENCH_TESTS_TMP_IN_MEMORY"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _leave_no_memory_behind(tmp_path_factory, request):
+    """A process's temporary files in memory go when all of its tests passed (pytest keeps the
+    last three sessions' otherwise: gigabytes of memory); a failure keeps them for a look.
+
+    Not pytest's tmp_path_retention_policy "failed": it removes a passed test's folder at once,
+    and the next test of that name gets the same path, where a cache keyed by path (a model
+    file's module) would hand it the earlier test's."""
+    yield
+    if os.environ.get(_IN_MEMORY) and request.session.testsfailed == 0:
+        import shutil
+        shutil.rmtree(tmp_path_factory.getbasetemp(), ignore_errors=True)
 
 
 def _compile_dlbench_once() -> None:
