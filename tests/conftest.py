@@ -91,18 +91,23 @@ def _temporary_files_in_memory() -> None:
     """The session's temporary files (``tmp_path``, the stores the tests unpack, every
     process's temporary folders) on a memory file system, where the machine has one.
 
-    A run writes about 1.5 GB there, most of it committed stores unpacked again by the tests
-    of each page, and the copies of the last three sessions are kept: on a disk that is a
-    gigabyte of write-back per run, and on the machines the suite was timed on the disk's I/O
-    stall, which every new interpreter's imports wait on too, was the largest part of the
-    difference between a 6- and a 9-minute run. Nothing here where TMPDIR is set, or where
-    ``/dev/shm`` is small (a container's 64 MB), not a directory, or mounted noexec."""
+    The workers alone write about 1.5 GB there a run, most of it committed stores unpacked
+    again by the tests of each page, and pytest keeps the last three sessions' files: on a
+    disk, 1.1 GB written back a run on the machine the suite is timed on, whose I/O stall
+    every new interpreter's imports wait on too (57 MB with them in memory; the kernel's I/O
+    stall of a whole run 110 s before, 43 s after: docs/architecture.md). Nothing changes
+    where TMPDIR is set, or where ``/dev/shm`` is small (a container's 64 MB), not a
+    directory, or mounted noexec."""
     import tempfile
     if os.environ.get("TMPDIR") or not MEMORY_TMP.is_dir() or not os.access(MEMORY_TMP, os.W_OK):
         return
     room = os.statvfs(MEMORY_TMP)
     if room.f_bavail * room.f_frsize < MEMORY_TMP_MIN_BYTES or room.f_flag & os.ST_NOEXEC:
         return
+    # inductor's cache outlives the session (it is reused by the next): where it always was
+    import getpass
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(
+        tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}"))
     os.environ["TMPDIR"] = str(MEMORY_TMP)  # the workers, the fork server and every child
     tempfile.tempdir = None                   # this process: gettempdir() reads it again
     os.environ[_IN_MEMORY] = "1"

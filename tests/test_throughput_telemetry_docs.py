@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import tomllib
 from datetime import datetime
 from pathlib import Path
@@ -374,11 +373,11 @@ def test_the_tolerance():
 
 
 @pytest.fixture(scope="module")
-def windows():
+def windows(tmp_path_factory):
     """Every GPU window with a counter in the counted stores: (record, window_s, check,
     the largest power sample inside the window)."""
     out = []
-    work = Path(tempfile.mkdtemp())
+    work = tmp_path_factory.mktemp("counted-stores")
     for folder in COUNTED:
         st = H.open_store(ROOT / "results", folder, work)
         for r in st.results():
