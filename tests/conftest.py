@@ -91,11 +91,10 @@ def _temporary_files_in_memory() -> None:
     """The session's temporary files (``tmp_path``, the stores the tests unpack, every
     process's temporary folders) on a memory file system, where the machine has one.
 
-    The workers alone write about 1.5 GB there a run, most of it committed stores unpacked
-    again by the tests of each page, and pytest keeps the last three sessions' files: on a
-    disk, 1.1 GB written back a run on the machine the suite is timed on, whose I/O stall
-    every new interpreter's imports wait on too (57 MB with them in memory; the kernel's I/O
-    stall of a whole run 110 s before, 43 s after: docs/architecture.md). Nothing changes
+    The tests unpack the committed stores of the pages they check again and again, and pytest
+    keeps the last three sessions' files: on a disk that is a gigabyte written back a run,
+    whose I/O every new interpreter's imports then wait behind (the runs' "written" and "I/O
+    stall", before and after: docs/architecture.md, "The test suite's time"). Nothing changes
     where TMPDIR is set, or where ``/dev/shm`` is small (a container's 64 MB), not a
     directory, or mounted noexec."""
     import tempfile
