@@ -68,6 +68,7 @@ def pytest_configure(config):
         _start_fork_server(config)
     else:  # the session's one, started by the first process (pytest_configure_node)
         config.stash[_FORK_SERVER] = config.workerinput["dlbench_fork_server"]
+        _rewrite_test_modules_in_turn(config)
 
 
 def _interruptible() -> None:
@@ -144,6 +145,42 @@ def _compile_dlbench_once() -> None:
     root = Path(__file__).resolve().parents[1]
     for folder in (root / "src" / "dlbench", root / "tests" / "fakes"):
         compileall.compile_dir(folder, quiet=1)
+
+
+def _rewrite_test_modules_in_turn(config) -> None:
+    """The test modules' rewritten asserts written once for the workers, each doing its share.
+
+    pytest rewrites every ``assert`` of a test module when it imports it (thousands here: about
+    seven CPU-seconds) and keeps the result in ``__pycache__`` for the next import, unless
+    PYTHONDONTWRITEBYTECODE is set (as on the machines these tests were timed on), when every
+    worker of every run rewrote all of them again. Before collecting, each worker rewrites the
+    modules from its own starting point on (the second from the middle), skipping those
+    already written, so that the workers share the work; then collection reads what they
+    wrote. A module whose cache is missing or stale is rewritten by collection as before.
+    pytest's own functions, so it writes what it would read; where a pytest has none of them,
+    nothing is done here."""
+    if config.getoption("assertmode") != "rewrite":
+        return
+    try:
+        from _pytest.assertion.rewrite import (PYC_TAIL, _read_pyc, _rewrite_test, _write_pyc,
+                                               assertstate_key, get_cache_dir)
+    except ImportError:
+        return
+    modules = sorted(Path(__file__).parent.glob("test_*.py"))
+    worker = int(config.workerinput.get("workerid", "gw0")[2:] or 0)
+    start = len(modules) * worker // max(1, int(config.workerinput.get("workercount", 1)))
+    state = config.stash[assertstate_key]
+    for module in modules[start:] + modules[:start]:
+        cache = get_cache_dir(module)
+        pyc = cache / (module.name[:-3] + PYC_TAIL)
+        if _read_pyc(module, pyc) is not None:
+            continue
+        try:
+            stat, code = _rewrite_test(module, config)
+        except SyntaxError:  # collection reports it, with the module's name
+            continue
+        cache.mkdir(exist_ok=True)
+        _write_pyc(state, code, stat, pyc)
 
 
 #: JAX's persistent compilation cache, for every program however short its compile (JAX keeps
