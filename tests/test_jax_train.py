@@ -14,7 +14,7 @@ from dlbench.data.base import ArrayDataset  # noqa: E402
 from dlbench.records.train import TrainConfig  # noqa: E402
 
 
-def _data(n: int = 640, size: int = 8) -> ArrayDataset:
+def _data(n: int = 320, size: int = 8) -> ArrayDataset:
     """Two classes anyone can tell apart: dark images and bright ones, with noise."""
     g = torch.Generator().manual_seed(0)
 
@@ -28,7 +28,7 @@ def _data(n: int = 640, size: int = 8) -> ArrayDataset:
 
 
 def _cfg(**kw) -> TrainConfig:
-    return TrainConfig(**{"dataset": "tiny-bright", "model": "cnn10_small", "batch_size": 64,
+    return TrainConfig(**{"dataset": "tiny-bright", "model": "cnn10_small", "batch_size": 32,
                           "target": 0.9, "max_epochs": 4, "device": "cpu",
                           "throughput_steps": 3, "warmup_epochs": 0.5, "framework": "jax",
                           **kw})

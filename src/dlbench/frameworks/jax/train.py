@@ -120,10 +120,7 @@ def _run(cfg, data, hp, lr_at, log, order, eval_batch, synthetic_warmup, measure
     steps = -(-n_train // batch)
     eval_n = min(eval_batch, n_eval)
 
-    variables = module.init(jax.random.key(cfg.seed), train_x[:1].astype(jnp.float32),
-                            train=False)
-    state = {"params": variables["params"], "batch_stats": variables["batch_stats"],
-             "opt": tx.init(variables["params"])}
+    state = _init_state(module, tx, cfg.seed, (1, *train_x.shape[1:]))
     est_step_s = _compile(step_fn, eval_fn, state, train_x, train_y, eval_x, eval_y, batch,
                           n_train, n_eval, eval_n, clock)
 
@@ -189,7 +186,21 @@ def _run(cfg, data, hp, lr_at, log, order, eval_batch, synthetic_warmup, measure
     return out
 
 
+def _init_state(module, tx, seed: int, shape: tuple[int, ...]) -> dict[str, Any]:
+    """Random weights, their batch statistics and the optimizer's state, made by one compiled
+    program: made op by op, each of the model's initialisers was a program of its own for XLA
+    to compile (about a hundred for a small CNN, seconds on a CPU)."""
+    def make():
+        variables = module.init(jax.random.key(seed), jnp.zeros(shape, jnp.float32),
+                                train=False)
+        return {"params": variables["params"], "batch_stats": variables["batch_stats"],
+                "opt": tx.init(variables["params"])}
+    return jax.jit(make)()
+
+
+@jax.jit
 def _copy(state):
+    """A copy of every array of ``state``, in one program (the step donates its input)."""
     return jax.tree_util.tree_map(jnp.copy, state)
 
 
