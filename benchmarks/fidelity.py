@@ -670,7 +670,7 @@ def fsdp_rounds(a: argparse.Namespace, gpu: bool, rounds_n: int
                               input_size=a.seq_len or spec.input_size,
                               compile=None if a.compile == "none" else a.compile,
                               checkpointing=a.checkpointing, warmup_steps=10,
-                              warmup_seconds=1.0, stop=stop),
+                              warmup_seconds=min(1.0, longest), stop=stop),
         gpus=a.gpus, strategy="fsdp")
     # Both jobs' ranks get what dlbench's launcher gives its ranks (launch.torchrun).
     env = {**os.environ, **interconnect_env(cfg.interconnect)}
@@ -784,7 +784,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="--fsdp: activation checkpointing on both sides (transformers' switch)")
     ap.add_argument("--max-time", type=float,
                     help="--fsdp: the longest dlbench window, seconds (default 15 on a GPU, 8 "
-                         "on the CPU)")
+                         "on the CPU); the warm-up takes at most a second, and no longer than "
+                         "this")
     ap.add_argument("--fsdp-rank", help=argparse.SUPPRESS)  # one rank of the bare loop
     a = ap.parse_args(argv)
     if a.fsdp_rank:

@@ -54,8 +54,8 @@ def _fidelity(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_fsdp_mode_runs_both_sides(tmp_path):
     # Two rounds of tiny_llama (batch 4 per rank, 16 tokens) on 2 gloo processes; dlbench's
-    # windows are 0.3 seconds at most, or the rule's 30 steps, which win over it (about half a
-    # second on the CPU), and the bare loop runs as many steps.
+    # windows (and warm-ups) are 0.3 seconds at most, or the rule's 30 steps, which win over it
+    # (about half a second on the CPU), and the bare loop runs as many steps.
     out = tmp_path / "fidelity.json"
     p = _fidelity("--fsdp", "--device", "cpu", "--model", "tiny_llama", "--batch", "4",
                   "--seq-len", "16", "--rounds", "2", "--max-time", "0.3", "--out", str(out))
@@ -69,7 +69,7 @@ def test_fsdp_mode_runs_both_sides(tmp_path):
     assert (cfg["strategy"], cfg["gpus"]) == ("fsdp", 2)
     assert (base["model"], base["batch_size"], base["input_size"], base["precision"],
             base["optimizer"], base["device"]) == ("tiny_llama", 4, 16, "fp32", "adamw", "cpu")
-    assert base["stop"]["max_seconds"] == 0.3
+    assert base["stop"]["max_seconds"] == 0.3 and base["warmup_seconds"] == 0.3  # capped too
     assert [r["dlbench_first"] for r in result["rounds"]] == [True, False]
     from dlbench.models import get_model
     params = sum(p.numel() for p in get_model("tiny_llama").build(16).parameters())
