@@ -191,13 +191,6 @@ def _result_ids(db: Path) -> list[str]:
     return [r[0] for r in _rows(db, "SELECT id FROM results ORDER BY created_at, rowid")]
 
 
-def _run(tmp_path: Path, *args: str, tmp: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1", **({"TMPDIR": str(tmp)} if tmp else {}))
-    return subprocess.run([sys.executable, "-c", WRAPPER, *args], env=env, capture_output=True,
-                          text=True, timeout=120)
-
-
 # -- the handler itself -----------------------------------------------------------------------
 def test_install_turns_sigterm_and_sighup_into_keyboard_interrupt_and_restores():
     inherited = {s: signal.signal(s, signal.SIG_DFL) for s in (signal.SIGTERM, signal.SIGHUP)}
@@ -291,9 +284,10 @@ def test_the_temporary_folder_of_a_killed_dlbench_goes_with_the_next_run(tmp_pat
     assert cmd.orphans_after() == []
     assert [n.split("-")[:2] for n in cmd.temp_left()] == [["dlbench", "run"]]  # one folder
     # an inline run makes no folder of its own, and removes the dead one all the same (on an
-    # H100 an inline run after a SIGKILL once left the killed run's folder in place)
-    again = _run(tmp_path, "throughput", "-m", "tiny_mlp", "-b", "2", "--device", "cpu",
-                 "--db", str(db), *AFTER, tmp=cmd.tmp)
+    # H100 an inline run after a SIGKILL once left the killed run's folder in place); it starts
+    # no process, so it runs in this one, with the killed command's TMPDIR
+    again = cli.run("throughput", "-m", "tiny_mlp", "-b", "2", "--device", "cpu",
+                    "--db", str(db), *AFTER, env=dict(os.environ, TMPDIR=str(cmd.tmp)))
     assert again.returncode == 0, again.stderr
     assert cmd.temp_left() == []   # the killed run's folder, and this run's own
 

@@ -66,7 +66,7 @@ def run(*args: str, cwd: str | os.PathLike | None = None, env: Mapping[str, str]
     """``dlbench ARGS`` in this process, returning what :func:`spawn` would.
 
     ``env`` replaces the environment for the call, as a child's would be (with :func:`child_env`'s
-    additions); the working directory, the environment, stdin, signal handlers, warning filters
+    additions; its TMPDIR is where the call's temporary files go); the working directory, the environment, stdin, signal handlers, warning filters
     and the torch settings a command may change are put back afterwards. ``timeout`` is accepted
     for the same signature as :func:`spawn`; in this process pytest-timeout bounds the call.
     """
@@ -161,8 +161,11 @@ _DEFAULT_FILTERS = (("default", DeprecationWarning, "__main__"),
 
 @contextlib.contextmanager
 def _isolated(cwd, env: dict[str, str], stdin: str | None) -> Iterator[None]:
+    import tempfile
+
     import torch
     old_cwd, old_env, old_stdin = os.getcwd(), dict(os.environ), sys.stdin
+    old_tempdir = tempfile.tempdir  # gettempdir() reads TMPDIR once, then keeps what it found
     old_signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     old_torch = (torch.get_num_threads(), torch.get_float32_matmul_precision(),
                  torch.backends.cudnn.benchmark, torch.get_default_dtype(),
@@ -179,12 +182,14 @@ def _isolated(cwd, env: dict[str, str], stdin: str | None) -> Iterator[None]:
                 os.chdir(cwd)
             os.environ.clear()
             os.environ.update(env)
+            tempfile.tempdir = None  # the call's TMPDIR, as a child would find it
             sys.stdin = io.StringIO(stdin or "")  # under pytest a child's stdin is empty too
             yield
     finally:
         os.chdir(old_cwd)
         os.environ.clear()
         os.environ.update(old_env)
+        tempfile.tempdir = old_tempdir
         sys.stdin = old_stdin
         sys.path[:] = old_path
         for s, h in old_signals.items():
