@@ -120,7 +120,11 @@ def _run(cfg, data, hp, lr_at, log, order, eval_batch, synthetic_warmup, measure
     steps = -(-n_train // batch)
     eval_n = min(eval_batch, n_eval)
 
-    state = _init_state(module, tx, cfg.seed, (1, *train_x.shape[1:]))
+    # on the device the run's arrays are on: an array placed on a device is another input to
+    # a compiled program than one left where JAX put it by default, so a step compiled for the
+    # one would be compiled again for the other in the run's first epoch (it was, until this
+    # state and the programs' inputs below were placed as the run's are)
+    state = jax.device_put(_init_state(module, tx, cfg.seed, (1, *train_x.shape[1:])), jdev)
     est_step_s = _compile(step_fn, eval_fn, state, train_x, train_y, eval_x, eval_y, batch,
                           n_train, n_eval, eval_n, clock)
 
@@ -160,7 +164,8 @@ def _run(cfg, data, hp, lr_at, log, order, eval_batch, synthetic_warmup, measure
         out["epoch_times_s"].append(t_end - t_epoch)
         start_rel = t_epoch - t0
         out["iter_time_s"] += list(start_rel + t for t in np.cumsum(step_times).tolist())
-        iter_loss = np.asarray(jnp.stack(losses), np.float64).tolist()
+        # read one by one: stacking them on the device first was a program compiled in the run
+        iter_loss = np.asarray(jax.device_get(losses), np.float64).tolist()
         out["iter_loss"] += iter_loss
         train_loss = math.fsum(iter_loss) / max(len(iter_loss), 1)
         out["train_loss"].append(train_loss)
@@ -209,7 +214,7 @@ def _compile(step_fn, eval_fn, state, train_x, train_y, eval_x, eval_y, batch, n
     """Compile every shape the run will use, on throwaway copies of the state (the real one
     is untouched): the full batch, the last partial one, the evaluation's. Returns a step's
     time, to bound the queue by."""
-    perm = jnp.arange(n_train, dtype=jnp.int32)
+    perm = jax.device_put(np.arange(n_train, dtype=np.int32), train_x.sharding)  # as an epoch's
     for b in {batch, n_train % batch or batch}:
         s, loss = step_fn(_copy(state), train_x, train_y, perm, jnp.int32(0), jnp.float32(0.0), b)
         jax.block_until_ready(loss)
@@ -239,7 +244,8 @@ def _synthetic(step_fn, state, train_x, train_y, batch: int, cfg, warmup: int, l
     """The same step on one fixed batch already on the device, through the measured window:
     the speed without the per-epoch order (what the PyTorch run's side measurement is)."""
     holder = {"state": _copy(state), "loss": None}
-    perm, start = jnp.arange(train_x.shape[0], dtype=jnp.int32), jnp.int32(0)
+    perm = jax.device_put(np.arange(train_x.shape[0], dtype=np.int32), train_x.sharding)
+    start = jnp.int32(0)
     lr = jnp.float32(lr)
 
     def step():
