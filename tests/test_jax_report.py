@@ -151,3 +151,27 @@ def test_the_view_states_the_dropout_rule_and_what_still_differs():
     assert len(still) == 1
     for what in ("Philox", "threefry", "attention kernel", "layout", "BatchNorm"):
         assert what in still[0]
+
+
+def test_a_jax_run_stored_before_init_compiled_everything_is_flagged_in_time_to_accuracy():
+    """Before 2026-11-27 a JAX run compiled its step again in its first epoch (the inputs init
+    compiled it for were placed otherwise): its 1st epoch and time to train hold a compile. Its
+    record lacks ``env.jax.compiled_in_init``; a newer run's has it; PyTorch's are never
+    flagged."""
+    from dlbench.records.train import JAX_COMPILED_IN_INIT, TrainConfig, TrainRecord
+    from dlbench.report.frameworks import COMPILE_IN_RUN_FLAG, training_table
+
+    def run(framework: str, env: dict, seed: int = 0) -> TrainRecord:
+        cfg = TrainConfig(dataset="fashion-mnist", model="cnn10", batch_size=256, target=0.9,
+                          framework=framework, seed=seed)
+        return TrainRecord(config=cfg, env=env, epoch_times_s=(6.0, 0.6, 0.4),
+                           eval_accuracy=(0.8, 0.88, 0.91), time_to_train_s=10.2)
+    old, new = {"jax": {"jax": "0.11.2"}}, {"jax": {"jax": "0.11.2", JAX_COMPILED_IN_INIT: True}}
+    t = training_table([run("torch", {}), run("jax", old), run("torch", {}, seed=1),
+                        run("jax", new, seed=1)])
+    rows = [dict(zip(t.columns, row)) for row in t.rows]
+    assert [(r["seed"], r["framework"], r["flags"]) for r in rows] == [
+        ("0", "PyTorch", "-"), ("0", "JAX", COMPILE_IN_RUN_FLAG),
+        ("1", "PyTorch", "-"), ("1", "JAX", "-")]
+    assert any(n.startswith(f"{COMPILE_IN_RUN_FLAG}: a JAX run stored before 2026-11-27")
+               for n in t.notes)

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any, Callable
 
 from dlbench.launch.failures import classify, describe
-from dlbench.records.train import TrainConfig, TrainRecord
+from dlbench.records.train import JAX_COMPILED_IN_INIT, TrainConfig, TrainRecord
 from dlbench.training import loop, mlperf, recipe
 from dlbench.training.pipeline import epoch_permutation
 from dlbench.training.runner import InlineRunner, failure_record, to_record
@@ -34,7 +34,8 @@ class JaxTrainRunner(InlineRunner):
         except Exception as exc:  # the run's failure is a record; the sweep goes on
             return failure_record(cfg, env, classify(exc), describe(exc))
         from dlbench.frameworks.jax import versions  # heavy: jax
-        return to_record(cfg, {**env, "jax": versions()}, [res], data.source)
+        jax_env = {**versions(), JAX_COMPILED_IN_INIT: True}  # every program compiled in init
+        return to_record(cfg, {**env, "jax": jax_env}, [res], data.source)
 
 
 def run_one(cfg: TrainConfig, data, mllog: bool = True, measure_side: bool = True,
