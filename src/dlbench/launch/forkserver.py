@@ -33,8 +33,13 @@ BASE = ("torch", "torch.distributed.run", "dlbench.launch.agent", "dlbench.launc
 
 
 def serve(listener: socket.socket) -> None:
-    """Fork a child for each stand-in that connects to ``listener``, until stdin ends."""
+    """Fork a child for each stand-in that connects to ``listener``, until stdin ends.
+
+    :data:`BASE` is imported first, while the test processes start and collect their tests
+    (stand-ins that connect meanwhile wait in the listening queue): imported at the first fork
+    instead, the first tests of every test process waited on it together, a core idle."""
     import selectors
+    _preload([])
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ, ("accept", None))
     sel.register(sys.stdin.fileno(), selectors.EVENT_READ, ("parent", None))
@@ -119,7 +124,7 @@ def _preload(argv: list[str]) -> None:
     """Import, in the server, what the process ``argv`` will import: for a rank, its job's
     worker and its model's library (once; later forks find them imported)."""
     import importlib
-    for name in BASE:  # at the first fork: a session that starts no job pays nothing
+    for name in BASE:  # imported once, at the server's start (serve)
         try:
             importlib.import_module(name)
         except ImportError:  # an extra not installed: the child reports what it misses
