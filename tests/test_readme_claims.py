@@ -183,7 +183,8 @@ def suite_runs_table(runs: list[dict]) -> str:
 
 
 def test_the_test_times_table_is_its_record_and_the_readme_gives_its_range():
-    runs = json.loads(SUITE_RUNS.read_text())["runs"]
+    record = json.loads(SUITE_RUNS.read_text())
+    runs = record["runs"]
     section = (ROOT / "docs" / "architecture.md").read_text().split(
         "## The test suite's time")[1].split("\n## ")[0]
     assert suite_runs_table(runs) in section
@@ -192,6 +193,8 @@ def test_the_test_times_table_is_its_record_and_the_readme_gives_its_range():
     said = re.search(r"The whole suite takes (\d+) to (\d+)( and a half)? minutes",
                      (ROOT / "README.md").read_text())
     assert said
-    minutes = [r["seconds"] / 60 for r in runs]
+    # the range of the suite as it now stands: the runs from readme_from's first on
+    first = [r["code"] for r in runs].index(record["readme_from"])
+    minutes = [r["seconds"] / 60 for r in runs[first:]]
     low, high = int(said[1]), int(said[2]) + (0.5 if said[3] else 0)
     assert low <= min(minutes) < low + 1 and high - 0.5 < max(minutes) <= high, (said[0], minutes)
