@@ -290,7 +290,6 @@ class TrainRecord(Record):
                 and not ((self.env or {}).get("jax") or {}).get(JAX_COMPILED_IN_INIT))
 
 
-
 # -- what a training loop books after each evaluated epoch and at the end of a run ---------------
 # One copy for every framework's loop (PyTorch's training.loop, JAX's frameworks.jax.train): the
 # run's raw fields, its MLPerf events and when it stops must not differ between frameworks.
