@@ -3,8 +3,8 @@ queue bound, the fidelity band, the dropout rates and the preallocation JAX take
 against the code; the H100 comparison (every pair of the frameworks store as the comparison view
 makes it: each side's figure with its interval, the ratio and the flags of both records), its
 summary ranges, the JAX fidelity file, the records that predate the dropout rule and JAX's time
-to accuracy before and after its compile fix are recomputed from the committed files. The two-H100 paragraph is checked by
-tests/test_2x_h100_page.py."""
+to accuracy before and after its compile fix are recomputed from the committed files. The
+two-H100 paragraph is checked by tests/test_2x_h100_page.py."""
 
 from __future__ import annotations
 
@@ -232,7 +232,7 @@ def test_the_jax_records_that_predate_the_dropout_rule(store, tmp_path):
          "the README's) flatter JAX.")
 
 
-# -- JAX's time to accuracy before and after the compile fix ----------------------------------------
+# -- JAX's time to accuracy before and after the compile fix ------------------------------------
 def _jax_runs(store) -> dict[str, object]:
     return {r.config.precision: r for r in store.results(kind="train")
             if r.config.framework == "jax"}

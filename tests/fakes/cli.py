@@ -66,9 +66,10 @@ def run(*args: str, cwd: str | os.PathLike | None = None, env: Mapping[str, str]
     """``dlbench ARGS`` in this process, returning what :func:`spawn` would.
 
     ``env`` replaces the environment for the call, as a child's would be (with :func:`child_env`'s
-    additions; its TMPDIR is where the call's temporary files go); the working directory, the environment, stdin, signal handlers, warning filters
-    and the torch settings a command may change are put back afterwards. ``timeout`` is accepted
-    for the same signature as :func:`spawn`; in this process pytest-timeout bounds the call.
+    additions; its TMPDIR is where the call's temporary files go); the working directory, the
+    environment, stdin, signal handlers, warning filters and the torch settings a command may
+    change are put back afterwards. ``timeout`` is accepted for the same signature as
+    :func:`spawn`; in this process pytest-timeout bounds the call.
     """
     from dlbench.cli import main
     argv = [str(a) for a in args]
