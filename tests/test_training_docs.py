@@ -27,6 +27,7 @@ from dlbench.data import folder, idx, mnist5k
 from dlbench.measure.olympic import MAX_FAILURES, MIN_RUNS, olympic_mean
 from dlbench.training import compliance, loop, recipe
 from dlbench.training.models import build_model
+from dlbench.training.pipeline import batch_sizes
 from dlbench.training.scoring import convergence
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,10 +136,17 @@ def test_the_init_warm_up_and_the_side_measurements():
                                       seen["train" if m.training else "eval"] + 1))
     data = SimpleNamespace(channels=1, size=8, num_classes=10, eval_len=100)
     cfg = SimpleNamespace(batch_size=4, precision="fp32")
-    loop._warm_up(model, data, cfg, hp_at(4), torch.device("cpu"), contextlib.nullcontext, 16)
-    assert seen == {"train": 2, "eval": 1}
-    says("a warm-up of two training steps and one evaluation batch on a throwaway copy of the "
-         "model with random data")
+    sizes = []
+    model.register_forward_pre_hook(lambda m, args: sizes.append((m.training, len(args[0]))))
+    # 10 training samples a rank in batches of 4 (the last: 2), 20 evaluated in batches of 16
+    loop._warm_up(model, data, cfg, hp_at(4), torch.device("cpu"), contextlib.nullcontext,
+                  batch_sizes(10, 4), batch_sizes(20, 16))
+    assert seen == {"train": 3, "eval": 2}
+    assert sizes == [(True, 4), (True, 4), (True, 2), (False, 16), (False, 4)]
+    assert batch_sizes(8, 4) == (4,) and batch_sizes(3, 4) == (3,)  # no partial batch
+    says("a warm-up of two training steps at the full batch, one at the epoch's last partial "
+         "batch and one evaluation batch of each size the evaluation uses, on a throwaway copy "
+         "of the model with random data")
     assert default("train", "--throughput-steps").default == 50
     says("measured after `run_stop` on the first seed of each setup (`--throughput-steps`, 50)")
 

@@ -121,7 +121,8 @@ def train_run(cfg: TrainConfig, data: ArrayDataset | FolderDataset, device: torc
     samples_per_epoch = train_loader.samples_per_epoch
     autocast = autocast_factory(cfg.precision, device)
     with precision_flags(cfg.precision, device):
-        _warm_up(model, data, cfg, hp, device, autocast, max(EVAL_BATCH, cfg.batch_size))
+        _warm_up(model, data, cfg, hp, device, autocast, train_loader.batch_sizes,
+                 eval_loader.batch_sizes)
     reset_peak_memory(device)
     synchronize(device)
 
@@ -193,26 +194,31 @@ def train_run(cfg: TrainConfig, data: ArrayDataset | FolderDataset, device: torc
 
 
 def _warm_up(model: torch.nn.Module, data, cfg: TrainConfig, hp: recipe.Hyperparameters,
-             device: torch.device, autocast, eval_batch: int) -> None:
-    """Two training steps and one evaluation batch on a throwaway copy of the model, with random
-    data (never the training set), during init: cuDNN autotuning, lazy initialisation and the
-    libraries' first-use imports happen here, so a process's first seed is not slower than the
-    others. MLPerf permits warm-up on synthetic data in init."""
+             device: torch.device, autocast, train_sizes: tuple[int, ...],
+             eval_sizes: tuple[int, ...]) -> None:
+    """Two training steps at the full batch, one at the epoch's last partial batch, and one
+    evaluation batch of each size the evaluation uses, on a throwaway copy of the model with
+    random data (never the training set), during init: cuDNN autotuning (for every batch shape
+    the run meets: a shape seen first in the run was autotuned in its first epoch), lazy
+    initialisation and the libraries' first-use imports happen here, so that neither the first
+    epoch nor a process's first seed holds them. MLPerf permits warm-up on synthetic data in
+    init."""
     m = copy.deepcopy(model)
     opt = make_optimizer(hp, [p for p in m.parameters() if p.requires_grad], 1e-12)
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
     g = torch.Generator(device=device).manual_seed(12345)  # leaves the global RNG untouched
     shape = (data.channels, data.size, data.size)
     m.train()
-    for _ in range(2):
-        x = torch.randn(cfg.batch_size, *shape, device=device, generator=g)
-        y = torch.randint(0, data.num_classes, (cfg.batch_size,), device=device, generator=g)
+    for n in (train_sizes[0], *train_sizes):  # the full batch twice, then the last
+        x = torch.randn(n, *shape, device=device, generator=g)
+        y = torch.randint(0, data.num_classes, (n,), device=device, generator=g)
         with autocast():
             loss = F.cross_entropy(m(x).float(), y)
         update(loss, opt, scaler)
     m.eval()
     with torch.no_grad(), autocast():
-        m(torch.randn(min(eval_batch, data.eval_len), *shape, device=device, generator=g))
+        for n in eval_sizes:
+            m(torch.randn(n, *shape, device=device, generator=g))
     synchronize(device)
     del m, opt
 

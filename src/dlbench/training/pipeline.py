@@ -76,6 +76,13 @@ class Normalizer:
         return torch.where(flip.view(n, 1, 1, 1), out.flip(3), out)
 
 
+def batch_sizes(samples: int, batch: int) -> tuple[int, ...]:
+    """The sizes of the batches a rank's epoch of ``samples`` yields: the full one and, where
+    ``batch`` does not divide it, the last one (each a shape of its own to autotune)."""
+    last = samples % batch
+    return (min(batch, samples),) + ((last,) if last and samples > batch else ())
+
+
 class DeviceLoader:
     """The dataset held on the device; batches gathered there (``--loader gpu``)."""
 
@@ -95,6 +102,10 @@ class DeviceLoader:
     @property
     def samples_per_epoch(self) -> int:
         return self.per_rank * self.world
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return batch_sizes(self.per_rank, self.batch)
 
     def epoch(self, e: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         if self.train:
@@ -162,6 +173,10 @@ class HostLoader:
     @property
     def samples_per_epoch(self) -> int:
         return len(self.sampler) * self.world
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return batch_sizes(len(self.sampler), self.loader.batch_size)
 
     def epoch(self, e: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         self.sampler.set_epoch(e)
