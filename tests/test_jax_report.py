@@ -175,3 +175,33 @@ def test_a_jax_run_stored_before_init_compiled_everything_is_flagged_in_time_to_
         ("1", "PyTorch", "-"), ("1", "JAX", "-")]
     assert any(n.startswith(f"{COMPILE_IN_RUN_FLAG}: a JAX run stored before 2026-11-27")
                for n in t.notes)
+
+
+def test_a_pytorch_gpu_run_stored_before_init_warmed_every_shape_is_flagged_where_one_was_left():
+    """Before 2026-11-27 PyTorch's init warmed up the full batch only: on a GPU, cuDNN autotuned
+    the epoch's last, partial batch in the first epoch. A record without ``warm_up`` whose
+    epoch ends on a partial batch is flagged; one with it, one whose batch divides the epoch,
+    and a CPU run's are not."""
+    from dlbench.records.train import TrainConfig, TrainRecord
+    from dlbench.report.frameworks import AUTOTUNE_IN_RUN_FLAG, training_table
+
+    def run(framework: str, seed: int, samples: int = 60_000, device: str = "cuda",
+            **kw) -> TrainRecord:
+        cfg = TrainConfig(dataset="fashion-mnist", model="cnn10", batch_size=256, target=0.9,
+                          framework=framework, seed=seed)
+        return TrainRecord(config=cfg, env={"jax": {"compiled_in_init": True}}, device=device,
+                           samples_per_epoch=samples, steps_per_epoch=-(-samples // 256),
+                           epoch_times_s=(5.5, 1.6), eval_accuracy=(0.88, 0.91),
+                           time_to_train_s=7.5, **kw)
+    recs = [run("torch", 0), run("jax", 0),
+            run("torch", 1, warm_up={"train": [256, 96], "eval": [1024, 784]}), run("jax", 1),
+            run("torch", 2, samples=256 * 234), run("jax", 2, samples=256 * 234),
+            run("torch", 3, device="cpu"), run("jax", 3, device="cpu")]
+    t = training_table(recs)
+    flags = [(row[3], row[4], row[-1]) for row in t.rows]
+    assert [f for f in flags if f[1] == "PyTorch"] == [
+        ("0", "PyTorch", AUTOTUNE_IN_RUN_FLAG), ("1", "PyTorch", "-"), ("2", "PyTorch", "-"),
+        ("3", "PyTorch", "-")]
+    assert all(f[2] == "-" for f in flags if f[1] == "JAX")
+    assert any(f"{AUTOTUNE_IN_RUN_FLAG}: a PyTorch run on a GPU stored before then" in n
+               for n in t.notes)

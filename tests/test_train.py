@@ -17,8 +17,9 @@ from dlbench.records import record_from_dict
 from dlbench.records.train import TrainConfig, TrainRecord
 from dlbench.report.tables import tables_for
 from dlbench.store import Store
-from dlbench.training.loop import default_lr, train_run
+from dlbench.training.loop import EVAL_BATCH, default_lr, train_run
 from dlbench.training.models import build_model, canonical_name
+from dlbench.training.pipeline import batch_sizes
 from dlbench.training.runner import InlineRunner, to_record
 
 CPU = torch.device("cpu")
@@ -56,6 +57,10 @@ def test_a_real_short_run_reaches_a_modest_target_within_a_minute(run, mnist5k):
     n = res["epochs_to_converge"]
     assert 1 <= n <= 5 and len(res["eval_accuracy"]) == n      # stopped at the target
     assert res["eval_accuracy"][-1] >= 0.85 > max(res["eval_accuracy"][:-1] + [0])
+    # init warmed up every batch shape the epoch meets: the full one and the last
+    sizes, samples = res["warm_up"]["train"], res["samples_per_epoch"]
+    assert sizes == [64] + ([samples % 64] if samples % 64 else []), (sizes, samples)
+    assert res["warm_up"]["eval"] == list(batch_sizes(mnist5k.eval_len, EVAL_BATCH))
     # the clock: time to train ends with the last evaluation, and holds every epoch
     assert res["time_to_train_s"] == pytest.approx(res["eval_end_s"][-1])
     assert res["time_to_train_s"] >= sum(res["epoch_times_s"]) + sum(res["eval_times_s"]) - 1e-6

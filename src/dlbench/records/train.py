@@ -231,6 +231,7 @@ class TrainRecord(Record):
     train_loss: tuple[float, ...] = ()             # mean over each epoch, all ranks
     iter_loss: tuple[float, ...] = ()              # rank 0, every iteration
     iter_time_s: tuple[float, ...] = ()            # rank 0, end of every iteration, from run start
+    warm_up: dict[str, Any] | None = None          # init's warm-up: batch sizes, train and eval
     pipeline: dict[str, Any] | None = None         # the input pipeline alone: samples, seconds
     synthetic: dict[str, Any] | None = None        # the model on on-device random data
     memory: dict[str, int | None] = field(default_factory=dict)
@@ -279,6 +280,17 @@ class TrainRecord(Record):
     def headline(self) -> float | None:
         """Time to train in seconds (converged runs only): the figure the store indexes."""
         return self.time_to_train_s if self.ok else None
+
+    @property
+    def autotune_in_first_epoch(self) -> bool:
+        """A PyTorch run on a GPU stored before its init warm-up ran every batch shape
+        (2026-11-27; the record then has no ``warm_up``), whose epoch ends on a partial batch:
+        cuDNN autotuned that shape in the first epoch, which holds it (seconds on an H100)."""
+        if not self.ok or getattr(self.config, "framework", "torch") != "torch" or \
+                self.warm_up is not None or self.device != "cuda" or not self.steps_per_epoch:
+            return False
+        per_rank = self.samples_per_epoch // max(self.world, 1)
+        return per_rank % self.config.batch_size != 0
 
     @property
     def compile_in_first_epoch(self) -> bool:

@@ -236,8 +236,16 @@ def throughput_table(records: Sequence[Any]) -> Table | None:
     return Table("PyTorch vs JAX, throughput", cols, tuple(rows), notes)
 
 
-#: The flag of a JAX training row whose timed run held a compile (TrainRecord's property).
+#: The flags of a training row whose first epoch held what init should have done (TrainRecord's
+#: properties): a JAX compile, a PyTorch cuDNN autotuning.
 COMPILE_IN_RUN_FLAG = "compile in 1st epoch"
+AUTOTUNE_IN_RUN_FLAG = "autotune in 1st epoch"
+
+
+def _warm_up_flag(r: Any) -> str:
+    if r.compile_in_first_epoch:
+        return COMPILE_IN_RUN_FLAG
+    return AUTOTUNE_IN_RUN_FLAG if r.autotune_in_first_epoch else "-"
 
 
 def training_table(records: Sequence[Any]) -> Table | None:
@@ -263,7 +271,7 @@ def training_table(records: Sequence[Any]) -> Table | None:
                          fmt_num(r.median_epoch_s, 3), fmt_num(r.time_to_train_s, 4),
                          str(r.epochs), fmt_num(r.final_accuracy, 4),
                          fmt_num(r.synthetic_samples_per_s(), 4), r.status,
-                         COMPILE_IN_RUN_FLAG if r.compile_in_first_epoch else "-"))
+                         _warm_up_flag(r)))
     if not rows:
         return None
     cols = ("model@dataset", "prec", "batch", "seed", "framework", "1st epoch (s)",
@@ -275,7 +283,9 @@ def training_table(records: Sequence[Any]) -> Table | None:
              "PyTorch autotunes there; synthetic: the same step on one on-device batch",
              f"{COMPILE_IN_RUN_FLAG}: a JAX run stored before 2026-11-27 compiled its step "
              "again in its first epoch (its inputs were placed otherwise than in init), so its "
-             "1st epoch and time to train hold that compile")
+             "1st epoch and time to train hold that compile; "
+             f"{AUTOTUNE_IN_RUN_FLAG}: a PyTorch run on a GPU stored before then warmed up its "
+             "full batch only, and cuDNN autotuned the epoch's last, partial one in the run")
     return Table("PyTorch vs JAX, time to accuracy", cols, tuple(rows), notes)
 
 

@@ -132,7 +132,8 @@ def train_run(cfg: TrainConfig, data: ArrayDataset | FolderDataset, device: torc
         "epoch_times_s": [], "eval_times_s": [], "eval_end_s": [], "eval_accuracy": [],
         "eval_loss": [], "train_loss": [], "iter_loss": [], "iter_time_s": [],
         "time_to_train_s": None, "epochs_to_converge": None, "status": "ok",
-        "error_type": None, "error": None, "pipeline": None, "synthetic": None}
+        "error_type": None, "error": None, "pipeline": None, "synthetic": None,
+        "warm_up": {"train": list(train_loader.batch_sizes), "eval": list(eval_loader.batch_sizes)}}
 
     with precision_flags(cfg.precision, device):
         t0 = clock()

@@ -39,7 +39,7 @@ RANK_WORKER = run_rank
 # Fields of a rank's result that go into the record as they are.
 _SERIES = ("lr", "hyperparameters", "samples_per_epoch", "steps_per_epoch", "init_s", "run_s", "time_to_train_s",
            "epochs_to_converge", "epoch_times_s", "eval_times_s", "eval_end_s", "eval_accuracy",
-           "eval_loss", "train_loss", "iter_loss", "iter_time_s", "memory", "mllog")
+           "eval_loss", "train_loss", "iter_loss", "iter_time_s", "memory", "mllog", "warm_up")
 
 
 def merge_side(measurements: list[dict | None]) -> dict[str, Any] | None:

@@ -135,7 +135,9 @@ def _run(cfg, data, hp, lr_at, log, order, eval_batch, synthetic_warmup, measure
         "epoch_times_s": [], "eval_times_s": [], "eval_end_s": [], "eval_accuracy": [],
         "eval_loss": [], "train_loss": [], "iter_loss": [], "iter_time_s": [],
         "time_to_train_s": None, "epochs_to_converge": None, "status": "ok",
-        "error_type": None, "error": None, "pipeline": None, "synthetic": None}
+        "error_type": None, "error": None, "pipeline": None, "synthetic": None,
+        "warm_up": {"train": sorted({batch, n_train % batch or batch}, reverse=True),
+                    "eval": sorted({eval_n, n_eval % eval_n or eval_n}, reverse=True)}}
     in_flight = steps_in_flight(est_step_s)
     t0 = clock()
     out["init_s"] = t0 - t_init
