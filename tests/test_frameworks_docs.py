@@ -256,11 +256,15 @@ def test_the_time_to_accuracy_runs_from_before_the_warm_up_fixes_and_their_rerun
     bf16 = old_torch["bf16"]
     rest = [f"{t:.2f} s" for t in bf16.epoch_times_s[1:]]
     assert bf16.epoch_times_s[0] > 2 * max(bf16.epoch_times_s[1:])  # the autotuning is in it
+    assert all(r.autotune_in_first_epoch for r in old_torch.values())  # and the view says so
+    says('the JAX ones "compile in 1st epoch", the PyTorch ones on a GPU whose epoch ends on a '
+         'partial batch "autotune in 1st epoch"')
     says(f"PyTorch: bf16 {bf16.time_to_train_s:.2f} s, its first epoch "
          f"{bf16.epoch_times_s[0]:.2f} s against {', '.join(rest[:-1])} and {rest[-1]})")
     with H.open_store(ROOT / "results", f"{FRAMEWORKS}/train-2026-11-27", tmp_path) as again:
         new_jax, new_torch = _runs(again, "jax"), _runs(again, "torch")
     assert not any(r.compile_in_first_epoch for r in new_jax.values())
+    assert not any(r.autotune_in_first_epoch for r in new_torch.values())
     # with every shape warmed up in init, no first epoch stands out
     assert all(r.epoch_times_s[0] < 1.2 * min(r.epoch_times_s[1:])
                for r in (*new_jax.values(), *new_torch.values()))
