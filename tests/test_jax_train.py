@@ -81,6 +81,7 @@ def test_jax_reaches_the_target_with_the_pytorch_runs_log_compiling_only_in_init
     assert rec.synthetic["per_rank"][0]["steps"] == 3 and rec.synthetic["seconds"] > 0
     assert rec.env["jax"]["jax"] and rec.env["jax"]["compiled_in_init"] is True
     assert not rec.compile_in_first_epoch  # the report's flag for runs stored before the fix
+    assert rec.warm_up == {"train": [32], "eval": [64]}  # the shapes init compiled: 320 / 32, 64
     torch_out = train_run(_cfg(framework="torch"), data, torch.device("cpu"), mllog=True,
                           measure_side=False)
     # The same events in the same order, epoch for epoch (both reach the target in epoch 1..4).
