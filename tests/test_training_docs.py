@@ -393,3 +393,28 @@ def test_where_the_old_recipes_tables_are(old_store, h200_store):
          "(results/2026-11-4x-h200.md) campaign pages.")
     assert re.search(r"run 49d638dbbc76, .*: stored 5 of 5 passed, today 0 of 5 passed",
                      (ROOT / "results" / H.H100 / "verdicts-recheck.txt").read_text())
+
+
+def test_the_time_to_train_records_measured_before_init_warmed_every_shape(tmp_path):
+    """docs/training.md: every committed PyTorch GPU time-to-train record of those campaigns
+    predates the warm-up of every batch shape, and its epoch ends on a partial batch."""
+    import gzip
+    import shutil
+
+    from dlbench.store import Store
+    results = Path(__file__).resolve().parents[1] / "results"
+    folders = ("pt2.11-cu130-h100-80gb-hbm3", "pt2.11-cu130-h100-80gb-hbm3/time-to-accuracy-recipe",
+               "pt2.11-cu130-4x-h200", "pt2.11-cu130-4x-h100/tta")
+    seen = 0
+    for i, folder in enumerate(folders):
+        db = tmp_path / f"{i}.db"
+        with gzip.open(results / folder / "dlbench.db.gz", "rb") as src, open(db, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        with Store(db) as store:
+            runs = [r for r in store.results(kind="train")
+                    if r.config.framework == "torch" and r.ok and r.device == "cuda"]
+        assert runs and all(r.warm_up is None and r.autotune_in_first_epoch for r in runs), folder
+        seen += len(runs)
+    assert seen >= 60
+    says("Every PyTorch time to train on a GPU in the committed campaigns of one H100, four H200s "
+         "and four H100s (`time-to-accuracy-recipe/` and `tta/` included) was measured so")
