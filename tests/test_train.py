@@ -14,12 +14,11 @@ from dlbench.cli import main
 from dlbench.data import load_dataset
 from dlbench.measure.stats import percentile
 from dlbench.records import record_from_dict
-from dlbench.records.train import TrainConfig, TrainRecord
+from dlbench.records.train import TrainConfig, TrainRecord, batch_sizes
 from dlbench.report.tables import tables_for
 from dlbench.store import Store
 from dlbench.training.loop import EVAL_BATCH, default_lr, train_run
 from dlbench.training.models import build_model, canonical_name
-from dlbench.training.pipeline import batch_sizes
 from dlbench.training.runner import InlineRunner, to_record
 
 CPU = torch.device("cpu")

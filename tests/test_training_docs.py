@@ -25,9 +25,9 @@ from dlbench.cli import build_parser
 from dlbench.commands.common import EXIT_FAILED_RESULTS, EXIT_INTERRUPTED, EXIT_USAGE
 from dlbench.data import folder, idx, mnist5k
 from dlbench.measure.olympic import MAX_FAILURES, MIN_RUNS, olympic_mean
+from dlbench.records.train import batch_sizes
 from dlbench.training import compliance, loop, recipe
 from dlbench.training.models import build_model
-from dlbench.training.pipeline import batch_sizes
 from dlbench.training.scoring import convergence
 
 ROOT = Path(__file__).resolve().parents[1]

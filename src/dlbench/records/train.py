@@ -302,6 +302,14 @@ class TrainRecord(Record):
                 and not ((self.env or {}).get("jax") or {}).get(JAX_COMPILED_IN_INIT))
 
 
+def batch_sizes(samples: int, batch: int) -> tuple[int, ...]:
+    """The sizes of the batches an epoch of ``samples`` (a rank's) yields at ``batch``: the full
+    one and, where ``batch`` does not divide it, the last one. Each is a shape of its own for a
+    compiler or cuDNN's autotuning, which both loops' init warms up (``warm_up``)."""
+    last = samples % batch
+    return (min(batch, samples),) + ((last,) if last and samples > batch else ())
+
+
 # -- what a training loop books after each evaluated epoch and at the end of a run ---------------
 # One copy for every framework's loop (PyTorch's training.loop, JAX's frameworks.jax.train): the
 # run's raw fields, its MLPerf events and when it stops must not differ between frameworks.

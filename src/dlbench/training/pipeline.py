@@ -26,6 +26,7 @@ from torch.nn import functional as F
 
 from dlbench.data.base import ArrayDataset, FolderDataset
 from dlbench.measure.timer import synchronize
+from dlbench.records.train import batch_sizes
 
 
 def epoch_permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
@@ -74,13 +75,6 @@ class Normalizer:
         out = padded[idx, chans, rows, cols]
         flip = torch.rand(n, device=dev, generator=self.gen) < 0.5
         return torch.where(flip.view(n, 1, 1, 1), out.flip(3), out)
-
-
-def batch_sizes(samples: int, batch: int) -> tuple[int, ...]:
-    """The sizes of the batches a rank's epoch of ``samples`` yields: the full one and, where
-    ``batch`` does not divide it, the last one (each a shape of its own to autotune)."""
-    last = samples % batch
-    return (min(batch, samples),) + ((last,) if last and samples > batch else ())
 
 
 class DeviceLoader:

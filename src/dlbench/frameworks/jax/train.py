@@ -32,7 +32,7 @@ from dlbench.frameworks.jax import step as jstep
 from dlbench.frameworks.jax.measure import JaxStepTimer, jax_device, peak_memory
 from dlbench.frameworks.jax.models import JAX_TRAIN_MODELS
 from dlbench.measure.window import MeasuredWindow, steps_in_flight
-from dlbench.records.train import book_epoch, book_run_end
+from dlbench.records.train import batch_sizes, book_epoch, book_run_end
 
 import jax  # heavy: jax  # noqa: E402
 import jax.numpy as jnp  # heavy: jax  # noqa: E402
@@ -136,8 +136,8 @@ def _run(cfg, data, hp, lr_at, log, order, eval_batch, synthetic_warmup, measure
         "eval_loss": [], "train_loss": [], "iter_loss": [], "iter_time_s": [],
         "time_to_train_s": None, "epochs_to_converge": None, "status": "ok",
         "error_type": None, "error": None, "pipeline": None, "synthetic": None,
-        "warm_up": {"train": sorted({batch, n_train % batch or batch}, reverse=True),
-                    "eval": sorted({eval_n, n_eval % eval_n or eval_n}, reverse=True)}}
+        "warm_up": {"train": list(batch_sizes(n_train, batch)),
+                    "eval": list(batch_sizes(n_eval, eval_n))}}
     in_flight = steps_in_flight(est_step_s)
     t0 = clock()
     out["init_s"] = t0 - t_init
@@ -217,7 +217,7 @@ def _compile(step_fn, eval_fn, state, train_x, train_y, eval_x, eval_y, batch, n
     is untouched): the full batch, the last partial one, the evaluation's. Returns a step's
     time, to bound the queue by."""
     perm = jax.device_put(np.arange(n_train, dtype=np.int32), train_x.sharding)  # as an epoch's
-    for b in {batch, n_train % batch or batch}:
+    for b in batch_sizes(n_train, batch):
         s, loss = step_fn(_copy(state), train_x, train_y, perm, jnp.int32(0), jnp.float32(0.0), b)
         jax.block_until_ready(loss)
     s = _copy(state)
@@ -226,7 +226,7 @@ def _compile(step_fn, eval_fn, state, train_x, train_y, eval_x, eval_y, batch, n
     jax.block_until_ready(loss)  # note: a sync point, during init
     est = clock() - t
     ev = {"params": state["params"], "batch_stats": state["batch_stats"]}
-    for n in {eval_n, n_eval % eval_n or eval_n}:
+    for n in batch_sizes(n_eval, eval_n):
         jax.block_until_ready(eval_fn(ev, eval_x, eval_y, 0, n))
     return est
 
